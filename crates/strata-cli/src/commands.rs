@@ -1,0 +1,203 @@
+//! What each subcommand does: argument handling and printing around the library crates.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use strata_engine::input::Input;
+use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_small_parts};
+
+use crate::output::{Format, write_batches};
+use crate::progress::IngestBar;
+use crate::{Cli, Command};
+
+pub type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+pub fn run(cli: Cli) -> CliResult {
+    let data_dir = DataDir::new(&cli.data_dir);
+    match cli.command {
+        Command::Ingest {
+            table,
+            files,
+            sort_key,
+            max_columns,
+            no_merge,
+        } => run_ingest(&data_dir, &table, &files, sort_key, max_columns, no_merge),
+        Command::Export { table } => {
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+            export_table(&data_dir, &table, &mut out)?;
+            out.flush()?;
+            Ok(())
+        }
+        Command::Tables => {
+            let tables = data_dir.tables()?;
+            println!(
+                "{:<24} {:>14} {:>7} {:>16}  sort key",
+                "table", "documents", "parts", "bytes"
+            );
+            for t in tables {
+                println!(
+                    "{:<24} {:>14} {:>7} {:>16}  {}",
+                    t.name,
+                    t.documents,
+                    t.parts,
+                    t.bytes,
+                    t.sort_key.join(",")
+                );
+            }
+            Ok(())
+        }
+        Command::Optimize { table } => {
+            let summary = merge_small_parts(&data_dir, &table, &MergeOptions::default())?;
+            eprintln!(
+                "optimize {table}: {} parts before, {} after ({} merged into {})",
+                summary.parts_before,
+                summary.parts_after,
+                summary.inputs_merged,
+                summary.outputs_written
+            );
+            Ok(())
+        }
+        Command::Generate {
+            dataset,
+            docs,
+            seed,
+            quirks,
+            output,
+        } => run_generate(&dataset, docs, seed, quirks, output.as_deref()),
+        Command::Query {
+            sql,
+            format,
+            timing,
+        } => run_query(&data_dir, &sql, format, timing),
+        Command::Sql => crate::shell::run_shell(&data_dir),
+    }
+}
+
+fn run_ingest(
+    data_dir: &DataDir,
+    table: &str,
+    files: &[String],
+    sort_key: Option<Vec<String>>,
+    max_columns: Option<usize>,
+    no_merge: bool,
+) -> CliResult {
+    let inputs: Vec<Input> = files.iter().map(|f| Input::parse(f)).collect();
+    let plain = inputs.iter().all(|i| {
+        matches!(i, Input::File(p) if !matches!(p.extension().and_then(|e| e.to_str()), Some("gz" | "zst" | "zstd")))
+    });
+    let total = if plain {
+        inputs.iter().map(|i| i.len()).sum::<Option<u64>>()
+    } else {
+        None
+    };
+    let bar = IngestBar::new(total);
+    let options = IngestOptions {
+        sort_key,
+        max_columns,
+        auto_merge: !no_merge,
+        ..Default::default()
+    };
+    let summary = ingest(
+        data_dir,
+        table,
+        &inputs,
+        &options,
+        &mut |p| bar.update(p, plain.then_some(p.bytes)),
+        &mut |r| bar.suspend(|| eprintln!("rejected {}:{}: {}", r.file, r.line, r.reason)),
+    )?;
+    bar.finish();
+    let secs = bar.elapsed().as_secs_f64().max(1e-9);
+    let p = &summary.progress;
+    eprintln!(
+        "ingest {table}: read {} documents, loaded {}, rejected {} in {:.2} s ({:.0} docs/s, {:.1} MB/s)",
+        p.read,
+        p.loaded,
+        p.rejected,
+        secs,
+        p.read as f64 / secs,
+        p.bytes as f64 / secs / 1e6
+    );
+    eprintln!(
+        "table {table}: {} documents in {} parts, {} bytes on disk ({} new parts{})",
+        summary.table_documents,
+        summary.table_parts,
+        summary.table_bytes,
+        summary.parts_written,
+        match &summary.merge {
+            Some(m) if m.inputs_merged > 0 =>
+                format!(", merged {} small parts into {}", m.inputs_merged, m.outputs_written),
+            _ => String::new(),
+        }
+    );
+    if let Some(path) = &summary.rejects_file {
+        eprintln!("rejected lines were appended to {}", path.display());
+    }
+    Ok(())
+}
+
+fn run_generate(
+    dataset: &str,
+    docs: u64,
+    seed: u64,
+    quirks: bool,
+    output: Option<&Path>,
+) -> CliResult {
+    let dataset: strata_datagen::Dataset = dataset.parse()?;
+    let started = Instant::now();
+    let stats = match output {
+        Some(path) => {
+            let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            let mut sink: Box<dyn Write> = match ext {
+                "gz" => Box::new(flate2::write::GzEncoder::new(
+                    BufWriter::with_capacity(1 << 20, file),
+                    flate2::Compression::fast(),
+                )),
+                "zst" | "zstd" => Box::new(
+                    zstd::stream::write::Encoder::new(BufWriter::with_capacity(1 << 20, file), 3)?
+                        .auto_finish(),
+                ),
+                _ => Box::new(BufWriter::with_capacity(1 << 20, file)),
+            };
+            let stats = strata_datagen::generate(dataset, seed, docs, quirks, &mut sink)?;
+            sink.flush()?;
+            drop(sink);
+            stats
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+            let stats = strata_datagen::generate(dataset, seed, docs, quirks, &mut out)?;
+            out.flush()?;
+            stats
+        }
+    };
+    eprintln!(
+        "generated {docs} {dataset:?} documents in {:.2} s ({stats:?})",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn run_query(data_dir: &DataDir, sql: &str, format: Format, timing: bool) -> CliResult {
+    let runtime = crate::shell::runtime()?;
+    let session = strata_query::Session::open(data_dir.root())?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    runtime.block_on(async {
+        for statement in strata_query::split_statements(sql) {
+            let started = Instant::now();
+            let result = session.run(&statement).await?;
+            let elapsed = started.elapsed();
+            write_batches(&mut out, format, &result.schema, &result.batches)?;
+            out.flush()?;
+            if timing {
+                eprintln!("Time: {:.3} ms", elapsed.as_secs_f64() * 1e3);
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,88 @@
+//! The `strata` binary: an embedded database on a local data directory.
+//!
+//! Subcommand names and flags are a contract for scripts (see README): add, never rename.
+//! Everything runs on a thread with a deep stack so that documents nested up to
+//! `strata_json::MAX_NESTING_DEPTH` levels can be parsed, shredded and written back.
+
+mod commands;
+mod output;
+mod progress;
+mod shell;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "strata", version, about = "A database for JSON events and logs")]
+pub struct Cli {
+    /// Data directory holding the tables.
+    #[arg(long, global = true, env = "STRATA_DATA_DIR", default_value = "./strata-data")]
+    pub data_dir: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Load NDJSON documents into a table (created on first use).
+    Ingest {
+        table: String,
+        /// Files to load: .ndjson/.json, .gz, .zst, or - for standard input.
+        #[arg(required = true)]
+        files: Vec<String>,
+        /// Sort key as comma-separated dotted JSON paths; fixed when the table is created.
+        #[arg(long, value_delimiter = ',')]
+        sort_key: Option<Vec<String>>,
+        /// Typed columns per part for a new table (other paths go to the remainder).
+        #[arg(long)]
+        max_columns: Option<usize>,
+        /// Do not merge small parts after the ingest.
+        #[arg(long)]
+        no_merge: bool,
+    },
+    /// Write every document of a table to standard output as NDJSON.
+    Export { table: String },
+    /// List tables with documents, parts and bytes on disk.
+    Tables,
+    /// Merge the small parts of a table now.
+    Optimize { table: String },
+    /// Generate a deterministic benchmark dataset as NDJSON.
+    Generate {
+        /// bluesky or gharchive
+        dataset: String,
+        #[arg(long, default_value_t = 1_000_000)]
+        docs: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Add rare real-world quirks (\u0000 in strings, deep nesting, a broken line).
+        #[arg(long)]
+        quirks: bool,
+        /// Output file (.ndjson, .gz, .zst); standard output when absent.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Run SQL statements (separated by ';') and print their results.
+    Query {
+        sql: String,
+        #[arg(long, default_value = "table")]
+        format: output::Format,
+        /// Print `Time: N ms` to stderr after each statement.
+        #[arg(long)]
+        timing: bool,
+    },
+    /// Interactive SQL shell.
+    Sql,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    strata_json::run_with_deep_stack(move || match commands::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    })
+}

@@ -1,0 +1,44 @@
+//! Engine errors; each carries the table or file it concerns.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Format(#[from] strata_format::FormatError),
+    #[error("table {table}: {source}")]
+    Json {
+        table: String,
+        #[source]
+        source: strata_json::JsonError,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("table {0:?} does not exist")]
+    NoSuchTable(String),
+    #[error("invalid table name {0:?}: use letters, digits, '_' and '-', starting with a letter or '_'")]
+    InvalidTableName(String),
+    #[error(
+        "table {table} already has sort key [{existing}]; the sort key is fixed when a table is created (given: [{given}])"
+    )]
+    SortKeyMismatch {
+        table: String,
+        existing: String,
+        given: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl EngineError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EngineError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Tables on a local data directory: ingest, export, merges, and the rules that keep them safe.
+//!
+//! A data directory holds one directory per table:
+//! `TABLE/manifest.json` (the visible parts), `TABLE/parts/*.parquet` (immutable parts),
+//! `TABLE/rejects.ndjson` (rejected input lines) and `TABLE/.lock` (writers' lock).
+//!
+//! Invariants:
+//! - one writer per table at a time (an exclusive lock on `.lock`), any number of readers;
+//! - a write becomes visible only through one atomic manifest commit, so a killed process leaves
+//!   the table as it was before or after the whole ingest or merge;
+//! - readers work on one manifest snapshot; parts that a merge replaced stay on disk for
+//!   `RETIRED_GRACE_SECS` so those snapshots stay readable.
+
+pub mod error;
+pub mod ingest;
+pub mod input;
+pub mod merge;
+pub mod table;
+
+pub use error::EngineError;
+pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest};
+pub use merge::{MergeOptions, MergeSummary, merge_small_parts};
+pub use table::{DataDir, TableInfo, export_table};

@@ -1,0 +1,20 @@
+//! Every byte Strata persists: part files and the table manifest.
+//!
+//! - [`part`]: one immutable Parquet file per part, written from a shredded batch, with page
+//!   statistics (the granules) and Strata's part metadata in the footer.
+//! - [`manifest`]: the table's list of visible parts; replacing it (write, fsync, rename) is the
+//!   single atomic step that makes an ingest or a merge visible.
+//!
+//! `docs/format.md` specifies both; the golden tests under `tests/` keep them stable.
+
+pub mod error;
+pub mod manifest;
+pub mod part;
+
+pub use error::FormatError;
+pub use manifest::{Manifest, PartEntry, RetiredPart, TableSettings};
+pub use part::{PartWriterOptions, read_part, read_part_batches, write_part};
+
+/// Version of the on-disk format written by this build. Readers accept this version only;
+/// a future version bump comes with a migration note in `docs/format.md`.
+pub const FORMAT_VERSION: u32 = 1;

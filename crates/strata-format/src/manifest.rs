@@ -1,0 +1,146 @@
+//! The table manifest: settings fixed at creation and the list of visible parts.
+//!
+//! `manifest.json` in the table directory is the only mutable file of a table. It is replaced
+//! atomically: the new version is written to `manifest.json.tmp`, fsynced, renamed over the old
+//! one and the directory fsynced. A reader therefore sees the old or the new list of parts,
+//! never a mix, and a process killed at any moment leaves one of the two. Part files not listed
+//! in the manifest are garbage (left by an interrupted ingest or merge) and are deleted by the
+//! next writer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use strata_json::Kind;
+
+use crate::FORMAT_VERSION;
+use crate::error::FormatError;
+
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const PARTS_DIR: &str = "parts";
+
+/// Settings fixed when a table is created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSettings {
+    /// Sort key as encoded JSON paths (see `strata_json::JsonPath::encode`).
+    pub sort_key: Vec<String>,
+    /// Upper bound on typed columns per part.
+    pub max_columns: usize,
+}
+
+/// One visible part, with what a reader needs to plan a query without opening the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartEntry {
+    /// File name inside `parts/`.
+    pub file: String,
+    pub rows: u64,
+    pub bytes: u64,
+    /// Typed columns: encoded path → kind.
+    pub columns: BTreeMap<String, Kind>,
+    /// Paths with values in the remainder and their kinds.
+    pub remainder_paths: BTreeMap<String, BTreeSet<Kind>>,
+    /// True when `remainder_paths` was cut at its bound: any path may be in the remainder.
+    pub remainder_paths_truncated: bool,
+    /// Min and max of each sort-key column in this part (JSON values; absent when all null).
+    pub sort_key_min: BTreeMap<String, serde_json::Value>,
+    pub sort_key_max: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    /// Incremented by every commit.
+    pub version: u64,
+    pub settings: TableSettings,
+    pub parts: Vec<PartEntry>,
+    /// Parts replaced by a merge, kept on disk for readers of older manifests until a writer
+    /// deletes them after [`RETIRED_GRACE_SECS`].
+    #[serde(default)]
+    pub retired: Vec<RetiredPart>,
+}
+
+/// How long a part replaced by a merge stays on disk for readers still using an older manifest.
+pub const RETIRED_GRACE_SECS: u64 = 600;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredPart {
+    pub file: String,
+    /// Seconds since the Unix epoch when the merge that replaced it committed.
+    pub retired_at: u64,
+}
+
+impl Manifest {
+    pub fn new(settings: TableSettings) -> Self {
+        Manifest {
+            format_version: FORMAT_VERSION,
+            version: 0,
+            settings,
+            parts: Vec::new(),
+            retired: Vec::new(),
+        }
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.parts.iter().map(|p| p.rows).sum()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.bytes).sum()
+    }
+
+    /// Reads `manifest.json` of a table directory; Ok(None) when the table does not exist.
+    pub fn load(table_dir: &Path) -> Result<Option<Manifest>, FormatError> {
+        let path = table_dir.join(MANIFEST_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(FormatError::io(path, e)),
+        };
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).map_err(|e| FormatError::Manifest {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        if manifest.format_version != FORMAT_VERSION {
+            return Err(FormatError::Version {
+                path,
+                found: manifest.format_version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        Ok(Some(manifest))
+    }
+
+    /// Atomically replaces the table's manifest with `self` (see the module docs).
+    pub fn commit(&self, table_dir: &Path) -> Result<(), FormatError> {
+        let path = table_dir.join(MANIFEST_FILE);
+        let tmp = table_dir.join(format!("{MANIFEST_FILE}.tmp"));
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| FormatError::Manifest {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        write_durably(&tmp, &bytes)?;
+        fs::rename(&tmp, &path).map_err(|e| FormatError::io(&path, e))?;
+        sync_dir(table_dir)
+    }
+
+    pub fn part_path(table_dir: &Path, file: &str) -> PathBuf {
+        table_dir.join(PARTS_DIR).join(file)
+    }
+}
+
+/// Writes a whole file and fsyncs it.
+pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
+    let mut file = fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
+    file.write_all(bytes).map_err(|e| FormatError::io(path, e))?;
+    file.sync_all().map_err(|e| FormatError::io(path, e))
+}
+
+/// Fsyncs a directory so that renames and creations inside it are durable.
+pub fn sync_dir(dir: &Path) -> Result<(), FormatError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| FormatError::io(dir, e))
+}

@@ -1,0 +1,504 @@
+//! Shredding: a batch of JSON documents becomes one Arrow record batch, sorted by the sort key.
+//!
+//! Every leaf value is buffered sparsely (row id + value) under its path and JSON kind, so memory
+//! is proportional to the values present, never to paths × rows, even when keys are IDs. At
+//! [`Shredder::finish`] each path gets at most one typed column, of its most frequent non-null
+//! kind; the sort-key paths always get theirs; the other paths are ranked by how many values they
+//! hold and the first `max_columns` win. Every value that did not land in a column (a rarer kind
+//! of its path, a `null`, a path beyond the limit, a reserved name) goes to the remainder column,
+//! a `Map<encoded path, exact JSON text>` per row, so one path can be read without parsing the
+//! rest of the document. That is the type-conflict rule of ADR 0002.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, MapBuilder, StringBuilder,
+    UInt32Array,
+};
+use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use serde_json::{Map, Value};
+
+use crate::error::JsonError;
+use crate::kind::{Kind, Leaf, canonical_float_text, classify};
+use crate::path::{JsonPath, push_escaped};
+use crate::reconstruct::LayoutColumn;
+use crate::{KIND_METADATA_KEY, REMAINDER_COLUMN, RESERVED_PREFIX};
+
+/// Default bound on typed columns per part. ClickHouse's `max_dynamic_paths` default is 1024 as
+/// well: wide enough for real event schemas, narrow enough that a part footer stays small and a
+/// "mapping explosion" (IDs as keys) cannot create unbounded columns.
+pub const DEFAULT_MAX_COLUMNS: usize = 1024;
+
+/// Remainder paths listed by name in a part's metadata; beyond this the list is marked truncated
+/// and readers must consult the remainder of that part for any path they do not find.
+pub const MAX_LISTED_REMAINDER_PATHS: usize = 10_000;
+
+#[derive(Debug, Clone)]
+pub struct ShredOptions {
+    pub sort_key: Vec<JsonPath>,
+    pub max_columns: usize,
+}
+
+impl Default for ShredOptions {
+    fn default() -> Self {
+        ShredOptions {
+            sort_key: Vec::new(),
+            max_columns: DEFAULT_MAX_COLUMNS,
+        }
+    }
+}
+
+/// Values of one (path, kind), stored sparsely.
+#[derive(Default)]
+struct KindValues {
+    rows: Vec<u32>,
+    ints: Vec<i64>,
+    floats: Vec<f64>,
+    bools: Vec<bool>,
+    /// Text of strings, number texts, JSON texts (concatenated; `offsets` delimit them).
+    bytes: Vec<u8>,
+    offsets: Vec<usize>,
+}
+
+impl KindValues {
+    fn text(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.offsets[i - 1] };
+        // Only whole UTF-8 strings are ever appended, so every slice is valid UTF-8.
+        std::str::from_utf8(&self.bytes[start..self.offsets[i]]).unwrap_or_default()
+    }
+
+    fn push_text(&mut self, text: &str) {
+        self.bytes.extend_from_slice(text.as_bytes());
+        self.offsets.push(self.bytes.len());
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.rows.len() * 4
+            + self.ints.len() * 8
+            + self.floats.len() * 8
+            + self.bools.len()
+            + self.bytes.len()
+            + self.offsets.len() * 8
+    }
+}
+
+/// A node of the path trie: one per distinct path seen in the batch.
+struct PathNode {
+    path: JsonPath,
+    children: HashMap<String, usize>,
+    values: [Option<Box<KindValues>>; 7],
+}
+
+impl PathNode {
+    fn new(path: JsonPath) -> Self {
+        PathNode {
+            path,
+            children: HashMap::new(),
+            values: Default::default(),
+        }
+    }
+
+    fn count(&self, kind: Kind) -> usize {
+        self.values[kind.index()]
+            .as_ref()
+            .map_or(0, |v| v.rows.len())
+    }
+}
+
+/// Accumulates documents; [`Shredder::finish`] turns them into a [`ShreddedBatch`].
+pub struct Shredder {
+    options: ShredOptions,
+    nodes: Vec<PathNode>,
+    rows: u32,
+    buffered_bytes: usize,
+}
+
+/// One shredded, sorted batch: what a part file holds.
+pub struct ShreddedBatch {
+    pub batch: RecordBatch,
+    pub columns: Vec<LayoutColumn>,
+    /// Paths with values in the remainder, and their kinds (at most
+    /// [`MAX_LISTED_REMAINDER_PATHS`] paths).
+    pub remainder_paths: BTreeMap<String, BTreeSet<Kind>>,
+    pub remainder_paths_truncated: bool,
+}
+
+impl Shredder {
+    pub fn new(options: ShredOptions) -> Self {
+        let mut shredder = Shredder {
+            options,
+            nodes: vec![PathNode::new(JsonPath::default())],
+            rows: 0,
+            buffered_bytes: 0,
+        };
+        // Sort-key paths exist from the start so that their columns are present (all null if
+        // need be) and sort consistently in every part.
+        for path in shredder.options.sort_key.clone() {
+            shredder.node_for(&path);
+        }
+        shredder
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Approximate heap bytes held by buffered values.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes
+    }
+
+    fn node_for(&mut self, path: &JsonPath) -> usize {
+        let mut node = 0;
+        for segment in path.segments() {
+            node = self.child(node, segment);
+        }
+        node
+    }
+
+    fn child(&mut self, parent: usize, key: &str) -> usize {
+        if let Some(&id) = self.nodes[parent].children.get(key) {
+            return id;
+        }
+        let id = self.nodes.len();
+        let path = self.nodes[parent].path.child(key);
+        self.nodes.push(PathNode::new(path));
+        self.nodes[parent].children.insert(key.to_owned(), id);
+        id
+    }
+
+    /// Adds one document as the next row.
+    pub fn push(&mut self, document: &Map<String, Value>) {
+        let row = self.rows;
+        self.push_object(0, document, row);
+        self.rows += 1;
+    }
+
+    fn push_object(&mut self, node: usize, object: &Map<String, Value>, row: u32) {
+        for (key, value) in object {
+            let child = self.child(node, key);
+            match value {
+                Value::Object(inner) if !inner.is_empty() => self.push_object(child, inner, row),
+                leaf => self.push_leaf(child, classify(leaf), row),
+            }
+        }
+    }
+
+    fn push_leaf(&mut self, node: usize, leaf: Leaf<'_>, row: u32) {
+        let kind = leaf.kind();
+        let slot = self.nodes[node].values[kind.index()].get_or_insert_with(Default::default);
+        let before = slot.heap_bytes();
+        slot.rows.push(row);
+        match leaf {
+            Leaf::String(s) | Leaf::Number(s) => slot.push_text(s),
+            Leaf::Int(i) => slot.ints.push(i),
+            Leaf::Float(f) => slot.floats.push(f),
+            Leaf::Bool(b) => slot.bools.push(b),
+            Leaf::Null => {}
+            Leaf::Json(v) => slot.push_text(&v.to_string()),
+        }
+        self.buffered_bytes += slot.heap_bytes() - before;
+    }
+
+    /// Chooses columns, sorts rows by the sort key, and builds the record batch.
+    pub fn finish(self) -> Result<ShreddedBatch, JsonError> {
+        let rows = self.rows as usize;
+        let chosen = self.choose_columns();
+
+        // Dense, unsorted arrays of the chosen columns.
+        let mut columns: Vec<(LayoutColumn, ArrayRef)> = Vec::with_capacity(chosen.len());
+        for &(node, kind) in &chosen {
+            let n = &self.nodes[node];
+            let values = n.values[kind.index()]
+                .as_deref()
+                .ok_or_else(|| JsonError::Layout {
+                    column: n.path.encode(),
+                    message: "chosen column has no values".into(),
+                })?;
+            columns.push((
+                LayoutColumn {
+                    name: n.path.encode(),
+                    path: n.path.clone(),
+                    kind,
+                },
+                dense_array(values, kind, rows),
+            ));
+        }
+
+        let order = self.sort_order(&chosen, &columns)?;
+
+        // Remainder entries, in final row order.
+        let chosen_set: BTreeSet<(usize, Kind)> = chosen.iter().copied().collect();
+        let mut entries: Vec<(u32, usize, Kind, usize)> = Vec::new();
+        let mut remainder_paths: BTreeMap<String, BTreeSet<Kind>> = BTreeMap::new();
+        let mut truncated = false;
+        for (node_id, node) in self.nodes.iter().enumerate() {
+            for kind in Kind::ALL {
+                let Some(values) = node.values[kind.index()].as_deref() else {
+                    continue;
+                };
+                if chosen_set.contains(&(node_id, kind)) {
+                    continue;
+                }
+                let name = node.path.encode();
+                if remainder_paths.len() < MAX_LISTED_REMAINDER_PATHS
+                    || remainder_paths.contains_key(&name)
+                {
+                    remainder_paths.entry(name).or_default().insert(kind);
+                } else {
+                    truncated = true;
+                }
+                for (i, &row) in values.rows.iter().enumerate() {
+                    let target = order.as_ref().map_or(row, |o| o.inverse[row as usize]);
+                    entries.push((target, node_id, kind, i));
+                }
+            }
+        }
+        entries.sort_unstable_by_key(|&(row, node, kind, _)| (row, node, kind));
+        let remainder = self.remainder_array(&entries, rows)?;
+
+        let mut fields = Vec::with_capacity(columns.len() + 1);
+        let mut arrays = Vec::with_capacity(columns.len() + 1);
+        let mut layout = Vec::with_capacity(columns.len());
+        for (column, array) in columns {
+            let array = match &order {
+                Some(o) => take(array.as_ref(), &o.indices, None)
+                    .map_err(|e| JsonError::arrow(format!("sorting column {}", column.name), e))?,
+                None => array,
+            };
+            fields.push(column_field(&column));
+            arrays.push(array);
+            layout.push(column);
+        }
+        fields.push(remainder_field());
+        arrays.push(remainder);
+        let batch = RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(|e| JsonError::arrow("assembling the shredded batch", e))?;
+        Ok(ShreddedBatch {
+            batch,
+            columns: layout,
+            remainder_paths,
+            remainder_paths_truncated: truncated,
+        })
+    }
+
+    /// (node, kind) pairs that become typed columns, sort-key columns first.
+    fn choose_columns(&self) -> Vec<(usize, Kind)> {
+        let dominant = |node: &PathNode| -> Option<Kind> {
+            Kind::ALL
+                .into_iter()
+                .filter(|k| *k != Kind::Null && node.count(*k) > 0)
+                .max_by_key(|k| (node.count(*k), std::cmp::Reverse(k.index())))
+        };
+        let storable = |node: &PathNode| {
+            let name = node.path.encode();
+            !node.path.is_empty() && !name.is_empty() && !name.starts_with(RESERVED_PREFIX)
+        };
+        let mut chosen = Vec::new();
+        let mut sort_nodes = BTreeSet::new();
+        for path in &self.options.sort_key {
+            if let Some(node) = self.find(path) {
+                sort_nodes.insert(node);
+                if let Some(kind) = dominant(&self.nodes[node]).filter(|_| storable(&self.nodes[node])) {
+                    chosen.push((node, kind));
+                }
+            }
+        }
+        let mut ranked: Vec<(usize, usize, Kind)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(id, node)| !sort_nodes.contains(id) && storable(node))
+            .filter_map(|(id, node)| dominant(node).map(|k| (node.count(k), id, k)))
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| self.nodes[a.1].path.cmp(&self.nodes[b.1].path))
+        });
+        let room = self.options.max_columns.saturating_sub(chosen.len());
+        chosen.extend(ranked.into_iter().take(room).map(|(_, id, k)| (id, k)));
+        chosen
+    }
+
+    fn find(&self, path: &JsonPath) -> Option<usize> {
+        let mut node = 0;
+        for segment in path.segments() {
+            node = *self.nodes[node].children.get(segment)?;
+        }
+        Some(node)
+    }
+
+    /// The permutation that sorts rows by the sort key (None when there is no sort key).
+    fn sort_order(
+        &self,
+        chosen: &[(usize, Kind)],
+        columns: &[(LayoutColumn, ArrayRef)],
+    ) -> Result<Option<RowOrder>, JsonError> {
+        let mut sort_columns = Vec::new();
+        for path in &self.options.sort_key {
+            if let Some(node) = self.find(path)
+                && let Some(pos) = chosen.iter().position(|(n, _)| *n == node)
+            {
+                sort_columns.push(SortColumn {
+                    values: columns[pos].1.clone(),
+                    options: Some(SortOptions {
+                        descending: false,
+                        nulls_first: true,
+                    }),
+                });
+            }
+        }
+        if sort_columns.is_empty() || self.rows == 0 {
+            return Ok(None);
+        }
+        let indices = lexsort_to_indices(&sort_columns, None)
+            .map_err(|e| JsonError::arrow("sorting by the sort key", e))?;
+        let mut inverse = vec![0u32; indices.len()];
+        for (target, &source) in indices.values().iter().enumerate() {
+            inverse[source as usize] = target as u32;
+        }
+        Ok(Some(RowOrder { indices, inverse }))
+    }
+
+    fn remainder_array(
+        &self,
+        entries: &[(u32, usize, Kind, usize)],
+        rows: usize,
+    ) -> Result<ArrayRef, JsonError> {
+        let mut builder = remainder_builder();
+        let mut next = entries.iter().peekable();
+        let mut text = String::new();
+        for row in 0..rows as u32 {
+            while let Some(&&(r, node, kind, i)) = next.peek() {
+                if r != row {
+                    break;
+                }
+                next.next();
+                let n = &self.nodes[node];
+                builder.keys().append_value(n.path.encode());
+                text.clear();
+                if let Some(values) = n.values[kind.index()].as_deref() {
+                    leaf_json_text(values, kind, i, &mut text);
+                }
+                builder.values().append_value(&text);
+            }
+            builder
+                .append(true)
+                .map_err(|e| JsonError::arrow("building the remainder", e))?;
+        }
+        Ok(Arc::new(builder.finish()))
+    }
+}
+
+struct RowOrder {
+    indices: UInt32Array,
+    inverse: Vec<u32>,
+}
+
+/// Writes the exact JSON text of the `i`-th buffered value.
+fn leaf_json_text(values: &KindValues, kind: Kind, i: usize, out: &mut String) {
+    match kind {
+        Kind::String => {
+            let quoted = serde_json::to_string(values.text(i)).unwrap_or_default();
+            out.push_str(&quoted);
+        }
+        Kind::Number | Kind::Json => out.push_str(values.text(i)),
+        Kind::Int => out.push_str(&values.ints[i].to_string()),
+        Kind::Float => out.push_str(&canonical_float_text(values.floats[i])),
+        Kind::Bool => out.push_str(if values.bools[i] { "true" } else { "false" }),
+        Kind::Null => out.push_str("null"),
+    }
+}
+
+fn dense_array(values: &KindValues, kind: Kind, rows: usize) -> ArrayRef {
+    let mut cursor = 0usize;
+    let mut next_index = |row: usize| -> Option<usize> {
+        if values.rows.get(cursor).is_some_and(|&r| r as usize == row) {
+            cursor += 1;
+            Some(cursor - 1)
+        } else {
+            None
+        }
+    };
+    match kind {
+        Kind::Int => {
+            let mut b = Int64Builder::with_capacity(rows);
+            for row in 0..rows {
+                b.append_option(next_index(row).map(|i| values.ints[i]));
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Float => {
+            let mut b = Float64Builder::with_capacity(rows);
+            for row in 0..rows {
+                b.append_option(next_index(row).map(|i| values.floats[i]));
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Bool => {
+            let mut b = BooleanBuilder::with_capacity(rows);
+            for row in 0..rows {
+                b.append_option(next_index(row).map(|i| values.bools[i]));
+            }
+            Arc::new(b.finish())
+        }
+        Kind::String | Kind::Number | Kind::Json | Kind::Null => {
+            let mut b = StringBuilder::with_capacity(rows, values.bytes.len());
+            for row in 0..rows {
+                b.append_option(next_index(row).map(|i| values.text(i)));
+            }
+            Arc::new(b.finish())
+        }
+    }
+}
+
+/// Arrow type of a column of the given kind.
+pub fn kind_data_type(kind: Kind) -> DataType {
+    match kind {
+        Kind::Int => DataType::Int64,
+        Kind::Float => DataType::Float64,
+        Kind::Bool => DataType::Boolean,
+        Kind::String | Kind::Number | Kind::Json | Kind::Null => DataType::Utf8,
+    }
+}
+
+fn column_field(column: &LayoutColumn) -> Field {
+    Field::new(&column.name, kind_data_type(column.kind), true).with_metadata(
+        [(KIND_METADATA_KEY.to_owned(), column.kind.as_str().to_owned())]
+            .into_iter()
+            .collect(),
+    )
+}
+
+fn remainder_builder() -> MapBuilder<StringBuilder, StringBuilder> {
+    MapBuilder::new(None, StringBuilder::new(), StringBuilder::new())
+}
+
+/// The Arrow field of the remainder column.
+pub fn remainder_field() -> Field {
+    let entries = remainder_builder().finish();
+    Field::new(REMAINDER_COLUMN, entries.data_type().clone(), true)
+}
+
+/// Encodes a path given as segments without building a [`JsonPath`].
+pub fn encode_segments<'a>(segments: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (i, segment) in segments.into_iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        push_escaped(&mut out, segment);
+    }
+    out
+}

@@ -1,0 +1,168 @@
+//! How a JSON path is typed in SQL, table-wide, and the virtual columns that carry paths.
+//!
+//! Storage types a path per part; SQL needs one type per query. The rule (ADR 0003):
+//! - dotted access (`data.a.b`) gives the path's *natural* type: `Utf8` if every stored value
+//!   is a string, `Int64` if every value is an integer, `Float64` if every value is a number
+//!   and at least one is not an `i64`, `Boolean` if every value is a boolean, and JSON text
+//!   otherwise (mixed types, arrays, objects). JSON `null` counts as no value (SQL NULL);
+//! - `data->'a'` gives the JSON text of the value (`'"x"'`, `'1.10'`, `'{"k":1}'`, `'null'`);
+//! - `data->>'a'` gives text: a string's contents, any other value's JSON text, NULL for `null`.
+//!
+//! Each (path, mode) a query reads becomes one virtual column of the table scan, named like the
+//! SQL that asked for it (`data.commit.collection`, `data->commit`, `data->>commit`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow::datatypes::DataType;
+use strata_format::{Manifest, PartEntry};
+use strata_json::{JsonPath, Kind};
+
+/// How a path is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PathMode {
+    String,
+    Int,
+    Float,
+    Bool,
+    /// JSON text of the value.
+    Json,
+    /// `->>` text.
+    Text,
+}
+
+impl PathMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathMode::String => "string",
+            PathMode::Int => "int",
+            PathMode::Float => "float",
+            PathMode::Bool => "bool",
+            PathMode::Json => "json",
+            PathMode::Text => "text",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PathMode> {
+        [
+            PathMode::String,
+            PathMode::Int,
+            PathMode::Float,
+            PathMode::Bool,
+            PathMode::Json,
+            PathMode::Text,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+    }
+
+    pub fn data_type(self) -> DataType {
+        match self {
+            PathMode::Int => DataType::Int64,
+            PathMode::Float => DataType::Float64,
+            PathMode::Bool => DataType::Boolean,
+            PathMode::String | PathMode::Json | PathMode::Text => DataType::Utf8,
+        }
+    }
+
+    /// Modes whose values are JSON text (marked so outputs can embed them as JSON).
+    pub fn is_json(self) -> bool {
+        self == PathMode::Json
+    }
+}
+
+/// A (path, mode) read by a query, i.e. one virtual column.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PathColumn {
+    /// Encoded path (see `JsonPath::encode`); empty for the whole document.
+    pub path: String,
+    pub mode: PathMode,
+}
+
+impl PathColumn {
+    /// The column name shown in plans, shaped like the SQL that reads it.
+    pub fn column_name(&self) -> String {
+        match self.mode {
+            PathMode::Json => format!("data->{}", self.path),
+            PathMode::Text => format!("data->>{}", self.path),
+            _ => format!("data.{}", self.path),
+        }
+    }
+}
+
+/// What the table's manifest says about one path, over all parts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathFacts {
+    /// Kinds stored at the path (columns and remainder), `null` excluded.
+    pub kinds: BTreeSet<Kind>,
+    /// Some part stores values *under* the path (it is an object there).
+    pub is_object: bool,
+}
+
+/// Path facts of a table snapshot, for typing paths at planning time.
+#[derive(Debug, Clone, Default)]
+pub struct PathIndex {
+    facts: BTreeMap<String, PathFacts>,
+    /// Some part's remainder path list was truncated: unknown paths may exist.
+    open_ended: bool,
+}
+
+impl PathIndex {
+    pub fn from_manifest(manifest: &Manifest) -> Self {
+        let mut index = PathIndex::default();
+        for part in &manifest.parts {
+            index.add_part(part);
+        }
+        index
+    }
+
+    fn add_part(&mut self, part: &PartEntry) {
+        self.open_ended |= part.remainder_paths_truncated;
+        let stored = part
+            .columns
+            .iter()
+            .map(|(name, kind)| (name, std::slice::from_ref(kind).iter().copied().collect::<Vec<_>>()))
+            .chain(
+                part.remainder_paths
+                    .iter()
+                    .map(|(name, kinds)| (name, kinds.iter().copied().collect())),
+            );
+        for (name, kinds) in stored {
+            let path = JsonPath::decode(name);
+            let facts = self.facts.entry(name.clone()).or_default();
+            facts.kinds.extend(kinds.into_iter().filter(|k| *k != Kind::Null));
+            // Every proper prefix of a stored path is an object somewhere.
+            let segments = path.segments();
+            for len in 1..segments.len() {
+                let prefix = JsonPath::new(segments[..len].to_vec()).encode();
+                self.facts.entry(prefix).or_default().is_object = true;
+            }
+        }
+    }
+
+    /// The natural mode of a path for dotted access; None when no part stores it.
+    pub fn natural_mode(&self, encoded_path: &str) -> Option<PathMode> {
+        let Some(facts) = self.facts.get(encoded_path) else {
+            return self.open_ended.then_some(PathMode::Json);
+        };
+        if facts.is_object {
+            return Some(PathMode::Json);
+        }
+        let kinds = &facts.kinds;
+        let numeric = kinds
+            .iter()
+            .all(|k| matches!(k, Kind::Int | Kind::Float | Kind::Number));
+        Some(match kinds.iter().next() {
+            None => PathMode::String,
+            Some(Kind::String) if kinds.len() == 1 => PathMode::String,
+            Some(Kind::Int) if kinds.len() == 1 => PathMode::Int,
+            Some(Kind::Bool) if kinds.len() == 1 => PathMode::Bool,
+            Some(_) if numeric => PathMode::Float,
+            Some(_) => PathMode::Json,
+        })
+    }
+
+    /// True when the path may be stored somewhere in the table.
+    pub fn may_exist(&self, encoded_path: &str) -> bool {
+        self.open_ended || self.facts.contains_key(encoded_path)
+    }
+}

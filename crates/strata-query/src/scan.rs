@@ -1,0 +1,846 @@
+//! The physical scan of a Strata table: prune, read only the needed columns, build path values.
+//!
+//! Planning prunes twice before any data page is read: whole parts, from the manifest (a part
+//! that stores no value of a filtered path cannot match; sort-key min/max), then row groups,
+//! from the Parquet footer statistics. Execution reads each remaining row group with a
+//! projection of exactly the physical columns the requested paths need, on blocking threads,
+//! one stream per partition. A path stored in a typed column of a compatible kind is passed
+//! through (zero copy, or one cast); only values in the remainder, sub-objects and whole
+//! documents are rebuilt from JSON.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringBuilder};
+use arrow::compute::{CastOptions, cast_with_options};
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{Expr, Operator};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::statistics::Statistics;
+use serde_json::Value;
+use strata_format::{Manifest, PartEntry};
+use strata_json::reconstruct::{parse_stored, reconstruct};
+use strata_json::{JsonPath, Kind, REMAINDER_COLUMN};
+
+use crate::paths::{PathColumn, PathMode};
+use crate::udf::{ModeValue, build_mode_array, value_in_mode};
+
+const BATCH_ROWS: usize = 8192;
+
+/// One output column of the scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanOutput {
+    /// The whole document as JSON text.
+    Document,
+    Path(PathColumn),
+}
+
+/// A comparison that can be decided from min/max statistics.
+#[derive(Debug, Clone, PartialEq)]
+enum Bound {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Predicate {
+    Compare { column: PathColumn, op: Operator, value: Bound },
+    In { column: PathColumn, values: Vec<Bound> },
+    IsNotNull { column: PathColumn },
+}
+
+impl Predicate {
+    fn column(&self) -> &PathColumn {
+        match self {
+            Predicate::Compare { column, .. }
+            | Predicate::In { column, .. }
+            | Predicate::IsNotNull { column } => column,
+        }
+    }
+}
+
+impl fmt::Display for Predicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Predicate::Compare { column, op, value } => {
+                write!(f, "{} {op} {value:?}", column.column_name())
+            }
+            Predicate::In { column, values } => {
+                write!(f, "{} IN ({} values)", column.column_name(), values.len())
+            }
+            Predicate::IsNotNull { column } => write!(f, "{} IS NOT NULL", column.column_name()),
+        }
+    }
+}
+
+/// Row groups of one part to read.
+#[derive(Debug, Clone)]
+struct ScanUnit {
+    part: Arc<PartInScan>,
+    row_groups: Vec<usize>,
+    rows: u64,
+}
+
+#[derive(Debug)]
+struct PartInScan {
+    entry: PartEntry,
+    path: PathBuf,
+    metadata: ArrowReaderMetadata,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PruneCounts {
+    parts_total: usize,
+    parts_pruned: usize,
+    row_groups_total: usize,
+    row_groups_pruned: usize,
+}
+
+#[derive(Debug)]
+pub struct StrataScanExec {
+    table: String,
+    outputs: Arc<Vec<ScanOutput>>,
+    schema: SchemaRef,
+    partitions: Vec<Vec<ScanUnit>>,
+    predicates: Vec<Predicate>,
+    limit: Option<usize>,
+    counts: PruneCounts,
+    metrics: ExecutionPlanMetricsSet,
+    properties: Arc<PlanProperties>,
+}
+
+fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+impl StrataScanExec {
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_new(
+        table: String,
+        dir: PathBuf,
+        manifest: &Manifest,
+        columns: &[PathColumn],
+        outputs: Vec<ScanOutput>,
+        schema: SchemaRef,
+        filters: &[Expr],
+        limit: Option<usize>,
+        target_partitions: usize,
+    ) -> Result<Self> {
+        let predicates: Vec<Predicate> = filters
+            .iter()
+            .flat_map(split_conjunction)
+            .filter_map(|e| predicate_from_expr(e, columns))
+            .collect();
+        let mut counts = PruneCounts {
+            parts_total: manifest.parts.len(),
+            ..Default::default()
+        };
+        let mut units = Vec::new();
+        for entry in &manifest.parts {
+            if !predicates.iter().all(|p| part_may_match(entry, p)) {
+                counts.parts_pruned += 1;
+                continue;
+            }
+            let path = Manifest::part_path(&dir, &entry.file);
+            let file = File::open(&path).map_err(|e| {
+                DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
+            })?;
+            let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+                .map_err(|e| DataFusionError::Execution(format!("table {table}: {}: {e}", path.display())))?;
+            let parquet = metadata.metadata().clone();
+            let mut row_groups = Vec::new();
+            let mut rows = 0u64;
+            for (index, rg) in parquet.row_groups().iter().enumerate() {
+                counts.row_groups_total += 1;
+                if predicates.iter().all(|p| row_group_may_match(entry, rg, p)) {
+                    row_groups.push(index);
+                    rows += rg.num_rows() as u64;
+                } else {
+                    counts.row_groups_pruned += 1;
+                }
+            }
+            if row_groups.is_empty() {
+                continue;
+            }
+            let part = Arc::new(PartInScan {
+                entry: entry.clone(),
+                path,
+                metadata,
+            });
+            // One unit per row group so partitions can balance; consecutive groups of the
+            // same part are merged back per partition below.
+            for rg in row_groups {
+                let rg_rows = parquet.row_group(rg).num_rows() as u64;
+                units.push(ScanUnit {
+                    part: part.clone(),
+                    row_groups: vec![rg],
+                    rows: rg_rows,
+                });
+            }
+            let _ = rows;
+        }
+        let partitions = distribute(units, target_partitions);
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(partitions.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        let metrics = ExecutionPlanMetricsSet::new();
+        let scan = StrataScanExec {
+            table,
+            outputs: Arc::new(outputs),
+            schema,
+            partitions,
+            predicates,
+            limit,
+            counts,
+            metrics,
+            properties: Arc::new(properties),
+        };
+        scan.record_prune_counts();
+        Ok(scan)
+    }
+
+    fn record_prune_counts(&self) {
+        let c = self.counts;
+        for (name, value) in [
+            ("parts_total", c.parts_total),
+            ("parts_pruned", c.parts_pruned),
+            ("row_groups_total", c.row_groups_total),
+            ("row_groups_pruned", c.row_groups_pruned),
+        ] {
+            MetricBuilder::new(&self.metrics).global_counter(name).add(value);
+        }
+    }
+}
+
+/// Splits units into `n` partitions of similar row counts, keeping each part's row groups
+/// together where possible so a partition opens each file once.
+fn distribute(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
+    let total: u64 = units.iter().map(|u| u.rows).sum();
+    let n = n.max(1);
+    let per_partition = total.div_ceil(n as u64).max(1);
+    let mut partitions: Vec<Vec<ScanUnit>> = vec![Vec::new()];
+    let mut filled = 0u64;
+    for unit in units {
+        if filled >= per_partition && partitions.len() < n {
+            partitions.push(Vec::new());
+            filled = 0;
+        }
+        filled += unit.rows;
+        let current = partitions.last_mut().map(|p| {
+            if let Some(last) = p.last_mut()
+                && Arc::ptr_eq(&last.part, &unit.part)
+            {
+                last.row_groups.extend(unit.row_groups.iter().copied());
+                last.rows += unit.rows;
+                None
+            } else {
+                Some(unit)
+            }
+        });
+        if let Some(Some(unit)) = current
+            && let Some(p) = partitions.last_mut()
+        {
+            p.push(unit);
+        }
+    }
+    partitions
+}
+
+fn split_conjunction(expr: &Expr) -> Vec<&Expr> {
+    match expr {
+        Expr::BinaryExpr(b) if b.op == Operator::And => {
+            let mut out = split_conjunction(&b.left);
+            out.extend(split_conjunction(&b.right));
+            out
+        }
+        other => vec![other],
+    }
+}
+
+fn column_of(expr: &Expr, columns: &[PathColumn]) -> Option<PathColumn> {
+    let Expr::Column(c) = strip_cast(expr) else {
+        return None;
+    };
+    columns
+        .iter()
+        .find(|p| p.column_name() == c.name && matches!(p.mode, PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool))
+        .cloned()
+}
+
+fn strip_cast(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Cast(c) if matches!(c.data_type(), DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) => strip_cast(&c.expr),
+        other => other,
+    }
+}
+
+fn bound_of(expr: &Expr) -> Option<Bound> {
+    let Expr::Literal(value, _) = strip_cast(expr) else {
+        return None;
+    };
+    Some(match value {
+        ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)) => {
+            Bound::Str(s.clone())
+        }
+        ScalarValue::Int64(Some(i)) => Bound::Int(*i),
+        ScalarValue::Int32(Some(i)) => Bound::Int(i64::from(*i)),
+        ScalarValue::UInt32(Some(i)) => Bound::Int(i64::from(*i)),
+        ScalarValue::Float64(Some(f)) => Bound::Float(*f),
+        ScalarValue::Boolean(Some(b)) => Bound::Bool(*b),
+        _ => return None,
+    })
+}
+
+fn predicate_from_expr(expr: &Expr, columns: &[PathColumn]) -> Option<Predicate> {
+    match expr {
+        Expr::BinaryExpr(b) => {
+            let flipped = |op: Operator| match op {
+                Operator::Lt => Operator::Gt,
+                Operator::LtEq => Operator::GtEq,
+                Operator::Gt => Operator::Lt,
+                Operator::GtEq => Operator::LtEq,
+                other => other,
+            };
+            if !matches!(
+                b.op,
+                Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+            ) {
+                return None;
+            }
+            if let (Some(column), Some(value)) = (column_of(&b.left, columns), bound_of(&b.right)) {
+                Some(Predicate::Compare { column, op: b.op, value })
+            } else if let (Some(column), Some(value)) =
+                (column_of(&b.right, columns), bound_of(&b.left))
+            {
+                Some(Predicate::Compare { column, op: flipped(b.op), value })
+            } else {
+                None
+            }
+        }
+        Expr::InList(list) if !list.negated => {
+            let column = column_of(&list.expr, columns)?;
+            let values: Option<Vec<Bound>> = list.list.iter().map(bound_of).collect();
+            Some(Predicate::In { column, values: values? })
+        }
+        Expr::IsNotNull(inner) => Some(Predicate::IsNotNull {
+            column: column_of(inner, columns)?,
+        }),
+        _ => None,
+    }
+}
+
+/// Column kinds whose values a typed mode reads.
+fn kind_feeds_mode(kind: Kind, mode: PathMode) -> bool {
+    matches!(
+        (kind, mode),
+        (Kind::String, PathMode::String)
+            | (Kind::Int, PathMode::Int)
+            | (Kind::Int | Kind::Float | Kind::Number, PathMode::Float)
+            | (Kind::Bool, PathMode::Bool)
+    )
+}
+
+fn remainder_feeds(entry: &PartEntry, path: &str, mode: PathMode) -> bool {
+    entry.remainder_paths_truncated
+        || entry
+            .remainder_paths
+            .get(path)
+            .is_some_and(|kinds| kinds.iter().any(|k| kind_feeds_mode(*k, mode)))
+}
+
+/// False when no row of the part can satisfy the predicate.
+fn part_may_match(entry: &PartEntry, predicate: &Predicate) -> bool {
+    let column = predicate.column();
+    if remainder_feeds(entry, &column.path, column.mode) {
+        return true;
+    }
+    let Some(kind) = entry.columns.get(&column.path) else {
+        return false; // every value is NULL for this mode
+    };
+    if !kind_feeds_mode(*kind, column.mode) {
+        return false;
+    }
+    let (Some(min), Some(max)) = (
+        entry.sort_key_min.get(&column.path).and_then(bound_from_json),
+        entry.sort_key_max.get(&column.path).and_then(bound_from_json),
+    ) else {
+        return true;
+    };
+    range_may_match(predicate, &min, &max)
+}
+
+fn bound_from_json(value: &Value) -> Option<Bound> {
+    match value {
+        Value::String(s) => Some(Bound::Str(s.clone())),
+        Value::Bool(b) => Some(Bound::Bool(*b)),
+        Value::Number(n) => n
+            .as_i64()
+            .map(Bound::Int)
+            .or_else(|| n.as_str().parse().ok().map(Bound::Float)),
+        _ => None,
+    }
+}
+
+fn compare(a: &Bound, b: &Bound) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Bound::Str(x), Bound::Str(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        (Bound::Int(x), Bound::Int(y)) => Some(x.cmp(y)),
+        (Bound::Float(x), Bound::Float(y)) => x.partial_cmp(y),
+        (Bound::Int(x), Bound::Float(y)) => (*x as f64).partial_cmp(y),
+        (Bound::Float(x), Bound::Int(y)) => x.partial_cmp(&(*y as f64)),
+        (Bound::Bool(x), Bound::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+/// Whether any value in [min, max] can satisfy the predicate (true when unsure).
+fn range_may_match(predicate: &Predicate, min: &Bound, max: &Bound) -> bool {
+    use std::cmp::Ordering::*;
+    let within = |v: &Bound| {
+        !matches!(compare(v, min), Some(Less)) && !matches!(compare(v, max), Some(Greater))
+    };
+    match predicate {
+        Predicate::IsNotNull { .. } => true,
+        Predicate::In { values, .. } => values.iter().any(within),
+        Predicate::Compare { op, value, .. } => match op {
+            Operator::Eq => within(value),
+            Operator::Lt => !matches!(compare(min, value), Some(Greater | Equal)),
+            Operator::LtEq => !matches!(compare(min, value), Some(Greater)),
+            Operator::Gt => !matches!(compare(max, value), Some(Less | Equal)),
+            Operator::GtEq => !matches!(compare(max, value), Some(Less)),
+            _ => true,
+        },
+    }
+}
+
+fn row_group_may_match(entry: &PartEntry, rg: &RowGroupMetaData, predicate: &Predicate) -> bool {
+    let column = predicate.column();
+    if remainder_feeds(entry, &column.path, column.mode) {
+        return true;
+    }
+    let Some(chunk) = rg
+        .columns()
+        .iter()
+        .find(|c| c.column_path().parts().len() == 1 && c.column_path().parts()[0] == column.path)
+    else {
+        return true;
+    };
+    let Some(stats) = chunk.statistics() else {
+        return true;
+    };
+    if stats.null_count_opt() == Some(rg.num_rows() as u64) {
+        return false;
+    }
+    let bounds = match stats {
+        Statistics::ByteArray(s) => match (s.min_opt(), s.max_opt()) {
+            (Some(min), Some(max)) => match (min.as_utf8(), max.as_utf8()) {
+                (Ok(min), Ok(max)) => Some((Bound::Str(min.to_owned()), Bound::Str(max.to_owned()))),
+                _ => None,
+            },
+            _ => None,
+        },
+        Statistics::Int64(s) => match (s.min_opt(), s.max_opt()) {
+            (Some(min), Some(max)) => Some((Bound::Int(*min), Bound::Int(*max))),
+            _ => None,
+        },
+        Statistics::Double(s) => match (s.min_opt(), s.max_opt()) {
+            (Some(min), Some(max)) => Some((Bound::Float(*min), Bound::Float(*max))),
+            _ => None,
+        },
+        Statistics::Boolean(s) => match (s.min_opt(), s.max_opt()) {
+            (Some(min), Some(max)) => Some((Bound::Bool(*min), Bound::Bool(*max))),
+            _ => None,
+        },
+        _ => None,
+    };
+    match bounds {
+        // Parquet byte-array statistics may be truncated: only exact (not truncated) bounds
+        // are trusted, which parquet-rs guarantees for values under its truncation length.
+        Some((min, max)) => range_may_match(predicate, &min, &max),
+        None => true,
+    }
+}
+
+/// How one output is produced from one part.
+#[derive(Debug, Clone)]
+enum OutputPlan {
+    Document,
+    AllNull(PathMode),
+    /// A typed column (maybe cast), overlaid with remainder values when `overlay`.
+    Typed {
+        column: Option<String>,
+        path: String,
+        mode: PathMode,
+        overlay: bool,
+    },
+    /// A string/int/bool column rendered as text.
+    TextDirect { column: String },
+    /// Rebuilt from every column under the path and the remainder.
+    Rebuild { path: JsonPath, mode: PathMode },
+}
+
+fn plan_output(entry: &PartEntry, output: &ScanOutput) -> OutputPlan {
+    let ScanOutput::Path(column) = output else {
+        return OutputPlan::Document;
+    };
+    let path = &column.path;
+    let decoded = JsonPath::decode(path);
+    let has_children = entry
+        .columns
+        .keys()
+        .chain(entry.remainder_paths.keys())
+        .any(|name| decoded.is_strict_prefix_of(&JsonPath::decode(name)));
+    let stored_kind = entry.columns.get(path).copied();
+    let remainder_kinds: BTreeSet<Kind> = entry
+        .remainder_paths
+        .get(path)
+        .map(|k| k.iter().copied().filter(|k| *k != Kind::Null).collect())
+        .unwrap_or_default();
+    let truncated = entry.remainder_paths_truncated;
+    let nothing_stored = stored_kind.is_none() && remainder_kinds.is_empty() && !has_children && !truncated
+        && !entry.remainder_paths.contains_key(path);
+    match column.mode {
+        PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool => {
+            let column_name = stored_kind
+                .filter(|k| kind_feeds_mode(*k, column.mode))
+                .map(|_| path.clone());
+            let overlay = remainder_feeds(entry, path, column.mode);
+            if column_name.is_none() && !overlay {
+                OutputPlan::AllNull(column.mode)
+            } else {
+                OutputPlan::Typed {
+                    column: column_name,
+                    path: path.clone(),
+                    mode: column.mode,
+                    overlay,
+                }
+            }
+        }
+        mode if nothing_stored => OutputPlan::AllNull(mode),
+        PathMode::Text
+            if !has_children
+                && !truncated
+                && !entry.remainder_paths.contains_key(path)
+                && matches!(stored_kind, Some(Kind::String | Kind::Int | Kind::Bool)) =>
+        {
+            OutputPlan::TextDirect {
+                column: path.clone(),
+            }
+        }
+        mode => OutputPlan::Rebuild {
+            path: decoded,
+            mode,
+        },
+    }
+}
+
+/// Physical columns (by name) an output plan reads; `None` means all.
+fn needed_columns(entry: &PartEntry, plan: &OutputPlan, needed: &mut BTreeSet<String>) -> bool {
+    match plan {
+        OutputPlan::Document => return true,
+        OutputPlan::AllNull(_) => {}
+        OutputPlan::Typed { column, overlay, .. } => {
+            if let Some(c) = column {
+                needed.insert(c.clone());
+            }
+            if *overlay {
+                needed.insert(REMAINDER_COLUMN.to_owned());
+            }
+        }
+        OutputPlan::TextDirect { column } => {
+            needed.insert(column.clone());
+        }
+        OutputPlan::Rebuild { path, .. } => {
+            for name in entry.columns.keys() {
+                let stored = JsonPath::decode(name);
+                if stored == *path || path.is_strict_prefix_of(&stored) {
+                    needed.insert(name.clone());
+                }
+            }
+            needed.insert(REMAINDER_COLUMN.to_owned());
+        }
+    }
+    false
+}
+
+impl DisplayAs for StrataScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let outputs: Vec<String> = self
+            .outputs
+            .iter()
+            .map(|o| match o {
+                ScanOutput::Document => "data".to_owned(),
+                ScanOutput::Path(p) => p.column_name(),
+            })
+            .collect();
+        let c = self.counts;
+        write!(
+            f,
+            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {})",
+            self.table,
+            outputs.join(", "),
+            c.parts_total - c.parts_pruned,
+            c.parts_total,
+            c.parts_pruned,
+            c.row_groups_total - c.row_groups_pruned,
+            c.row_groups_total,
+            c.row_groups_pruned
+        )?;
+        if !self.predicates.is_empty() {
+            let p: Vec<String> = self.predicates.iter().map(|p| p.to_string()).collect();
+            write!(f, ", pruning_predicates=[{}]", p.join(" AND "))?;
+        }
+        if let Some(limit) = self.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for StrataScanExec {
+    fn name(&self) -> &str {
+        "StrataScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = self.partitions.get(partition).cloned().unwrap_or_default();
+        let outputs = self.outputs.clone();
+        let schema = self.schema.clone();
+        let limit = self.limit;
+        let table = self.table.clone();
+        let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 2);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            let mut produced = 0usize;
+            for unit in units {
+                let part = &unit.part;
+                let plans: Vec<OutputPlan> =
+                    outputs.iter().map(|o| plan_output(&part.entry, o)).collect();
+                let mut needed = BTreeSet::new();
+                let mut all = false;
+                for plan in &plans {
+                    all |= needed_columns(&part.entry, plan, &mut needed);
+                }
+                let file_schema = part.metadata.schema().clone();
+                let roots: Vec<usize> = file_schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| all || needed.contains(f.name()))
+                    .map(|(i, _)| i)
+                    .collect();
+                let parquet = part.metadata.metadata().clone();
+                let descr = parquet.file_metadata().schema_descr_ptr();
+                let mask = ProjectionMask::roots(&descr, roots.iter().copied());
+                for &rg in &unit.row_groups {
+                    let meta = parquet.row_group(rg);
+                    for (i, chunk) in meta.columns().iter().enumerate() {
+                        if mask.leaf_included(i) {
+                            bytes_scanned.add(chunk.compressed_size().max(0) as usize);
+                        }
+                    }
+                }
+                let file = File::open(&part.path).map_err(|e| {
+                    DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display()))
+                })?;
+                let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.metadata.clone())
+                    .with_projection(mask)
+                    .with_row_groups(unit.row_groups.clone())
+                    .with_batch_size(BATCH_ROWS)
+                    .build()
+                    .map_err(|e| DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display())))?;
+                for batch in reader {
+                    let batch = batch.map_err(|e| {
+                        DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display()))
+                    })?;
+                    let out = build_outputs(&batch, &plans, &schema).map_err(|e| {
+                        DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display()))
+                    })?;
+                    produced += out.num_rows();
+                    output_rows.add(out.num_rows());
+                    if tx.blocking_send(Ok(out)).is_err() {
+                        return Ok(()); // the consumer has gone away
+                    }
+                    if limit.is_some_and(|l| produced >= l) {
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+}
+
+fn build_outputs(batch: &RecordBatch, plans: &[OutputPlan], schema: &SchemaRef) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(plans.len());
+    for plan in plans {
+        columns.push(build_output(batch, plan)?);
+    }
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+fn build_output(batch: &RecordBatch, plan: &OutputPlan) -> Result<ArrayRef> {
+    let rows = batch.num_rows();
+    let safe = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
+    Ok(match plan {
+        OutputPlan::AllNull(mode) => arrow::array::new_null_array(&mode.data_type(), rows),
+        OutputPlan::Document => {
+            let docs = reconstruct(batch, &JsonPath::default()).map_err(external)?;
+            let mut b = StringBuilder::with_capacity(rows, rows * 256);
+            for doc in docs {
+                match doc {
+                    Some(d) => b.append_value(d.to_string()),
+                    None => b.append_value("{}"),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        OutputPlan::TextDirect { column } => {
+            let array = batch
+                .column_by_name(column)
+                .ok_or_else(|| DataFusionError::Internal(format!("column {column} not read")))?;
+            cast_with_options(array, &DataType::Utf8, &safe)?
+        }
+        OutputPlan::Typed {
+            column,
+            path,
+            mode,
+            overlay,
+        } => {
+            let base = match column {
+                Some(name) => {
+                    let array = batch
+                        .column_by_name(name)
+                        .ok_or_else(|| DataFusionError::Internal(format!("column {name} not read")))?;
+                    if array.data_type() == &mode.data_type() {
+                        array.clone()
+                    } else {
+                        cast_with_options(array, &mode.data_type(), &safe)?
+                    }
+                }
+                None => arrow::array::new_null_array(&mode.data_type(), rows),
+            };
+            if *overlay {
+                overlay_remainder(batch, base, path, *mode)?
+            } else {
+                base
+            }
+        }
+        OutputPlan::Rebuild { path, mode } => {
+            let values = reconstruct(batch, path).map_err(external)?;
+            build_mode_array(*mode, values.iter().map(|v| value_in_mode(v.as_ref(), *mode)))
+        }
+    })
+}
+
+/// Fills rows whose value sits in the remainder (a rarer kind of the path) into `base`.
+fn overlay_remainder(
+    batch: &RecordBatch,
+    base: ArrayRef,
+    key: &str,
+    mode: PathMode,
+) -> Result<ArrayRef> {
+    let Some(remainder) = batch.column_by_name(REMAINDER_COLUMN) else {
+        return Ok(base);
+    };
+    let Some(map) = remainder.as_map_opt() else {
+        return Ok(base);
+    };
+    let mut values: Vec<ModeValue> = Vec::with_capacity(base.len());
+    for row in 0..base.len() {
+        let mut value = scalar_at(&base, row);
+        if matches!(value, ModeValue::Null) && !map.is_null(row) {
+            let entries = map.value(row);
+            let keys = entries.column(0).as_string::<i32>();
+            let texts = entries.column(1).as_string::<i32>();
+            for i in 0..entries.len() {
+                if keys.value(i) == key {
+                    let parsed = parse_stored(texts.value(i), key).map_err(external)?;
+                    value = value_in_mode(Some(&parsed), mode);
+                }
+            }
+        }
+        values.push(value);
+    }
+    Ok(build_mode_array(mode, values.into_iter()))
+}
+
+fn scalar_at(array: &ArrayRef, row: usize) -> ModeValue {
+    if array.is_null(row) {
+        return ModeValue::Null;
+    }
+    match array.data_type() {
+        DataType::Int64 => ModeValue::Int(array.as_primitive::<arrow::datatypes::Int64Type>().value(row)),
+        DataType::Float64 => {
+            ModeValue::Float(array.as_primitive::<arrow::datatypes::Float64Type>().value(row))
+        }
+        DataType::Boolean => ModeValue::Bool(array.as_boolean().value(row)),
+        DataType::Utf8 => ModeValue::Text(array.as_string::<i32>().value(row).to_owned()),
+        _ => ModeValue::Null,
+    }
+}

@@ -1,0 +1,226 @@
+//! Strata tables as DataFusion tables: a catalog schema that lists the data directory, and a
+//! table provider over one manifest snapshot.
+//!
+//! A table's SQL schema is one column, `data` (the document as JSON text), plus the virtual
+//! path columns that the `ReadPathsFromColumns` rule adds for the paths a query reads. The
+//! snapshot (manifest) is taken when the statement resolves the table, so a statement sees one
+//! consistent set of parts even while an ingest or merge commits.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{SchemaProvider, Session, TableProvider};
+use datafusion::common::Result;
+use datafusion::datasource::TableType;
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use strata_engine::DataDir;
+use strata_format::Manifest;
+
+use crate::paths::{PathColumn, PathIndex};
+use crate::scan::{ScanOutput, StrataScanExec};
+use crate::udf::json_field;
+
+/// Field metadata naming the Strata table a `data` column belongs to.
+pub const TABLE_FIELD_METADATA: &str = "strata.table";
+/// Name of the document column.
+pub const DATA_COLUMN: &str = "data";
+
+/// Path facts of the tables resolved by the statement being planned, by table name.
+pub type PathRegistry = Arc<RwLock<HashMap<String, Arc<PathIndex>>>>;
+
+#[derive(Debug)]
+pub struct StrataTable {
+    name: String,
+    dir: PathBuf,
+    manifest: Arc<Manifest>,
+    paths: Arc<PathIndex>,
+    columns: Vec<PathColumn>,
+    schema: SchemaRef,
+}
+
+impl StrataTable {
+    pub fn open(data_dir: &DataDir, name: &str) -> Result<Option<StrataTable>, strata_engine::EngineError> {
+        let dir = data_dir.table_dir(name)?;
+        let Some(manifest) = Manifest::load(&dir)? else {
+            return Ok(None);
+        };
+        let paths = Arc::new(PathIndex::from_manifest(&manifest));
+        Ok(Some(StrataTable::build(
+            name.to_owned(),
+            dir,
+            Arc::new(manifest),
+            paths,
+            Vec::new(),
+        )))
+    }
+
+    fn build(
+        name: String,
+        dir: PathBuf,
+        manifest: Arc<Manifest>,
+        paths: Arc<PathIndex>,
+        columns: Vec<PathColumn>,
+    ) -> StrataTable {
+        let mut fields = vec![json_field(DATA_COLUMN).with_metadata(
+            [
+                (crate::JSON_FIELD_METADATA.to_owned(), "true".to_owned()),
+                (TABLE_FIELD_METADATA.to_owned(), name.clone()),
+            ]
+            .into_iter()
+            .collect(),
+        )];
+        for column in &columns {
+            let field = if column.mode.is_json() {
+                json_field(&column.column_name())
+            } else {
+                Field::new(column.column_name(), column.mode.data_type(), true)
+            };
+            fields.push(field);
+        }
+        StrataTable {
+            name,
+            dir,
+            manifest,
+            paths,
+            columns,
+            schema: Arc::new(Schema::new(fields)),
+        }
+    }
+
+    /// The same snapshot with the given path columns added to its schema.
+    pub fn with_columns(&self, columns: BTreeSet<PathColumn>) -> StrataTable {
+        StrataTable::build(
+            self.name.clone(),
+            self.dir.clone(),
+            self.manifest.clone(),
+            self.paths.clone(),
+            columns.into_iter().collect(),
+        )
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn paths(&self) -> &Arc<PathIndex> {
+        &self.paths
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &Arc<Manifest> {
+        &self.manifest
+    }
+}
+
+#[async_trait]
+impl TableProvider for StrataTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Filters prune parts and row groups by statistics; DataFusion still applies them.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let indices: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let outputs: Vec<ScanOutput> = indices
+            .iter()
+            .map(|&i| {
+                if i == 0 {
+                    ScanOutput::Document
+                } else {
+                    ScanOutput::Path(self.columns[i - 1].clone())
+                }
+            })
+            .collect();
+        let schema = Arc::new(self.schema.project(&indices)?);
+        let partitions = state.config().target_partitions().max(1);
+        let exec = StrataScanExec::try_new(
+            self.name.clone(),
+            self.dir.clone(),
+            &self.manifest,
+            &self.columns,
+            outputs,
+            schema,
+            filters,
+            limit,
+            partitions,
+        )?;
+        Ok(Arc::new(exec))
+    }
+}
+
+/// The `public` schema of the session: every table of the data directory.
+#[derive(Debug)]
+pub struct DataDirSchema {
+    data_dir: DataDir,
+    registry: PathRegistry,
+}
+
+impl DataDirSchema {
+    pub fn new(data_dir: DataDir, registry: PathRegistry) -> Self {
+        DataDirSchema { data_dir, registry }
+    }
+}
+
+fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+#[async_trait]
+impl SchemaProvider for DataDirSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.data_dir.table_names().unwrap_or_default()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if strata_engine::table::validate_table_name(name).is_err() {
+            return Ok(None);
+        }
+        let Some(table) = StrataTable::open(&self.data_dir, name).map_err(external)? else {
+            return Ok(None);
+        };
+        if let Ok(mut registry) = self.registry.write() {
+            registry.insert(name.to_owned(), table.paths().clone());
+        }
+        Ok(Some(Arc::new(table)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.data_dir
+            .table_dir(name)
+            .map(|d| d.join(strata_format::manifest::MANIFEST_FILE).exists())
+            .unwrap_or(false)
+    }
+}
+
+/// Data type of the `data` column.
+pub fn data_column_type() -> DataType {
+    DataType::Utf8
+}
