@@ -1,1 +1,120 @@
-//! placeholder while the workspace is set up
+//! SQL over Strata tables through upstream Apache DataFusion.
+//!
+//! Everything DataFusion-specific lives in this crate, attached through its extension points:
+//! a catalog schema over the data directory and a table provider per table ([`table`]), an
+//! expression planner for JSON path syntax ([`planner`]), an analyzer rule that turns path
+//! accesses into column reads ([`rule`]), the physical scan that prunes and reads parts
+//! ([`scan`]) and a few functions ([`udf`]). DataFusion does the rest: SQL, optimisation,
+//! parallel vectorised execution, spilling aggregation.
+
+pub mod paths;
+pub mod planner;
+pub mod rule;
+pub mod scan;
+pub mod table;
+pub mod udf;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::optimizer::Analyzer;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::DFParser;
+use strata_engine::DataDir;
+
+use crate::planner::JsonPathPlanner;
+use crate::rule::ReadPathsFromColumns;
+use crate::table::{DataDirSchema, PathRegistry};
+
+/// Field metadata key marking columns whose text is JSON (outputs embed it as JSON).
+pub const JSON_FIELD_METADATA: &str = "strata.json";
+
+/// Memory DataFusion may use before aggregations and sorts spill to disk.
+pub const DEFAULT_MEMORY_LIMIT: usize = 4 * 1024 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error(transparent)]
+    DataFusion(#[from] datafusion::error::DataFusionError),
+    #[error(transparent)]
+    Engine(#[from] strata_engine::EngineError),
+}
+
+/// The result of one statement.
+pub struct QueryResult {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+/// A SQL session over one data directory.
+pub struct Session {
+    context: SessionContext,
+}
+
+impl Session {
+    pub fn open(data_dir: &Path) -> Result<Session, QueryError> {
+        let memory_limit = std::env::var("STRATA_MEMORY_LIMIT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MEMORY_LIMIT);
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(FairSpillPool::new(memory_limit)))
+            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::OsTmpDirectory))
+            .build_arc()?;
+        let mut config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema("strata", "public");
+        // JSON keys are case-sensitive, so identifiers are too (as in ClickHouse).
+        config.options_mut().sql_parser.enable_ident_normalization = false;
+        let registry = PathRegistry::default();
+        let mut analyzer_rules = Analyzer::new().rules;
+        analyzer_rules.insert(0, Arc::new(ReadPathsFromColumns));
+        let mut builder = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features();
+        if let Some(planners) = builder.expr_planners() {
+            planners.insert(0, Arc::new(JsonPathPlanner::new(registry.clone())));
+        }
+        let state = builder.with_analyzer_rules(analyzer_rules).build();
+        let context = SessionContext::new_with_state(state);
+        for function in udf::all_functions() {
+            context.register_udf(function);
+        }
+        let catalog = datafusion::catalog::MemoryCatalogProvider::new();
+        use datafusion::catalog::CatalogProvider;
+        catalog.register_schema(
+            "public",
+            Arc::new(DataDirSchema::new(DataDir::new(data_dir), registry)),
+        )?;
+        context.register_catalog("strata", Arc::new(catalog));
+        Ok(Session { context })
+    }
+
+    pub fn context(&self) -> &SessionContext {
+        &self.context
+    }
+
+    /// Plans and runs one statement, collecting its result.
+    pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
+        let frame = self.context.sql(sql).await?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let batches = frame.collect().await?;
+        Ok(QueryResult { schema, batches })
+    }
+}
+
+/// Splits a script into statements (semicolons inside strings and comments do not split).
+/// Unparseable input comes back whole so that running it reports the syntax error.
+pub fn split_statements(sql: &str) -> Vec<String> {
+    match DFParser::parse_sql(sql) {
+        Ok(statements) => statements.iter().map(|s| s.to_string()).collect(),
+        Err(_) => vec![sql.to_owned()],
+    }
+}

@@ -291,7 +291,7 @@ fn column_of(expr: &Expr, columns: &[PathColumn]) -> Option<PathColumn> {
 
 fn strip_cast(expr: &Expr) -> &Expr {
     match expr {
-        Expr::Cast(c) if matches!(c.data_type(), DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) => strip_cast(&c.expr),
+        Expr::Cast(c) if matches!(c.field.data_type(), DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) => strip_cast(&c.expr),
         other => other,
     }
 }

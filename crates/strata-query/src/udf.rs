@@ -9,7 +9,6 @@
 //!   text, used when the left side is not a table's document (arrays, sub-results).
 //! - `date_diff(unit, start, end)`: whole `unit`s from `start` to `end`.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
@@ -174,9 +173,6 @@ impl Default for StrataPath {
 }
 
 impl ScalarUDFImpl for StrataPath {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
     fn name(&self) -> &str {
         Self::NAME
     }
@@ -239,9 +235,6 @@ impl JsonGet {
 }
 
 impl ScalarUDFImpl for JsonGet {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
     fn name(&self) -> &str {
         if self.as_text { "json_get_text" } else { "json_get" }
     }
@@ -332,9 +325,6 @@ fn unit_nanos(unit: &str) -> Option<i64> {
 }
 
 impl ScalarUDFImpl for DateDiff {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
     fn name(&self) -> &str {
         "date_diff"
     }

@@ -1,0 +1,145 @@
+//! `ReadPathsFromColumns`: the analyzer rule that turns path functions into column reads.
+//!
+//! The planner writes every path access as `strata_path(t.data, path, mode)`. This rule finds
+//! the Strata table scans of the plan (and the aliases that name them), collects the (path,
+//! mode) pairs the plan reads from each, gives each scan a table source whose schema has one
+//! virtual column per pair, and rewrites each call into a reference to that column, keeping
+//! expression names so the plan's schema does not change. DataFusion's projection pushdown
+//! then asks the scan for exactly those columns, and filter pushdown hands it predicates on
+//! them for pruning. Calls the rule cannot attribute to a scan are left alone and evaluated
+//! on JSON text, so skipping the rule never changes a result, only its speed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use datafusion::catalog::default_table_source::{provider_as_source, source_as_provider};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, Result, ScalarValue, TableReference};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::{Expr, LogicalPlan, TableScan, TableScanBuilder};
+use datafusion::optimizer::AnalyzerRule;
+
+use crate::paths::{PathColumn, PathMode};
+use crate::table::{DATA_COLUMN, StrataTable};
+use crate::udf::StrataPath;
+
+#[derive(Debug, Default)]
+pub struct ReadPathsFromColumns;
+
+fn strata_table(scan: &TableScan) -> Option<Arc<StrataTable>> {
+    let provider = source_as_provider(&scan.source).ok()?;
+    let any: Arc<dyn std::any::Any + Send + Sync> = provider;
+    any.downcast::<StrataTable>().ok()
+}
+
+/// `strata_path(col, 'path', 'mode')` → (col, PathColumn).
+fn path_call(expr: &Expr) -> Option<(&Column, PathColumn)> {
+    let Expr::ScalarFunction(f) = expr else {
+        return None;
+    };
+    if f.func.name() != StrataPath::NAME {
+        return None;
+    }
+    let [Expr::Column(c), Expr::Literal(ScalarValue::Utf8(Some(path)), _), Expr::Literal(ScalarValue::Utf8(Some(mode)), _)] =
+        f.args.as_slice()
+    else {
+        return None;
+    };
+    if c.name != DATA_COLUMN {
+        return None;
+    }
+    Some((
+        c,
+        PathColumn {
+            path: path.clone(),
+            mode: PathMode::parse(mode)?,
+        },
+    ))
+}
+
+impl AnalyzerRule for ReadPathsFromColumns {
+    fn name(&self) -> &str {
+        "read_paths_from_columns"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        // 1. Qualifiers (table names and aliases) that denote a Strata scan.
+        let mut qualifiers: HashMap<TableReference, String> = HashMap::new();
+        plan.apply_with_subqueries(|node| {
+            match node {
+                LogicalPlan::TableScan(scan) => {
+                    if let Some(table) = strata_table(scan) {
+                        qualifiers.insert(scan.table_name.clone(), table.name().to_owned());
+                    }
+                }
+                LogicalPlan::SubqueryAlias(alias) => {
+                    if let LogicalPlan::TableScan(scan) = alias.input.as_ref()
+                        && let Some(table) = strata_table(scan)
+                    {
+                        qualifiers.insert(alias.alias.clone(), table.name().to_owned());
+                    }
+                }
+                _ => {}
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        if qualifiers.is_empty() {
+            return Ok(plan);
+        }
+        // 2. Paths each table is read at.
+        let mut requested: BTreeMap<String, BTreeSet<PathColumn>> = BTreeMap::new();
+        plan.apply_with_subqueries(|node| {
+            node.apply_expressions(|expr| {
+                expr.apply(|e| {
+                    if let Some((column, path)) = path_call(e)
+                        && let Some(table) = column.relation.as_ref().and_then(|r| qualifiers.get(r))
+                    {
+                        requested.entry(table.clone()).or_default().insert(path);
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })
+            })
+        })?;
+        if requested.is_empty() {
+            return Ok(plan);
+        }
+        // 3. Widen the scans, rewrite the calls, recompute schemas bottom-up.
+        let rewritten = plan.transform_up_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = &node
+                && let Some(table) = strata_table(scan)
+                && let Some(columns) = requested.get(table.name())
+            {
+                let widened = Arc::new(table.with_columns(columns.clone()));
+                let new_scan = TableScanBuilder::new(scan.table_name.clone(), provider_as_source(widened))
+                    .with_filters(scan.filters.clone())
+                    .with_fetch(scan.fetch)
+                    .build()?;
+                return Ok(Transformed::yes(LogicalPlan::TableScan(new_scan)));
+            }
+            let preserver = NamePreserver::new(&node);
+            let node = node.map_expressions(|expr| {
+                let saved = preserver.save(&expr);
+                let result = expr.transform_up(|e| {
+                    if let Some((column, path)) = path_call(&e)
+                        && let Some(relation) = column.relation.as_ref()
+                        && qualifiers.contains_key(relation)
+                    {
+                        let replacement = Expr::Column(Column::new(Some(relation.clone()), path.column_name()));
+                        return Ok(Transformed::yes(replacement));
+                    }
+                    Ok(Transformed::no(e))
+                })?;
+                Ok(if result.transformed {
+                    Transformed::yes(saved.restore(result.data))
+                } else {
+                    result
+                })
+            })?;
+            let transformed = node.transformed;
+            let plan = node.data.recompute_schema()?;
+            Ok(if transformed { Transformed::yes(plan) } else { Transformed::no(plan) })
+        })?;
+        Ok(rewritten.data)
+    }
+}
