@@ -72,6 +72,8 @@ impl Session {
             .with_default_catalog_and_schema("strata", "public");
         // JSON keys are case-sensitive, so identifiers are too (as in ClickHouse).
         config.options_mut().sql_parser.enable_ident_normalization = false;
+        // PostgreSQL precedence makes `data->'a' IS NULL` mean `(data->'a') IS NULL`.
+        config.options_mut().sql_parser.dialect = datafusion::common::config::Dialect::PostgreSQL;
         let registry = PathRegistry::default();
         let mut analyzer_rules = Analyzer::new().rules;
         analyzer_rules.insert(0, Arc::new(ReadPathsFromColumns));
@@ -113,7 +115,8 @@ impl Session {
 /// Splits a script into statements (semicolons inside strings and comments do not split).
 /// Unparseable input comes back whole so that running it reports the syntax error.
 pub fn split_statements(sql: &str) -> Vec<String> {
-    match DFParser::parse_sql(sql) {
+    let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+    match DFParser::parse_sql_with_dialect(sql, &dialect) {
         Ok(statements) => statements.iter().map(|s| s.to_string()).collect(),
         Err(_) => vec![sql.to_owned()],
     }

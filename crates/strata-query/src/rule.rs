@@ -117,13 +117,22 @@ impl AnalyzerRule for ReadPathsFromColumns {
                     .build()?;
                 return Ok(Transformed::yes(LogicalPlan::TableScan(new_scan)));
             }
+            // A call is replaced only where the node's input carries the path column, i.e.
+            // directly above the (widened) scan or nodes that pass its schema through. Above a
+            // projection (e.g. a Sort on a path that is not selected) the call stays and is
+            // evaluated on the document text: slower, same result.
+            let inputs: Vec<_> = node.inputs().iter().map(|i| i.schema().clone()).collect();
+            let available = |relation: &TableReference, path: &PathColumn| {
+                let column = Column::new(Some(relation.clone()), path.column_name());
+                inputs.iter().any(|schema| schema.has_column(&column))
+            };
             let preserver = NamePreserver::new(&node);
             let node = node.map_expressions(|expr| {
                 let saved = preserver.save(&expr);
                 let result = expr.transform_up(|e| {
                     if let Some((column, path)) = path_call(&e)
                         && let Some(relation) = column.relation.as_ref()
-                        && qualifiers.contains_key(relation)
+                        && available(relation, &path)
                     {
                         let replacement = Expr::Column(Column::new(Some(relation.clone()), path.column_name()));
                         return Ok(Transformed::yes(replacement));
