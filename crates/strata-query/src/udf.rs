@@ -7,7 +7,7 @@
 //!   the rule cannot see through (e.g. `data` passed through a CTE).
 //! - `json_get(json, key_or_index)` / `json_get_text(json, key_or_index)`: `->` / `->>` on JSON
 //!   text, used when the left side is not a table's document (arrays, sub-results).
-//! - `date_diff(unit, start, end)`: whole `unit`s from `start` to `end`.
+//! - `date_diff(unit, start, end)`: number of `unit` boundaries crossed from `start` to `end`.
 
 use std::sync::Arc;
 
@@ -290,7 +290,7 @@ impl ScalarUDFImpl for JsonGet {
     }
 }
 
-/// `date_diff(unit, start, end)`: whole units between two timestamps (end − start), as BIGINT.
+/// `date_diff(unit, start, end)`: unit boundaries crossed from start to end, as BIGINT.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct DateDiff {
     signature: Signature,
@@ -357,7 +357,8 @@ impl ScalarUDFImpl for DateDiff {
         let result: arrow::array::Int64Array = start
             .iter()
             .zip(end.iter())
-            .map(|(s, e)| Some((e? - s?) / nanos))
+            // Unit boundaries crossed, as DuckDB's and ClickHouse's date_diff count them.
+            .map(|(s, e)| Some(e?.div_euclid(nanos) - s?.div_euclid(nanos)))
             .collect();
         Ok(ColumnarValue::Array(Arc::new(result)))
     }
