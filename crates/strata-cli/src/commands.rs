@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_small_parts};
+use strata_engine::{
+    DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_small_parts,
+};
 
 use crate::output::{Format, write_batches};
 use crate::progress::IngestBar;
@@ -89,7 +91,7 @@ fn run_ingest(
         matches!(i, Input::File(p) if !matches!(p.extension().and_then(|e| e.to_str()), Some("gz" | "zst" | "zstd")))
     });
     let total = if plain {
-        inputs.iter().map(|i| i.len()).sum::<Option<u64>>()
+        inputs.iter().map(|i| i.size_on_disk()).sum::<Option<u64>>()
     } else {
         None
     };
@@ -127,8 +129,10 @@ fn run_ingest(
         summary.table_bytes,
         summary.parts_written,
         match &summary.merge {
-            Some(m) if m.inputs_merged > 0 =>
-                format!(", merged {} small parts into {}", m.inputs_merged, m.outputs_written),
+            Some(m) if m.inputs_merged > 0 => format!(
+                ", merged {} small parts into {}",
+                m.inputs_merged, m.outputs_written
+            ),
             _ => String::new(),
         }
     );

@@ -15,10 +15,19 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, about = "A database for JSON events and logs")]
+#[command(
+    name = "strata",
+    version,
+    about = "A database for JSON events and logs"
+)]
 pub struct Cli {
     /// Data directory holding the tables.
-    #[arg(long, global = true, env = "STRATA_DATA_DIR", default_value = "./strata-data")]
+    #[arg(
+        long,
+        global = true,
+        env = "STRATA_DATA_DIR",
+        default_value = "./strata-data"
+    )]
     pub data_dir: PathBuf,
     #[command(subcommand)]
     pub command: Command,

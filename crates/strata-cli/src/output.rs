@@ -68,14 +68,17 @@ pub fn write_batches(
             out.write_all(b"\n")?;
         }
         Format::Csv => {
-            let mut writer = arrow::csv::WriterBuilder::new().with_header(true).build(out);
+            let mut writer = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(out);
             for batch in batches {
                 writer.write(batch)?;
             }
         }
         Format::Parquet => {
             let mut buffer = Vec::new();
-            let mut writer = parquet::arrow::ArrowWriter::try_new(&mut buffer, schema.clone(), None)?;
+            let mut writer =
+                parquet::arrow::ArrowWriter::try_new(&mut buffer, schema.clone(), None)?;
             for batch in batches {
                 writer.write(batch)?;
             }
@@ -105,7 +108,10 @@ fn json_rows(
         for row in 0..batch.num_rows() {
             let mut object = serde_json::Map::new();
             for (name, array, is_json) in &columns {
-                object.insert(name.clone(), cell_value(array.as_ref(), row, *is_json, &options)?);
+                object.insert(
+                    name.clone(),
+                    cell_value(array.as_ref(), row, *is_json, &options)?,
+                );
             }
             rows.push(Value::Object(object));
         }
@@ -124,10 +130,20 @@ fn cell_value(
     }
     let value = match array.data_type() {
         DataType::Boolean => Value::Bool(array.as_boolean().value(row)),
-        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8
-        | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 | DataType::Float32
-        | DataType::Float64 | DataType::Decimal128(_, _) => {
-            let text = ArrayFormatter::try_new(array, options)?.value(row).to_string();
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal128(_, _) => {
+            let text = ArrayFormatter::try_new(array, options)?
+                .value(row)
+                .to_string();
             match serde_json::from_str::<Value>(&text) {
                 Ok(v @ Value::Number(_)) => v,
                 _ => Value::String(text),
@@ -136,12 +152,17 @@ fn cell_value(
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
             let text = string_at(array, row).unwrap_or_default();
             if is_json {
-                strata_json::reconstruct::parse_stored(text, "").unwrap_or_else(|_| Value::String(text.to_owned()))
+                strata_json::reconstruct::parse_stored(text, "")
+                    .unwrap_or_else(|_| Value::String(text.to_owned()))
             } else {
                 Value::String(text.to_owned())
             }
         }
-        _ => Value::String(ArrayFormatter::try_new(array, options)?.value(row).to_string()),
+        _ => Value::String(
+            ArrayFormatter::try_new(array, options)?
+                .value(row)
+                .to_string(),
+        ),
     };
     Ok(value)
 }

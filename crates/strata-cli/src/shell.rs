@@ -23,16 +23,23 @@ pub fn run_shell(data_dir: &DataDir) -> CliResult {
     let runtime = runtime()?;
     let session = strata_query::Session::open(data_dir.root())?;
     let mut editor = DefaultEditor::new()?;
-    let history = std::env::var_os("HOME")
-        .map(|home| std::path::PathBuf::from(home).join(".strata_history"));
+    let history =
+        std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".strata_history"));
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
-    println!("strata SQL shell on {} — end statements with ';', \\q to quit, \\timing to time them", data_dir.root().display());
+    println!(
+        "strata SQL shell on {} — end statements with ';', \\q to quit, \\timing to time them",
+        data_dir.root().display()
+    );
     let mut timing = false;
     let mut pending = String::new();
     loop {
-        let prompt = if pending.is_empty() { "strata> " } else { "   ...> " };
+        let prompt = if pending.is_empty() {
+            "strata> "
+        } else {
+            "   ...> "
+        };
         let line = match editor.readline(prompt) {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => {

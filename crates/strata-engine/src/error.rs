@@ -20,7 +20,9 @@ pub enum EngineError {
     },
     #[error("table {0:?} does not exist")]
     NoSuchTable(String),
-    #[error("invalid table name {0:?}: use letters, digits, '_' and '-', starting with a letter or '_'")]
+    #[error(
+        "invalid table name {0:?}: use letters, digits, '_' and '-', starting with a letter or '_'"
+    )]
     InvalidTableName(String),
     #[error(
         "table {table} already has sort key [{existing}]; the sort key is fixed when a table is created (given: [{given}])"

@@ -163,8 +163,8 @@ pub fn ingest(
                     (trim_newline(&buffer[start..end]), line)
                 })
                 .collect();
-            let parsed: Vec<Result<Map<String, Value>, DocumentError>> = parse_pool()
-                .install(|| lines.par_iter().map(|(l, _)| parse_document(l)).collect());
+            let parsed: Vec<Result<Map<String, Value>, DocumentError>> =
+                parse_pool().install(|| lines.par_iter().map(|(l, _)| parse_document(l)).collect());
             for ((_, line), result) in lines.iter().zip(parsed) {
                 match result {
                     Ok(doc) => {
@@ -228,7 +228,12 @@ pub fn ingest(
             part_target_bytes: options.part_target_bytes,
             only_when_many: true,
         };
-        Some(merge_locked(table, &table_dir, &mut manifest, &merge_options)?)
+        Some(merge_locked(
+            table,
+            &table_dir,
+            &mut manifest,
+            &merge_options,
+        )?)
     } else {
         None
     };
@@ -351,8 +356,8 @@ impl RejectLog {
             self.file = Some(file);
         }
         if let Some(file) = self.file.as_mut() {
-            let mut line = serde_json::to_vec(reject)
-                .map_err(|e| EngineError::io(&self.path, e.into()))?;
+            let mut line =
+                serde_json::to_vec(reject).map_err(|e| EngineError::io(&self.path, e.into()))?;
             line.push(b'\n');
             file.write_all(&line)
                 .map_err(|e| EngineError::io(&self.path, e))?;

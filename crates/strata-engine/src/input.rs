@@ -32,7 +32,7 @@ impl Input {
     }
 
     /// Compressed size on disk, when known (for progress).
-    pub fn len(&self) -> Option<u64> {
+    pub fn size_on_disk(&self) -> Option<u64> {
         match self {
             Input::Stdin => None,
             Input::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
@@ -49,7 +49,8 @@ impl Input {
                 let reader: Box<dyn Read + Send> = match extension(path).as_deref() {
                     Some("gz") => Box::new(flate2::read::MultiGzDecoder::new(file)),
                     Some("zst") | Some("zstd") => Box::new(
-                        zstd::stream::read::Decoder::new(file).map_err(|e| EngineError::io(path, e))?,
+                        zstd::stream::read::Decoder::new(file)
+                            .map_err(|e| EngineError::io(path, e))?,
                     ),
                     _ => Box::new(file),
                 };

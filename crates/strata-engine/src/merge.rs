@@ -140,10 +140,12 @@ pub(crate) fn merge_locked(
     manifest.parts.retain(|p| !merged.contains(&p.file));
     let outputs_written = outputs.len();
     manifest.parts.extend(outputs);
-    manifest.retired.extend(merged.iter().map(|file| RetiredPart {
-        file: file.clone(),
-        retired_at: now,
-    }));
+    manifest
+        .retired
+        .extend(merged.iter().map(|file| RetiredPart {
+            file: file.clone(),
+            retired_at: now,
+        }));
     manifest.version += 1;
     manifest.commit(table_dir)?;
     if collect_garbage(table_dir, manifest)? {

@@ -65,7 +65,10 @@ impl DataDir {
         for entry in entries {
             let entry = entry.map_err(|e| EngineError::io(&self.root, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.path().join(strata_format::manifest::MANIFEST_FILE).exists()
+            if entry
+                .path()
+                .join(strata_format::manifest::MANIFEST_FILE)
+                .exists()
                 && validate_table_name(&name).is_ok()
             {
                 names.push(name);
@@ -153,7 +156,10 @@ pub(crate) fn unix_now() -> u64 {
 /// Deletes part files that no manifest references (left by a killed writer) and retired parts
 /// past their grace period. Call only while holding the table's write lock: then no other
 /// process is writing a part that is not yet listed.
-pub(crate) fn collect_garbage(table_dir: &Path, manifest: &mut Manifest) -> Result<bool, EngineError> {
+pub(crate) fn collect_garbage(
+    table_dir: &Path,
+    manifest: &mut Manifest,
+) -> Result<bool, EngineError> {
     let parts_dir = table_dir.join(PARTS_DIR);
     let now = unix_now();
     let before = manifest.retired.len();
@@ -182,7 +188,11 @@ pub(crate) fn collect_garbage(table_dir: &Path, manifest: &mut Manifest) -> Resu
 }
 
 /// Writes every document of a table as NDJSON, part by part. Returns the number written.
-pub fn export_table(data_dir: &DataDir, table: &str, out: &mut dyn Write) -> Result<u64, EngineError> {
+pub fn export_table(
+    data_dir: &DataDir,
+    table: &str,
+    out: &mut dyn Write,
+) -> Result<u64, EngineError> {
     let dir = data_dir.table_dir(table)?;
     let manifest = data_dir.manifest(table)?;
     let mut written = 0u64;
@@ -193,12 +203,11 @@ pub fn export_table(data_dir: &DataDir, table: &str, out: &mut dyn Write) -> Res
                 path: path.clone(),
                 source,
             })?;
-            let docs = reconstruct(&batch, &JsonPath::default()).map_err(|source| {
-                EngineError::Json {
+            let docs =
+                reconstruct(&batch, &JsonPath::default()).map_err(|source| EngineError::Json {
                     table: table.to_owned(),
                     source,
-                }
-            })?;
+                })?;
             for doc in docs.into_iter().flatten() {
                 serde_json::to_writer(&mut *out, &doc)
                     .map_err(|e| EngineError::io("<output>", e.into()))?;

@@ -6,6 +6,8 @@
 //! same manifest entries (columns, kinds, remainder paths, statistics) and the same Parquet
 //! schema. Set STRATA_UPDATE_GOLDEN=1 to regenerate after an intended, documented change.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
 use std::path::{Path, PathBuf};
 
 use arrow::record_batch::RecordBatchReader;
@@ -16,7 +18,11 @@ use strata_format::Manifest;
 
 const TABLES: [(&str, &str, Option<&str>); 2] = [
     ("edge", "edge_cases.ndjson", None),
-    ("bluesky", "jetstream_sample.ndjson", Some("kind,commit.operation,commit.collection,did,time_us")),
+    (
+        "bluesky",
+        "jetstream_sample.ndjson",
+        Some("kind,commit.operation,commit.collection,did,time_us"),
+    ),
 ];
 
 fn repo() -> PathBuf {
@@ -29,9 +35,19 @@ fn write_table(dir: &DataDir, table: &str, file: &str, sort_key: Option<&str>) {
     let input = repo().join("tests/data").join(file);
     let sort_key = sort_key.map(|k| k.split(',').map(String::from).collect());
     strata_json::run_with_deep_stack(move || {
-        ingest(&dir, &table, &[Input::File(input)], &IngestOptions { sort_key, ..Default::default() }, &mut |_| {}, &mut |_| {})
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        ingest(
+            &dir,
+            &table,
+            &[Input::File(input)],
+            &IngestOptions {
+                sort_key,
+                ..Default::default()
+            },
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
     })
     .unwrap();
 }
@@ -73,7 +89,11 @@ fn golden_tables_read_and_write_the_same() {
         let dir = DataDir::new(&golden);
         for (table, file, sort_key) in TABLES {
             write_table(&dir, table, file, sort_key);
-            std::fs::write(golden.join(format!("{table}.export.ndjson")), export(&dir, table)).unwrap();
+            std::fs::write(
+                golden.join(format!("{table}.export.ndjson")),
+                export(&dir, table),
+            )
+            .unwrap();
             let _ = std::fs::remove_file(golden.join(table).join(".lock"));
         }
     }
@@ -82,29 +102,50 @@ fn golden_tables_read_and_write_the_same() {
     let fresh_dir = DataDir::new(tmp.path());
     for (table, file, sort_key) in TABLES {
         // 1. Old files read back exactly.
-        let expected = std::fs::read_to_string(golden.join(format!("{table}.export.ndjson"))).unwrap();
+        let expected =
+            std::fs::read_to_string(golden.join(format!("{table}.export.ndjson"))).unwrap();
         let golden_manifest = golden_dir.manifest(table).unwrap();
         let mut got = String::new();
         for part in &golden_manifest.parts {
-            let batches = strata_format::read_part_batches(&Manifest::part_path(&golden.join(table), &part.file)).unwrap();
+            let batches = strata_format::read_part_batches(&Manifest::part_path(
+                &golden.join(table),
+                &part.file,
+            ))
+            .unwrap();
             for batch in batches {
-                for doc in strata_json::reconstruct::reconstruct(&batch, &strata_json::JsonPath::default()).unwrap().into_iter().flatten() {
+                for doc in
+                    strata_json::reconstruct::reconstruct(&batch, &strata_json::JsonPath::default())
+                        .unwrap()
+                        .into_iter()
+                        .flatten()
+                {
                     got.push_str(&doc.to_string());
                     got.push('\n');
                 }
             }
         }
-        assert_eq!(got, expected, "{table}: golden parts no longer read back the same");
+        assert_eq!(
+            got, expected,
+            "{table}: golden parts no longer read back the same"
+        );
 
         // 2. The same input writes the same layout.
         write_table(&fresh_dir, table, file, sort_key);
         let fresh_manifest = fresh_dir.manifest(table).unwrap();
-        assert_eq!(layout(&fresh_manifest), layout(&golden_manifest), "{table}: manifest layout changed");
+        assert_eq!(
+            layout(&fresh_manifest),
+            layout(&golden_manifest),
+            "{table}: manifest layout changed"
+        );
         assert_eq!(
             part_schema(&tmp.path().join(table), &fresh_manifest),
             part_schema(&golden.join(table), &golden_manifest),
             "{table}: part schema changed"
         );
-        assert_eq!(export(&fresh_dir, table), expected, "{table}: export order or values changed");
+        assert_eq!(
+            export(&fresh_dir, table),
+            expected,
+            "{table}: export order or values changed"
+        );
     }
 }

@@ -1,14 +1,20 @@
 //! Ingest → export round trips through real part files, rejects, merges and table settings.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_small_parts};
+use strata_engine::{
+    DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_small_parts,
+};
 use strata_json::run_with_deep_stack;
 
 fn repo_file(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data")
+        .join(name)
 }
 
 struct Loaded {
@@ -50,7 +56,7 @@ fn export_sorted(dir: &DataDir, table: &str) -> Vec<String> {
         let mut docs: Vec<String> = String::from_utf8(out)
             .unwrap()
             .lines()
-            .map(|l| canonical(l))
+            .map(canonical)
             .collect();
         docs.sort();
         docs
@@ -88,9 +94,21 @@ fn edge_cases_round_trip_and_rejects_are_reported() {
     assert_eq!(loaded.read, loaded.loaded + loaded.rejected);
     let lines: Vec<u64> = loaded.rejects.iter().map(|r| r.0).collect();
     assert_eq!(lines, vec![17, 18, 19, 20, 21, 22, 23, 24]);
-    assert!(loaded.rejects[0].1.contains("expected an object"), "{:?}", loaded.rejects[0]);
-    assert!(loaded.rejects[6].1.contains("nesting deeper"), "{:?}", loaded.rejects[6]);
-    assert!(loaded.rejects[7].1.contains("UTF-8"), "{:?}", loaded.rejects[7]);
+    assert!(
+        loaded.rejects[0].1.contains("expected an object"),
+        "{:?}",
+        loaded.rejects[0]
+    );
+    assert!(
+        loaded.rejects[6].1.contains("nesting deeper"),
+        "{:?}",
+        loaded.rejects[6]
+    );
+    assert!(
+        loaded.rejects[7].1.contains("UTF-8"),
+        "{:?}",
+        loaded.rejects[7]
+    );
     let rejects_file = std::fs::read_to_string(tmp.path().join("edge/rejects.ndjson")).unwrap();
     assert_eq!(rejects_file.lines().count(), 8);
     assert!(rejects_file.contains("edge_cases.ndjson"));
@@ -99,7 +117,17 @@ fn edge_cases_round_trip_and_rejects_are_reported() {
     assert_eq!(exported, expected_docs(&file));
     // Exact values, spelled out for the ones most often lost elsewhere.
     let all = exported.join("\n");
-    for needle in ["\"007\"", "1.10", "1e+400", "1e-7", "18446744073709551616", "-0", "\"n\":null", "\"empty_obj\":{}", "\"empty_arr\":[]"] {
+    for needle in [
+        "\"007\"",
+        "1.10",
+        "1e+400",
+        "1e-7",
+        "18446744073709551616",
+        "-0",
+        "\"n\":null",
+        "\"empty_obj\":{}",
+        "\"empty_arr\":[]",
+    ] {
         assert!(all.contains(needle), "{needle} missing");
     }
 }
@@ -107,15 +135,30 @@ fn edge_cases_round_trip_and_rejects_are_reported() {
 #[test]
 fn real_samples_round_trip() {
     for (name, sort_key) in [
-        ("jetstream_sample.ndjson", Some(vec!["kind".into(), "commit.operation".into(), "commit.collection".into(), "did".into(), "time_us".into()])),
-        ("gharchive_2015-01-01_sample.ndjson", Some(vec!["type".into(), "repo.name".into()])),
+        (
+            "jetstream_sample.ndjson",
+            Some(vec![
+                "kind".into(),
+                "commit.operation".into(),
+                "commit.collection".into(),
+                "did".into(),
+                "time_us".into(),
+            ]),
+        ),
+        (
+            "gharchive_2015-01-01_sample.ndjson",
+            Some(vec!["type".into(), "repo.name".into()]),
+        ),
         ("gharchive_2021-07-21_sample.ndjson", None),
         ("nginxplus_status.ndjson", None),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = DataDir::new(tmp.path());
         let file = repo_file(name);
-        let options = IngestOptions { sort_key, ..Default::default() };
+        let options = IngestOptions {
+            sort_key,
+            ..Default::default()
+        };
         let loaded = load(&dir, "t", file.clone(), options);
         assert_eq!(loaded.rejected, 0, "{name}: {:?}", loaded.rejects);
         assert_eq!(export_sorted(&dir, "t"), expected_docs(&file), "{name}");
@@ -143,7 +186,11 @@ fn small_ingests_merge_without_losing_or_duplicating() {
     assert_eq!(summary.parts_after, 1);
     let manifest = dir.manifest("bsky").unwrap();
     assert_eq!(manifest.parts.len(), 1);
-    assert_eq!(manifest.retired.len(), 5, "inputs stay on disk for older snapshots");
+    assert_eq!(
+        manifest.retired.len(),
+        5,
+        "inputs stay on disk for older snapshots"
+    );
     assert_eq!(export_sorted(&dir, "bsky"), before);
 }
 
@@ -152,13 +199,31 @@ fn sort_key_is_fixed_at_creation() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path());
     let file = repo_file("jetstream_sample.ndjson");
-    load(&dir, "t", file.clone(), IngestOptions { sort_key: Some(vec!["did".into()]), ..Default::default() });
+    load(
+        &dir,
+        "t",
+        file.clone(),
+        IngestOptions {
+            sort_key: Some(vec!["did".into()]),
+            ..Default::default()
+        },
+    );
     let err = run_with_deep_stack({
         let dir = dir.clone();
         move || {
-            ingest(&dir, "t", &[Input::File(file)], &IngestOptions { sort_key: Some(vec!["kind".into()]), ..Default::default() }, &mut |_| {}, &mut |_| {})
-                .err()
-                .map(|e| e.to_string())
+            ingest(
+                &dir,
+                "t",
+                &[Input::File(file)],
+                &IngestOptions {
+                    sort_key: Some(vec!["kind".into()]),
+                    ..Default::default()
+                },
+                &mut |_| {},
+                &mut |_| {},
+            )
+            .err()
+            .map(|e| e.to_string())
         }
     });
     assert!(err.unwrap().contains("sort key"));
@@ -168,12 +233,24 @@ fn sort_key_is_fixed_at_creation() {
 fn parts_are_sorted_by_the_sort_key() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path());
-    load(&dir, "t", repo_file("jetstream_sample.ndjson"), IngestOptions { sort_key: Some(vec!["kind".into(), "time_us".into()]), ..Default::default() });
+    load(
+        &dir,
+        "t",
+        repo_file("jetstream_sample.ndjson"),
+        IngestOptions {
+            sort_key: Some(vec!["kind".into(), "time_us".into()]),
+            ..Default::default()
+        },
+    );
     let manifest = dir.manifest("t").unwrap();
     let part = &manifest.parts[0];
     assert_eq!(part.sort_key_min["kind"], Value::String("account".into()));
     assert_eq!(part.sort_key_max["kind"], Value::String("identity".into()));
-    let batches = strata_format::read_part_batches(&strata_format::Manifest::part_path(&tmp.path().join("t"), &part.file)).unwrap();
+    let batches = strata_format::read_part_batches(&strata_format::Manifest::part_path(
+        &tmp.path().join("t"),
+        &part.file,
+    ))
+    .unwrap();
     let kinds = batches[0].column_by_name("kind").unwrap();
     let kinds = arrow_strings(kinds);
     let mut sorted = kinds.clone();
@@ -183,5 +260,9 @@ fn parts_are_sorted_by_the_sort_key() {
 
 fn arrow_strings(array: &arrow::array::ArrayRef) -> Vec<String> {
     use arrow::array::AsArray;
-    array.as_string::<i32>().iter().map(|s| s.unwrap_or("").to_owned()).collect()
+    array
+        .as_string::<i32>()
+        .iter()
+        .map(|s| s.unwrap_or("").to_owned())
+        .collect()
 }

@@ -134,7 +134,8 @@ impl Manifest {
 /// Writes a whole file and fsyncs it.
 pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
     let mut file = fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
-    file.write_all(bytes).map_err(|e| FormatError::io(path, e))?;
+    file.write_all(bytes)
+        .map_err(|e| FormatError::io(path, e))?;
     file.sync_all().map_err(|e| FormatError::io(path, e))
 }
 

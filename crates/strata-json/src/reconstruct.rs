@@ -113,7 +113,10 @@ pub fn column_value(
                 message: e.to_string(),
             })?)
         }
-        Kind::Json => parse_stored(string_value(array, row).ok_or_else(wrong_type)?, &column.name)?,
+        Kind::Json => parse_stored(
+            string_value(array, row).ok_or_else(wrong_type)?,
+            &column.name,
+        )?,
         Kind::Null => Value::Null,
     };
     Ok(Some(value))
@@ -121,7 +124,10 @@ pub fn column_value(
 
 fn string_value(array: &dyn Array, row: usize) -> Option<&str> {
     match array.data_type() {
-        DataType::Utf8 => array.as_any().downcast_ref::<StringArray>().map(|a| a.value(row)),
+        DataType::Utf8 => array
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .map(|a| a.value(row)),
         DataType::Utf8View => Some(array.as_string_view_opt()?.value(row)),
         DataType::LargeUtf8 => Some(array.as_string_opt::<i64>()?.value(row)),
         _ => None,
@@ -132,7 +138,10 @@ fn string_value(array: &dyn Array, row: usize) -> Option<&str> {
 ///
 /// Returns None for rows where nothing is stored at or under `prefix`; for the empty prefix every
 /// row yields an object (possibly `{}`).
-pub fn reconstruct(batch: &RecordBatch, prefix: &JsonPath) -> Result<Vec<Option<Value>>, JsonError> {
+pub fn reconstruct(
+    batch: &RecordBatch,
+    prefix: &JsonPath,
+) -> Result<Vec<Option<Value>>, JsonError> {
     let layout = PartLayout::from_schema(batch.schema_ref())?;
     let relevant: Vec<(&LayoutColumn, &dyn Array)> = layout
         .columns
@@ -141,10 +150,15 @@ pub fn reconstruct(batch: &RecordBatch, prefix: &JsonPath) -> Result<Vec<Option<
         .map(|(c, index)| (c, batch.column(*index).as_ref()))
         .collect();
     let remainder: Option<&MapArray> = match layout.remainder {
-        Some(index) => Some(batch.column(index).as_map_opt().ok_or_else(|| JsonError::Layout {
-            column: REMAINDER_COLUMN.into(),
-            message: "remainder is not a map".into(),
-        })?),
+        Some(index) => Some(
+            batch
+                .column(index)
+                .as_map_opt()
+                .ok_or_else(|| JsonError::Layout {
+                    column: REMAINDER_COLUMN.into(),
+                    message: "remainder is not a map".into(),
+                })?,
+        ),
         None => None,
     };
     let depth = prefix.segments().len();
@@ -154,7 +168,13 @@ pub fn reconstruct(batch: &RecordBatch, prefix: &JsonPath) -> Result<Vec<Option<
         let mut members = Map::new();
         for (column, array) in &relevant {
             if let Some(value) = column_value(*array, column, row)? {
-                place(&mut here, &mut members, &column.path.segments()[depth..], value, &column.name)?;
+                place(
+                    &mut here,
+                    &mut members,
+                    &column.path.segments()[depth..],
+                    value,
+                    &column.name,
+                )?;
             }
         }
         if let Some(map) = remainder
@@ -167,7 +187,13 @@ pub fn reconstruct(batch: &RecordBatch, prefix: &JsonPath) -> Result<Vec<Option<
                 let path = JsonPath::decode(keys.value(i));
                 if path == *prefix || prefix.is_strict_prefix_of(&path) {
                     let value = parse_stored(values.value(i), keys.value(i))?;
-                    place(&mut here, &mut members, &path.segments()[depth..], value, keys.value(i))?;
+                    place(
+                        &mut here,
+                        &mut members,
+                        &path.segments()[depth..],
+                        value,
+                        keys.value(i),
+                    )?;
                 }
             }
         }

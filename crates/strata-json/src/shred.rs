@@ -310,7 +310,9 @@ impl Shredder {
         for path in &self.options.sort_key {
             if let Some(node) = self.find(path) {
                 sort_nodes.insert(node);
-                if let Some(kind) = dominant(&self.nodes[node]).filter(|_| storable(&self.nodes[node])) {
+                if let Some(kind) =
+                    dominant(&self.nodes[node]).filter(|_| storable(&self.nodes[node]))
+                {
                     chosen.push((node, kind));
                 }
             }
@@ -475,9 +477,12 @@ pub fn kind_data_type(kind: Kind) -> DataType {
 
 fn column_field(column: &LayoutColumn) -> Field {
     Field::new(&column.name, kind_data_type(column.kind), true).with_metadata(
-        [(KIND_METADATA_KEY.to_owned(), column.kind.as_str().to_owned())]
-            .into_iter()
-            .collect(),
+        [(
+            KIND_METADATA_KEY.to_owned(),
+            column.kind.as_str().to_owned(),
+        )]
+        .into_iter()
+        .collect(),
     )
 }
 

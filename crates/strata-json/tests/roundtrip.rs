@@ -1,6 +1,8 @@
 //! Property test: any batch of JSON objects, shredded and reconstructed, comes back exactly
 //! (numbers compared by their text, so `1.10` must stay `1.10`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 use strata_json::reconstruct::reconstruct;
@@ -14,8 +16,18 @@ fn number() -> impl Strategy<Value = Value> {
             .prop_filter("finite", |f| f.is_finite())
             .prop_map(|f| Number::from_f64(f).map_or(Value::Null, Value::Number)),
         prop::sample::select(vec![
-            "1.10", "1e3", "1E+3", "-0", "0.0", "1e400", "-1e-400", "18446744073709551616",
-            "123456789012345678901234567890", "0.1", "2.50", "-9223372036854775809",
+            "1.10",
+            "1e3",
+            "1E+3",
+            "-0",
+            "0.0",
+            "1e400",
+            "-1e-400",
+            "18446744073709551616",
+            "123456789012345678901234567890",
+            "0.1",
+            "2.50",
+            "-9223372036854775809",
         ])
         .prop_map(|t| Value::Number(t.parse().unwrap())),
     ]
@@ -23,8 +35,19 @@ fn number() -> impl Strategy<Value = Value> {
 
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
-        prop::sample::select(vec!["a", "b", "kind", "a.b", "", " ", "ü", "__strata_rest", "x\\y", "n"])
-            .prop_map(String::from),
+        prop::sample::select(vec![
+            "a",
+            "b",
+            "kind",
+            "a.b",
+            "",
+            " ",
+            "ü",
+            "__strata_rest",
+            "x\\y",
+            "n"
+        ])
+        .prop_map(String::from),
         "\\PC{0,6}",
     ]
 }
@@ -66,7 +89,10 @@ fn round_trip(docs: &[Map<String, Value>], max_columns: usize, sort_key: Vec<Jso
     assert_eq!(shredded.batch.num_rows(), docs.len());
     let back = reconstruct(&shredded.batch, &JsonPath::default()).unwrap();
     let mut got: Vec<String> = back.into_iter().map(|d| d.unwrap().to_string()).collect();
-    let mut want: Vec<String> = docs.iter().map(|d| Value::Object(d.clone()).to_string()).collect();
+    let mut want: Vec<String> = docs
+        .iter()
+        .map(|d| Value::Object(d.clone()).to_string())
+        .collect();
     got.sort();
     want.sort();
     assert_eq!(got, want);
@@ -116,10 +142,21 @@ fn subtree_reconstruction() {
         shredder.push(doc);
     }
     let shredded = shredder.finish().unwrap();
-    let record = reconstruct(&shredded.batch, &JsonPath::parse_dotted("commit.record.subject")).unwrap();
-    let texts: Vec<Option<String>> = record.into_iter().map(|v| v.map(|v| v.to_string())).collect();
+    let record = reconstruct(
+        &shredded.batch,
+        &JsonPath::parse_dotted("commit.record.subject"),
+    )
+    .unwrap();
+    let texts: Vec<Option<String>> = record
+        .into_iter()
+        .map(|v| v.map(|v| v.to_string()))
+        .collect();
     assert_eq!(
         texts,
-        vec![Some("\"did:1\"".into()), Some(r#"{"cid":"c"}"#.into()), None]
+        vec![
+            Some("\"did:1\"".into()),
+            Some(r#"{"cid":"c"}"#.into()),
+            None
+        ]
     );
 }

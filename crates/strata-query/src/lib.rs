@@ -65,7 +65,9 @@ impl Session {
             .unwrap_or(DEFAULT_MEMORY_LIMIT);
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(FairSpillPool::new(memory_limit)))
-            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::OsTmpDirectory))
+            .with_disk_manager_builder(
+                DiskManagerBuilder::default().with_mode(DiskManagerMode::OsTmpDirectory),
+            )
             .build_arc()?;
         let mut config = SessionConfig::new()
             .with_information_schema(true)

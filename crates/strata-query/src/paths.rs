@@ -120,7 +120,7 @@ impl PathIndex {
         let stored = part
             .columns
             .iter()
-            .map(|(name, kind)| (name, std::slice::from_ref(kind).iter().copied().collect::<Vec<_>>()))
+            .map(|(name, kind)| (name, vec![*kind]))
             .chain(
                 part.remainder_paths
                     .iter()
@@ -129,7 +129,9 @@ impl PathIndex {
         for (name, kinds) in stored {
             let path = JsonPath::decode(name);
             let facts = self.facts.entry(name.clone()).or_default();
-            facts.kinds.extend(kinds.into_iter().filter(|k| *k != Kind::Null));
+            facts
+                .kinds
+                .extend(kinds.into_iter().filter(|k| *k != Kind::Null));
             // Every proper prefix of a stored path is an object somewhere.
             let segments = path.segments();
             for len in 1..segments.len() {

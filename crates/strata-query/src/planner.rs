@@ -39,7 +39,13 @@ impl JsonPathPlanner {
 
     /// The `strata_path` call for `path` of the document column, typed for `mode`; a NULL
     /// literal when the table stores nothing there.
-    fn path_expr(&self, table: &str, document: Column, path: &JsonPath, mode: Option<PathMode>) -> Expr {
+    fn path_expr(
+        &self,
+        table: &str,
+        document: Column,
+        path: &JsonPath,
+        mode: Option<PathMode>,
+    ) -> Expr {
         let encoded = path.encode();
         let index = self
             .registry
@@ -72,10 +78,16 @@ impl JsonPathPlanner {
                 Some((table, c.clone(), JsonPath::default()))
             }
             Expr::ScalarFunction(f) if f.func.name() == StrataPath::NAME => {
-                let [Expr::Column(c), Expr::Literal(path, _), Expr::Literal(mode, _)] = f.args.as_slice() else {
+                let [
+                    Expr::Column(c),
+                    Expr::Literal(path, _),
+                    Expr::Literal(mode, _),
+                ] = f.args.as_slice()
+                else {
                     return None;
                 };
-                let (ScalarValue::Utf8(Some(path)), ScalarValue::Utf8(Some(mode))) = (path, mode) else {
+                let (ScalarValue::Utf8(Some(path)), ScalarValue::Utf8(Some(mode))) = (path, mode)
+                else {
                     return None;
                 };
                 if mode != PathMode::Json.as_str() {
@@ -92,7 +104,9 @@ impl JsonPathPlanner {
 
 fn literal_key(expr: &Expr) -> Option<Result<String, i64>> {
     match expr {
-        Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _) => Some(Ok(s.clone())),
+        Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _) => {
+            Some(Ok(s.clone()))
+        }
         Expr::Literal(ScalarValue::Int64(Some(i)), _) => Some(Err(*i)),
         Expr::Literal(ScalarValue::Int32(Some(i)), _) => Some(Err(i64::from(*i))),
         _ => None,
@@ -111,10 +125,16 @@ impl ExprPlanner for JsonPathPlanner {
         };
         let document = Column::new(qualifier.cloned(), field.name());
         let path = JsonPath::new(nested_names.to_vec());
-        Ok(PlannerResult::Planned(self.path_expr(table, document, &path, None)))
+        Ok(PlannerResult::Planned(
+            self.path_expr(table, document, &path, None),
+        ))
     }
 
-    fn plan_binary_op(&self, expr: RawBinaryExpr, schema: &DFSchema) -> Result<PlannerResult<RawBinaryExpr>> {
+    fn plan_binary_op(
+        &self,
+        expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> Result<PlannerResult<RawBinaryExpr>> {
         let as_text = match expr.op {
             BinaryOperator::Arrow => false,
             BinaryOperator::LongArrow => true,
@@ -123,20 +143,34 @@ impl ExprPlanner for JsonPathPlanner {
         let Some(key) = literal_key(&expr.right) else {
             return Ok(PlannerResult::Original(expr));
         };
-        let mode = if as_text { PathMode::Text } else { PathMode::Json };
-        if let (Ok(key), Some((table, document, base))) = (&key, self.document_path(&expr.left, schema)) {
+        let mode = if as_text {
+            PathMode::Text
+        } else {
+            PathMode::Json
+        };
+        if let (Ok(key), Some((table, document, base))) =
+            (&key, self.document_path(&expr.left, schema))
+        {
             let path = base.child(key);
-            return Ok(PlannerResult::Planned(self.path_expr(&table, document, &path, Some(mode))));
+            return Ok(PlannerResult::Planned(self.path_expr(
+                &table,
+                document,
+                &path,
+                Some(mode),
+            )));
         }
-        let func = if as_text { &self.json_get_text } else { &self.json_get };
+        let func = if as_text {
+            &self.json_get_text
+        } else {
+            &self.json_get
+        };
         let key_expr = match key {
             Ok(s) => lit(s),
             Err(i) => lit(i),
         };
         // The document column and `->` paths are JSON text already.
-        Ok(PlannerResult::Planned(Expr::ScalarFunction(ScalarFunction::new_udf(
-            func.clone(),
-            vec![expr.left, key_expr],
-        ))))
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            ScalarFunction::new_udf(func.clone(), vec![expr.left, key_expr]),
+        )))
     }
 }

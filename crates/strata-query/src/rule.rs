@@ -41,8 +41,11 @@ fn path_call(expr: &Expr) -> Option<(&Column, PathColumn)> {
     if f.func.name() != StrataPath::NAME {
         return None;
     }
-    let [Expr::Column(c), Expr::Literal(ScalarValue::Utf8(Some(path)), _), Expr::Literal(ScalarValue::Utf8(Some(mode)), _)] =
-        f.args.as_slice()
+    let [
+        Expr::Column(c),
+        Expr::Literal(ScalarValue::Utf8(Some(path)), _),
+        Expr::Literal(ScalarValue::Utf8(Some(mode)), _),
+    ] = f.args.as_slice()
     else {
         return None;
     };
@@ -93,7 +96,8 @@ impl AnalyzerRule for ReadPathsFromColumns {
             node.apply_expressions(|expr| {
                 expr.apply(|e| {
                     if let Some((column, path)) = path_call(e)
-                        && let Some(table) = column.relation.as_ref().and_then(|r| qualifiers.get(r))
+                        && let Some(table) =
+                            column.relation.as_ref().and_then(|r| qualifiers.get(r))
                     {
                         requested.entry(table.clone()).or_default().insert(path);
                     }
@@ -111,10 +115,11 @@ impl AnalyzerRule for ReadPathsFromColumns {
                 && let Some(columns) = requested.get(table.name())
             {
                 let widened = Arc::new(table.with_columns(columns.clone()));
-                let new_scan = TableScanBuilder::new(scan.table_name.clone(), provider_as_source(widened))
-                    .with_filters(scan.filters.clone())
-                    .with_fetch(scan.fetch)
-                    .build()?;
+                let new_scan =
+                    TableScanBuilder::new(scan.table_name.clone(), provider_as_source(widened))
+                        .with_filters(scan.filters.clone())
+                        .with_fetch(scan.fetch)
+                        .build()?;
                 return Ok(Transformed::yes(LogicalPlan::TableScan(new_scan)));
             }
             // A call is replaced only where the node's input carries the path column, i.e.
@@ -134,7 +139,8 @@ impl AnalyzerRule for ReadPathsFromColumns {
                         && let Some(relation) = column.relation.as_ref()
                         && available(relation, &path)
                     {
-                        let replacement = Expr::Column(Column::new(Some(relation.clone()), path.column_name()));
+                        let replacement =
+                            Expr::Column(Column::new(Some(relation.clone()), path.column_name()));
                         return Ok(Transformed::yes(replacement));
                     }
                     Ok(Transformed::no(e))
@@ -147,7 +153,11 @@ impl AnalyzerRule for ReadPathsFromColumns {
             })?;
             let transformed = node.transformed;
             let plan = node.data.recompute_schema()?;
-            Ok(if transformed { Transformed::yes(plan) } else { Transformed::no(plan) })
+            Ok(if transformed {
+                Transformed::yes(plan)
+            } else {
+                Transformed::no(plan)
+            })
         })?;
         Ok(rewritten.data)
     }

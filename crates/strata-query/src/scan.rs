@@ -63,9 +63,18 @@ enum Bound {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Predicate {
-    Compare { column: PathColumn, op: Operator, value: Bound },
-    In { column: PathColumn, values: Vec<Bound> },
-    IsNotNull { column: PathColumn },
+    Compare {
+        column: PathColumn,
+        op: Operator,
+        value: Bound,
+    },
+    In {
+        column: PathColumn,
+        values: Vec<Bound>,
+    },
+    IsNotNull {
+        column: PathColumn,
+    },
 }
 
 impl Predicate {
@@ -164,8 +173,10 @@ impl StrataScanExec {
             let file = File::open(&path).map_err(|e| {
                 DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
             })?;
-            let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-                .map_err(|e| DataFusionError::Execution(format!("table {table}: {}: {e}", path.display())))?;
+            let metadata =
+                ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| {
+                    DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
+                })?;
             let parquet = metadata.metadata().clone();
             let mut row_groups = Vec::new();
             let mut rows = 0u64;
@@ -229,7 +240,9 @@ impl StrataScanExec {
             ("row_groups_total", c.row_groups_total),
             ("row_groups_pruned", c.row_groups_pruned),
         ] {
-            MetricBuilder::new(&self.metrics).global_counter(name).add(value);
+            MetricBuilder::new(&self.metrics)
+                .global_counter(name)
+                .add(value);
         }
     }
 }
@@ -285,13 +298,26 @@ fn column_of(expr: &Expr, columns: &[PathColumn]) -> Option<PathColumn> {
     };
     columns
         .iter()
-        .find(|p| p.column_name() == c.name && matches!(p.mode, PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool))
+        .find(|p| {
+            p.column_name() == c.name
+                && matches!(
+                    p.mode,
+                    PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool
+                )
+        })
         .cloned()
 }
 
 fn strip_cast(expr: &Expr) -> &Expr {
     match expr {
-        Expr::Cast(c) if matches!(c.field.data_type(), DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) => strip_cast(&c.expr),
+        Expr::Cast(c)
+            if matches!(
+                c.field.data_type(),
+                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+            ) =>
+        {
+            strip_cast(&c.expr)
+        }
         other => other,
     }
 }
@@ -301,9 +327,9 @@ fn bound_of(expr: &Expr) -> Option<Bound> {
         return None;
     };
     Some(match value {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)) => {
-            Bound::Str(s.clone())
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::Utf8View(Some(s))
+        | ScalarValue::LargeUtf8(Some(s)) => Bound::Str(s.clone()),
         ScalarValue::Int64(Some(i)) => Bound::Int(*i),
         ScalarValue::Int32(Some(i)) => Bound::Int(i64::from(*i)),
         ScalarValue::UInt32(Some(i)) => Bound::Int(i64::from(*i)),
@@ -330,11 +356,19 @@ fn predicate_from_expr(expr: &Expr, columns: &[PathColumn]) -> Option<Predicate>
                 return None;
             }
             if let (Some(column), Some(value)) = (column_of(&b.left, columns), bound_of(&b.right)) {
-                Some(Predicate::Compare { column, op: b.op, value })
+                Some(Predicate::Compare {
+                    column,
+                    op: b.op,
+                    value,
+                })
             } else if let (Some(column), Some(value)) =
                 (column_of(&b.right, columns), bound_of(&b.left))
             {
-                Some(Predicate::Compare { column, op: flipped(b.op), value })
+                Some(Predicate::Compare {
+                    column,
+                    op: flipped(b.op),
+                    value,
+                })
             } else {
                 None
             }
@@ -342,7 +376,10 @@ fn predicate_from_expr(expr: &Expr, columns: &[PathColumn]) -> Option<Predicate>
         Expr::InList(list) if !list.negated => {
             let column = column_of(&list.expr, columns)?;
             let values: Option<Vec<Bound>> = list.list.iter().map(bound_of).collect();
-            Some(Predicate::In { column, values: values? })
+            Some(Predicate::In {
+                column,
+                values: values?,
+            })
         }
         Expr::IsNotNull(inner) => Some(Predicate::IsNotNull {
             column: column_of(inner, columns)?,
@@ -383,8 +420,14 @@ fn part_may_match(entry: &PartEntry, predicate: &Predicate) -> bool {
         return false;
     }
     let (Some(min), Some(max)) = (
-        entry.sort_key_min.get(&column.path).and_then(bound_from_json),
-        entry.sort_key_max.get(&column.path).and_then(bound_from_json),
+        entry
+            .sort_key_min
+            .get(&column.path)
+            .and_then(bound_from_json),
+        entry
+            .sort_key_max
+            .get(&column.path)
+            .and_then(bound_from_json),
     ) else {
         return true;
     };
@@ -456,7 +499,9 @@ fn row_group_may_match(entry: &PartEntry, rg: &RowGroupMetaData, predicate: &Pre
     let bounds = match stats {
         Statistics::ByteArray(s) => match (s.min_opt(), s.max_opt()) {
             (Some(min), Some(max)) => match (min.as_utf8(), max.as_utf8()) {
-                (Ok(min), Ok(max)) => Some((Bound::Str(min.to_owned()), Bound::Str(max.to_owned()))),
+                (Ok(min), Ok(max)) => {
+                    Some((Bound::Str(min.to_owned()), Bound::Str(max.to_owned())))
+                }
                 _ => None,
             },
             _ => None,
@@ -496,9 +541,14 @@ enum OutputPlan {
         overlay: bool,
     },
     /// A string/int/bool column rendered as text.
-    TextDirect { column: String },
+    TextDirect {
+        column: String,
+    },
     /// Rebuilt from every column under the path and the remainder.
-    Rebuild { path: JsonPath, mode: PathMode },
+    Rebuild {
+        path: JsonPath,
+        mode: PathMode,
+    },
 }
 
 fn plan_output(entry: &PartEntry, output: &ScanOutput) -> OutputPlan {
@@ -519,7 +569,10 @@ fn plan_output(entry: &PartEntry, output: &ScanOutput) -> OutputPlan {
         .map(|k| k.iter().copied().filter(|k| *k != Kind::Null).collect())
         .unwrap_or_default();
     let truncated = entry.remainder_paths_truncated;
-    let nothing_stored = stored_kind.is_none() && remainder_kinds.is_empty() && !has_children && !truncated
+    let nothing_stored = stored_kind.is_none()
+        && remainder_kinds.is_empty()
+        && !has_children
+        && !truncated
         && !entry.remainder_paths.contains_key(path);
     match column.mode {
         PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool => {
@@ -561,7 +614,9 @@ fn needed_columns(entry: &PartEntry, plan: &OutputPlan, needed: &mut BTreeSet<St
     match plan {
         OutputPlan::Document => return true,
         OutputPlan::AllNull(_) => {}
-        OutputPlan::Typed { column, overlay, .. } => {
+        OutputPlan::Typed {
+            column, overlay, ..
+        } => {
             if let Some(c) = column {
                 needed.insert(c.clone());
             }
@@ -670,8 +725,10 @@ impl ExecutionPlan for StrataScanExec {
             let mut produced = 0usize;
             for unit in units {
                 let part = &unit.part;
-                let plans: Vec<OutputPlan> =
-                    outputs.iter().map(|o| plan_output(&part.entry, o)).collect();
+                let plans: Vec<OutputPlan> = outputs
+                    .iter()
+                    .map(|o| plan_output(&part.entry, o))
+                    .collect();
                 let mut needed = BTreeSet::new();
                 let mut all = false;
                 for plan in &plans {
@@ -697,20 +754,35 @@ impl ExecutionPlan for StrataScanExec {
                     }
                 }
                 let file = File::open(&part.path).map_err(|e| {
-                    DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display()))
+                    DataFusionError::Execution(format!(
+                        "table {table}: {}: {e}",
+                        part.path.display()
+                    ))
                 })?;
-                let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.metadata.clone())
-                    .with_projection(mask)
-                    .with_row_groups(unit.row_groups.clone())
-                    .with_batch_size(BATCH_ROWS)
-                    .build()
-                    .map_err(|e| DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display())))?;
+                let reader =
+                    ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.metadata.clone())
+                        .with_projection(mask)
+                        .with_row_groups(unit.row_groups.clone())
+                        .with_batch_size(BATCH_ROWS)
+                        .build()
+                        .map_err(|e| {
+                            DataFusionError::Execution(format!(
+                                "table {table}: {}: {e}",
+                                part.path.display()
+                            ))
+                        })?;
                 for batch in reader {
                     let batch = batch.map_err(|e| {
-                        DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display()))
+                        DataFusionError::Execution(format!(
+                            "table {table}: {}: {e}",
+                            part.path.display()
+                        ))
                     })?;
                     let out = build_outputs(&batch, &plans, &schema).map_err(|e| {
-                        DataFusionError::Execution(format!("table {table}: {}: {e}", part.path.display()))
+                        DataFusionError::Execution(format!(
+                            "table {table}: {}: {e}",
+                            part.path.display()
+                        ))
                     })?;
                     produced += out.num_rows();
                     output_rows.add(out.num_rows());
@@ -728,7 +800,11 @@ impl ExecutionPlan for StrataScanExec {
     }
 }
 
-fn build_outputs(batch: &RecordBatch, plans: &[OutputPlan], schema: &SchemaRef) -> Result<RecordBatch> {
+fn build_outputs(
+    batch: &RecordBatch,
+    plans: &[OutputPlan],
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(plans.len());
     for plan in plans {
@@ -774,9 +850,9 @@ fn build_output(batch: &RecordBatch, plan: &OutputPlan) -> Result<ArrayRef> {
         } => {
             let base = match column {
                 Some(name) => {
-                    let array = batch
-                        .column_by_name(name)
-                        .ok_or_else(|| DataFusionError::Internal(format!("column {name} not read")))?;
+                    let array = batch.column_by_name(name).ok_or_else(|| {
+                        DataFusionError::Internal(format!("column {name} not read"))
+                    })?;
                     if array.data_type() == &mode.data_type() {
                         array.clone()
                     } else {
@@ -793,7 +869,10 @@ fn build_output(batch: &RecordBatch, plan: &OutputPlan) -> Result<ArrayRef> {
         }
         OutputPlan::Rebuild { path, mode } => {
             let values = reconstruct(batch, path).map_err(external)?;
-            build_mode_array(*mode, values.iter().map(|v| value_in_mode(v.as_ref(), *mode)))
+            build_mode_array(
+                *mode,
+                values.iter().map(|v| value_in_mode(v.as_ref(), *mode)),
+            )
         }
     })
 }
@@ -835,10 +914,16 @@ fn scalar_at(array: &ArrayRef, row: usize) -> ModeValue {
         return ModeValue::Null;
     }
     match array.data_type() {
-        DataType::Int64 => ModeValue::Int(array.as_primitive::<arrow::datatypes::Int64Type>().value(row)),
-        DataType::Float64 => {
-            ModeValue::Float(array.as_primitive::<arrow::datatypes::Float64Type>().value(row))
-        }
+        DataType::Int64 => ModeValue::Int(
+            array
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .value(row),
+        ),
+        DataType::Float64 => ModeValue::Float(
+            array
+                .as_primitive::<arrow::datatypes::Float64Type>()
+                .value(row),
+        ),
         DataType::Boolean => ModeValue::Bool(array.as_boolean().value(row)),
         DataType::Utf8 => ModeValue::Text(array.as_string::<i32>().value(row).to_owned()),
         _ => ModeValue::Null,

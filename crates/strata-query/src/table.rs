@@ -44,7 +44,10 @@ pub struct StrataTable {
 }
 
 impl StrataTable {
-    pub fn open(data_dir: &DataDir, name: &str) -> Result<Option<StrataTable>, strata_engine::EngineError> {
+    pub fn open(
+        data_dir: &DataDir,
+        name: &str,
+    ) -> Result<Option<StrataTable>, strata_engine::EngineError> {
         let dir = data_dir.table_dir(name)?;
         let Some(manifest) = Manifest::load(&dir)? else {
             return Ok(None);
@@ -66,14 +69,16 @@ impl StrataTable {
         paths: Arc<PathIndex>,
         columns: Vec<PathColumn>,
     ) -> StrataTable {
-        let mut fields = vec![json_field(DATA_COLUMN).with_metadata(
-            [
-                (crate::JSON_FIELD_METADATA.to_owned(), "true".to_owned()),
-                (TABLE_FIELD_METADATA.to_owned(), name.clone()),
-            ]
-            .into_iter()
-            .collect(),
-        )];
+        let mut fields = vec![
+            json_field(DATA_COLUMN).with_metadata(
+                [
+                    (crate::JSON_FIELD_METADATA.to_owned(), "true".to_owned()),
+                    (TABLE_FIELD_METADATA.to_owned(), name.clone()),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+        ];
         for column in &columns {
             let field = if column.mode.is_json() {
                 json_field(&column.column_name())

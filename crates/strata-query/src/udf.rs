@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder,
+};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
@@ -23,8 +25,8 @@ use serde_json::Value;
 use strata_json::JsonPath;
 use strata_json::reconstruct::parse_stored;
 
-use crate::paths::PathMode;
 use crate::JSON_FIELD_METADATA;
+use crate::paths::PathMode;
 
 /// All functions to register in a session.
 pub fn all_functions() -> Vec<ScalarUDF> {
@@ -93,7 +95,10 @@ pub fn value_in_mode(value: Option<&Value>, mode: PathMode) -> ModeValue {
 }
 
 /// Builds an array of `mode`'s type from per-row values.
-pub fn build_mode_array(mode: PathMode, values: impl ExactSizeIterator<Item = ModeValue>) -> ArrayRef {
+pub fn build_mode_array(
+    mode: PathMode,
+    values: impl ExactSizeIterator<Item = ModeValue>,
+) -> ArrayRef {
     let rows = values.len();
     match mode {
         PathMode::Int => {
@@ -211,10 +216,17 @@ impl ScalarUDFImpl for StrataPath {
             }
             let doc = parse_stored(documents.value(row), "data")
                 .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-            let found = if path.is_empty() { Some(&doc) } else { value_at(&doc, &segments) };
+            let found = if path.is_empty() {
+                Some(&doc)
+            } else {
+                value_at(&doc, &segments)
+            };
             values.push(value_in_mode(found, mode));
         }
-        Ok(ColumnarValue::Array(build_mode_array(mode, values.into_iter())))
+        Ok(ColumnarValue::Array(build_mode_array(
+            mode,
+            values.into_iter(),
+        )))
     }
 }
 
@@ -236,7 +248,11 @@ impl JsonGet {
 
 impl ScalarUDFImpl for JsonGet {
     fn name(&self) -> &str {
-        if self.as_text { "json_get_text" } else { "json_get" }
+        if self.as_text {
+            "json_get_text"
+        } else {
+            "json_get"
+        }
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -257,13 +273,23 @@ impl ScalarUDFImpl for JsonGet {
         let json = json.as_string::<i32>();
         let keys = args.args[1].to_array(rows)?;
         let index_keys = match keys.data_type() {
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8
-            | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => Some(cast(&keys, &DataType::Int64)?),
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64 => Some(cast(&keys, &DataType::Int64)?),
             _ => None,
         };
         let string_keys = json_strings(&keys)?;
         let string_keys = string_keys.as_string::<i32>();
-        let mode = if self.as_text { PathMode::Text } else { PathMode::Json };
+        let mode = if self.as_text {
+            PathMode::Text
+        } else {
+            PathMode::Json
+        };
         let mut values = Vec::with_capacity(rows);
         for row in 0..rows {
             if json.is_null(row) || keys.is_null(row) {
@@ -276,7 +302,9 @@ impl ScalarUDFImpl for JsonGet {
             };
             let found = match &index_keys {
                 Some(indexes) => {
-                    let i = indexes.as_primitive::<arrow::datatypes::Int64Type>().value(row);
+                    let i = indexes
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .value(row);
                     doc.as_array().and_then(|a| {
                         let i = if i < 0 { a.len() as i64 + i } else { i };
                         usize::try_from(i).ok().and_then(|i| a.get(i))
@@ -286,7 +314,10 @@ impl ScalarUDFImpl for JsonGet {
             };
             values.push(value_in_mode(found, mode));
         }
-        Ok(ColumnarValue::Array(build_mode_array(mode, values.into_iter())))
+        Ok(ColumnarValue::Array(build_mode_array(
+            mode,
+            values.into_iter(),
+        )))
     }
 }
 
@@ -339,10 +370,14 @@ impl ScalarUDFImpl for DateDiff {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let Some(unit) = scalar_string(&args.args[0]) else {
-            return exec_err!("date_diff(unit, start, end): unit must be a literal such as 'millisecond'");
+            return exec_err!(
+                "date_diff(unit, start, end): unit must be a literal such as 'millisecond'"
+            );
         };
         let Some(nanos) = unit_nanos(&unit) else {
-            return exec_err!("date_diff: unknown unit {unit:?} (use nanosecond, microsecond, millisecond, second, minute, hour, day or week)");
+            return exec_err!(
+                "date_diff: unknown unit {unit:?} (use nanosecond, microsecond, millisecond, second, minute, hour, day or week)"
+            );
         };
         let rows = args.number_rows;
         let as_nanos = |value: &ColumnarValue| -> Result<ArrayRef> {

@@ -2,6 +2,8 @@
 //! repository's sample data: `edge` (edge cases), `bluesky` (real Jetstream sample, JSONBench
 //! sort key), `gh` (real GH Archive 2015 sample).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
 use std::path::{Path, PathBuf};
 
 use arrow::array::Array;
@@ -32,10 +34,20 @@ impl AsyncDB for StrataDb {
             .fields()
             .iter()
             .map(|f| match f.data_type() {
-                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8
-                | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => DefaultColumnType::Integer,
-                DataType::Float32 | DataType::Float64 | DataType::Decimal128(_, _) => DefaultColumnType::FloatingPoint,
-                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => DefaultColumnType::Text,
+                DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+                | DataType::UInt64 => DefaultColumnType::Integer,
+                DataType::Float32 | DataType::Float64 | DataType::Decimal128(_, _) => {
+                    DefaultColumnType::FloatingPoint
+                }
+                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => {
+                    DefaultColumnType::Text
+                }
                 _ => DefaultColumnType::Any,
             })
             .collect();
@@ -55,7 +67,11 @@ impl AsyncDB for StrataDb {
                         .zip(batch.columns())
                         .map(|(f, c)| {
                             let text = f.value(row).to_string();
-                            if !c.is_null(row) && text.is_empty() { "(empty)".to_owned() } else { text }
+                            if !c.is_null(row) && text.is_empty() {
+                                "(empty)".to_owned()
+                            } else {
+                                text
+                            }
                         })
                         .collect(),
                 );
@@ -81,7 +97,10 @@ fn load(dir: &DataDir, table: &str, file: &str, sort_key: Option<&str>) {
             &dir,
             &table,
             &[Input::File(path)],
-            &IngestOptions { sort_key, ..Default::default() },
+            &IngestOptions {
+                sort_key,
+                ..Default::default()
+            },
             &mut |_| {},
             &mut |_| {},
         )
@@ -96,8 +115,18 @@ fn sqllogictest_files() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path());
     load(&dir, "edge", "edge_cases.ndjson", None);
-    load(&dir, "bluesky", "jetstream_sample.ndjson", Some("kind,commit.operation,commit.collection,did,time_us"));
-    load(&dir, "gh", "gharchive_2015-01-01_sample.ndjson", Some("type,repo.name"));
+    load(
+        &dir,
+        "bluesky",
+        "jetstream_sample.ndjson",
+        Some("kind,commit.operation,commit.collection,did,time_us"),
+    );
+    load(
+        &dir,
+        "gh",
+        "gharchive_2015-01-01_sample.ndjson",
+        Some("type,repo.name"),
+    );
     let root = tmp.path().to_owned();
 
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("tests/slt"))
@@ -118,7 +147,11 @@ fn sqllogictest_files() {
         let result = runtime.block_on(async move {
             let mut runner = sqllogictest::Runner::new(move || {
                 let root = root.clone();
-                async move { Ok::<_, QueryError>(StrataDb { session: Session::open(&root)? }) }
+                async move {
+                    Ok::<_, QueryError>(StrataDb {
+                        session: Session::open(&root)?,
+                    })
+                }
             });
             runner.run_file_async(file).await
         });
