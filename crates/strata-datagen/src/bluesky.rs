@@ -92,9 +92,11 @@ impl Generator {
         out.push(b'"');
     }
 
-    fn tid(&mut self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"\"3l");
-        random_base32(&mut self.rng, 11, out);
+    /// A record key / revision as the AT Protocol writes them: a TID, the microsecond
+    /// timestamp and a 10-bit clock id in sortable base32, so it tracks `time_us`.
+    fn tid(&mut self, micros: u64, clock: u64, out: &mut Vec<u8>) {
+        out.push(b'"');
+        push_tid(micros, clock, out);
         out.push(b'"');
     }
 
@@ -110,8 +112,10 @@ impl Generator {
         base32_from(user, 1, 24, out);
         out.push(b'/');
         out.extend_from_slice(collection.as_bytes());
-        out.extend_from_slice(b"/3l");
-        random_base32(&mut self.rng, 11, out);
+        out.push(b'/');
+        // The referenced record was created minutes to days earlier.
+        let age = skewed(&mut self.rng, 3 * 86_400_000_000, 3.0);
+        push_tid(self.time_us.saturating_sub(age), user & 1023, out);
         out.push(b'"');
     }
 
@@ -373,7 +377,9 @@ impl Generator {
         push_u64(out, self.time_us);
         out.extend_from_slice(b",\"kind\":\"commit\",\"commit\":{");
         key(out, "rev");
-        self.tid(out);
+        let clock = user & 1023;
+        let revised = self.time_us.saturating_sub(self.rng.random_range(0..50_000));
+        self.tid(revised, clock, out);
         out.push(b',');
         key(out, "operation");
         push_json_string(out, operation);
@@ -382,7 +388,8 @@ impl Generator {
         push_json_string(out, collection);
         out.push(b',');
         key(out, "rkey");
-        self.tid(out);
+        let created = self.time_us.saturating_sub(self.rng.random_range(0..2_000_000));
+        self.tid(created, clock, out);
         if operation != "delete" {
             out.push(b',');
             key(out, "record");
@@ -403,6 +410,16 @@ impl Generator {
             self.cid(out);
         }
         out.extend_from_slice(b"}}");
+    }
+}
+
+const TID_ALPHABET: &[u8; 32] = b"234567abcdefghijklmnopqrstuvwxyz";
+
+/// The 13-character sortable base32 TID of (microseconds, clock id).
+fn push_tid(micros: u64, clock: u64, out: &mut Vec<u8>) {
+    let value = ((micros & ((1 << 53) - 1)) << 10) | (clock & 1023);
+    for i in (0..13).rev() {
+        out.push(TID_ALPHABET[((value >> (i * 5)) & 31) as usize]);
     }
 }
 

@@ -39,7 +39,7 @@ pub struct PartWriterOptions {
 
 impl Default for PartWriterOptions {
     fn default() -> Self {
-        PartWriterOptions { zstd_level: 3 }
+        PartWriterOptions { zstd_level: std::env::var("STRATA_ZSTD").ok().and_then(|v| v.parse().ok()).unwrap_or(3) }
     }
 }
 
@@ -72,12 +72,23 @@ fn writer_properties(
         builder = builder.set_sorting_columns(Some(sorting));
     }
     for column in &shredded.columns {
-        if column.kind == Kind::Int {
-            builder = builder.set_column_encoding(
-                ColumnPath::new(vec![column.name.clone()]),
-                Encoding::DELTA_BINARY_PACKED,
-            );
-        }
+        let path = ColumnPath::new(vec![column.name.clone()]);
+        builder = match column.kind {
+            // Numbers are mostly high-cardinality (ids, timestamps, sizes): a dictionary of up to
+            // a page of distinct values costs more than delta bit-packing under zstd.
+            Kind::Int => builder
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+            Kind::Float => builder
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, Encoding::BYTE_STREAM_SPLIT),
+            // Strings keep a dictionary while it stays small; past it, sorted neighbours share
+            // prefixes (DIDs, URIs, timestamps), which delta byte-array encoding removes.
+            Kind::String | Kind::Number | Kind::Json => {
+                builder.set_column_encoding(path, Encoding::DELTA_BYTE_ARRAY)
+            }
+            Kind::Bool | Kind::Null => builder,
+        };
     }
     Ok(builder.build())
 }
