@@ -58,14 +58,18 @@ pub fn write_batches(
         }
         Format::Ndjson => {
             for row in json_rows(schema, batches)? {
-                serde_json::to_writer(&mut *out, &row)?;
+                out.write_all(row.as_bytes())?;
                 out.write_all(b"\n")?;
             }
         }
         Format::Json => {
             let rows = json_rows(schema, batches)?;
-            serde_json::to_writer_pretty(&mut *out, &rows)?;
-            out.write_all(b"\n")?;
+            out.write_all(b"[")?;
+            for (i, row) in rows.iter().enumerate() {
+                out.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;
+                out.write_all(row.as_bytes())?;
+            }
+            out.write_all(b"\n]\n")?;
         }
         Format::Csv => {
             let mut writer = arrow::csv::WriterBuilder::new()
@@ -89,11 +93,11 @@ pub fn write_batches(
     Ok(())
 }
 
-/// Rows as JSON objects keyed by column name.
+/// Rows as JSON object texts keyed by column name, in column order.
 fn json_rows(
     schema: &SchemaRef,
     batches: &[RecordBatch],
-) -> Result<Vec<Value>, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Vec<String>, Box<dyn std::error::Error + Send + Sync>> {
     let options = FormatOptions::default().with_null("");
     let mut rows = Vec::new();
     for batch in batches {
@@ -106,14 +110,17 @@ fn json_rows(
             columns.push((field.name().clone(), array.clone(), is_json));
         }
         for row in 0..batch.num_rows() {
-            let mut object = serde_json::Map::new();
-            for (name, array, is_json) in &columns {
-                object.insert(
-                    name.clone(),
-                    cell_value(array.as_ref(), row, *is_json, &options)?,
-                );
+            let mut object = String::from("{");
+            for (i, (name, array, is_json)) in columns.iter().enumerate() {
+                if i > 0 {
+                    object.push(',');
+                }
+                object.push_str(&serde_json::to_string(name)?);
+                object.push(':');
+                object.push_str(&cell_value(array.as_ref(), row, *is_json, &options)?.to_string());
             }
-            rows.push(Value::Object(object));
+            object.push('}');
+            rows.push(object);
         }
     }
     Ok(rows)

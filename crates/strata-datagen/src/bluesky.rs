@@ -54,11 +54,54 @@ const COLLECTIONS: [(&str, u64, u64, f64); 14] = [
 const COMMITS_PER_MILLION: u64 = 994_672;
 
 const WORDS: [&str; 48] = [
-    "the", "bluesky", "today", "love", "this", "new", "post", "art", "music", "coffee", "morning",
-    "people", "think", "really", "great", "thread", "follow", "news", "day", "time", "world", "good",
-    "photo", "🦋", "✨", "😂", "❤️", "🎉", "今日", "ありがとう", "猫", "世界", "hoje", "obrigado",
-    "muito", "bom", "dia", "heute", "danke", "schön", "hola", "gracias", "día", "오늘", "감사",
-    "сегодня", "спасибо", "kedi",
+    "the",
+    "bluesky",
+    "today",
+    "love",
+    "this",
+    "new",
+    "post",
+    "art",
+    "music",
+    "coffee",
+    "morning",
+    "people",
+    "think",
+    "really",
+    "great",
+    "thread",
+    "follow",
+    "news",
+    "day",
+    "time",
+    "world",
+    "good",
+    "photo",
+    "🦋",
+    "✨",
+    "😂",
+    "❤️",
+    "🎉",
+    "今日",
+    "ありがとう",
+    "猫",
+    "世界",
+    "hoje",
+    "obrigado",
+    "muito",
+    "bom",
+    "dia",
+    "heute",
+    "danke",
+    "schön",
+    "hola",
+    "gracias",
+    "día",
+    "오늘",
+    "감사",
+    "сегодня",
+    "спасибо",
+    "kedi",
 ];
 const LANGS: [&str; 8] = ["en", "ja", "pt", "de", "es", "ko", "ru", "tr"];
 const LANG_WEIGHTS: [u64; 8] = [55, 15, 12, 5, 5, 3, 3, 2];
@@ -236,7 +279,9 @@ impl Generator {
                 out.push(b',');
                 key(out, "post");
                 self.at_uri("app.bsky.feed.post", out);
-                out.extend_from_slice(b",\"allow\":[{\"$type\":\"app.bsky.feed.threadgate#followingRule\"}]");
+                out.extend_from_slice(
+                    b",\"allow\":[{\"$type\":\"app.bsky.feed.threadgate#followingRule\"}]",
+                );
             }
             "app.bsky.feed.postgate" => {
                 out.push(b',');
@@ -245,7 +290,9 @@ impl Generator {
                 out.extend_from_slice(b",\"detachedEmbeddingUris\":[],\"embeddingRules\":[{\"$type\":\"app.bsky.feed.postgate#disableRule\"}]");
             }
             _ => {
-                out.extend_from_slice(b",\"policies\":{\"labelValues\":[\"spam\",\"impersonation\"]}");
+                out.extend_from_slice(
+                    b",\"policies\":{\"labelValues\":[\"spam\",\"impersonation\"]}",
+                );
             }
         }
         out.push(b'}');
@@ -267,7 +314,9 @@ impl Generator {
                     out.extend_from_slice(b"}]}");
                 }
                 1 => {
-                    out.extend_from_slice(b"{\"$type\":\"app.bsky.embed.external\",\"external\":{\"description\":");
+                    out.extend_from_slice(
+                        b"{\"$type\":\"app.bsky.embed.external\",\"external\":{\"description\":",
+                    );
                     let d = self.sentence(3..12);
                     push_json_string(out, &d);
                     out.extend_from_slice(b",\"title\":");
@@ -320,7 +369,11 @@ impl Generator {
 
     fn advance_time(&mut self) {
         // ~2 ms per event for the first million (35 minutes of stream), ~0.8 ms after.
-        let mean = if self.doc_index < 1_000_000 { 2_000 } else { 780 };
+        let mean = if self.doc_index < 1_000_000 {
+            2_000
+        } else {
+            780
+        };
         self.time_us += self.rng.random_range(0..=2 * mean);
     }
 
@@ -378,7 +431,9 @@ impl Generator {
         out.extend_from_slice(b",\"kind\":\"commit\",\"commit\":{");
         key(out, "rev");
         let clock = user & 1023;
-        let revised = self.time_us.saturating_sub(self.rng.random_range(0..50_000));
+        let revised = self
+            .time_us
+            .saturating_sub(self.rng.random_range(0..50_000));
         self.tid(revised, clock, out);
         out.push(b',');
         key(out, "operation");
@@ -388,7 +443,9 @@ impl Generator {
         push_json_string(out, collection);
         out.push(b',');
         key(out, "rkey");
-        let created = self.time_us.saturating_sub(self.rng.random_range(0..2_000_000));
+        let created = self
+            .time_us
+            .saturating_sub(self.rng.random_range(0..2_000_000));
         self.tid(created, clock, out);
         if operation != "delete" {
             out.push(b',');
@@ -424,7 +481,10 @@ fn push_tid(micros: u64, clock: u64, out: &mut Vec<u8>) {
 }
 
 /// Writes `options.docs` Jetstream-like events as NDJSON.
-pub fn write_bluesky(options: &BlueskyOptions, out: &mut dyn Write) -> Result<GenStats, DatagenError> {
+pub fn write_bluesky(
+    options: &BlueskyOptions,
+    out: &mut dyn Write,
+) -> Result<GenStats, DatagenError> {
     let mut generator = Generator::new(options);
     let mut buffer = Vec::with_capacity(1 << 20);
     let mut stats = GenStats::default();
@@ -459,7 +519,15 @@ mod tests {
 
     fn generate(docs: u64, seed: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        write_bluesky(&BlueskyOptions { seed, docs, quirks: false }, &mut out).unwrap();
+        write_bluesky(
+            &BlueskyOptions {
+                seed,
+                docs,
+                quirks: false,
+            },
+            &mut out,
+        )
+        .unwrap();
         out
     }
 
@@ -477,7 +545,9 @@ mod tests {
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let v: Value = serde_json::from_slice(line).unwrap();
             first_time.get_or_insert(v["time_us"].as_u64().unwrap());
-            *kinds.entry(v["kind"].as_str().unwrap().to_owned()).or_default() += 1;
+            *kinds
+                .entry(v["kind"].as_str().unwrap().to_owned())
+                .or_default() += 1;
             if let Some(c) = v["commit"]["collection"].as_str() {
                 *collections.entry(c.to_owned()).or_default() += 1;
                 if v["commit"]["operation"] == "create" {
@@ -487,8 +557,12 @@ mod tests {
                     }
                     let subject = &v["commit"]["record"]["subject"];
                     match c {
-                        "app.bsky.feed.like" | "app.bsky.feed.repost" => assert!(subject.is_object()),
-                        "app.bsky.graph.follow" | "app.bsky.graph.block" => assert!(subject.is_string()),
+                        "app.bsky.feed.like" | "app.bsky.feed.repost" => {
+                            assert!(subject.is_object())
+                        }
+                        "app.bsky.graph.follow" | "app.bsky.graph.block" => {
+                            assert!(subject.is_string())
+                        }
                         _ => {}
                     }
                 }
@@ -502,7 +576,11 @@ mod tests {
         assert!((share(collections["app.bsky.feed.post"]) - 0.0908).abs() < 0.005);
         assert!((share(creates) - 0.9546).abs() < 0.01);
         // 117,617 distinct like-creators per 1M; at 100k the power law gives roughly 1/5 of that.
-        assert!(like_users.len() > 15_000 && like_users.len() < 40_000, "{}", like_users.len());
+        assert!(
+            like_users.len() > 15_000 && like_users.len() < 40_000,
+            "{}",
+            like_users.len()
+        );
     }
 
     #[test]
@@ -510,7 +588,8 @@ mod tests {
         let a = generate(2_000, 9);
         assert_eq!(a, generate(2_000, 9));
         assert_ne!(a, generate(2_000, 10));
-        let first: Value = serde_json::from_slice(a.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        let first: Value =
+            serde_json::from_slice(a.split(|b| *b == b'\n').next().unwrap()).unwrap();
         let t = first["time_us"].as_u64().unwrap();
         assert!((START_TIME_US..START_TIME_US + 5_000).contains(&t));
     }
@@ -518,9 +597,20 @@ mod tests {
     #[test]
     fn quirks_produce_rejectable_and_odd_lines() {
         let mut out = Vec::new();
-        write_bluesky(&BlueskyOptions { seed: 3, docs: 400_000, quirks: true }, &mut out).unwrap();
+        write_bluesky(
+            &BlueskyOptions {
+                seed: 3,
+                docs: 400_000,
+                quirks: true,
+            },
+            &mut out,
+        )
+        .unwrap();
         let text = String::from_utf8(out).unwrap();
-        let broken = text.lines().filter(|l| serde_json::from_str::<Value>(l).is_err()).count();
+        let broken = text
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_err())
+            .count();
         assert!(broken >= 1, "no broken line");
         assert!(text.contains("\\u0000"));
         assert!(text.contains("{\"nested\":{\"nested\":"));

@@ -9,7 +9,9 @@ use std::io::Write;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::text::{cumulative, iso_seconds, key, pick, push_json_string, push_u64, random_base32, skewed};
+use crate::text::{
+    cumulative, iso_seconds, key, pick, push_json_string, push_u64, random_base32, skewed,
+};
 use crate::{DatagenError, GenStats};
 
 /// (event type, events per 1,000 in the real sample).
@@ -109,7 +111,9 @@ fn payload(rng: &mut SmallRng, event: &str, repo: u64, out: &mut Vec<u8>) {
                 }
                 out.extend_from_slice(b"{\"sha\":");
                 sha(rng, out);
-                out.extend_from_slice(b",\"author\":{\"email\":\"dev@example.com\",\"name\":\"Dev\"},\"message\":");
+                out.extend_from_slice(
+                    b",\"author\":{\"email\":\"dev@example.com\",\"name\":\"Dev\"},\"message\":",
+                );
                 let msg = words(rng, 2..10);
                 push_json_string(out, &msg);
                 out.extend_from_slice(b",\"distinct\":true}");
@@ -117,7 +121,11 @@ fn payload(rng: &mut SmallRng, event: &str, repo: u64, out: &mut Vec<u8>) {
             out.extend_from_slice(b"]}");
         }
         "IssuesEvent" => {
-            let action = if rng.random_range(0..57) < 39 { "opened" } else { "closed" };
+            let action = if rng.random_range(0..57) < 39 {
+                "opened"
+            } else {
+                "closed"
+            };
             out.extend_from_slice(b"{\"action\":");
             push_json_string(out, action);
             out.extend_from_slice(b",\"issue\":");
@@ -174,7 +182,9 @@ fn payload(rng: &mut SmallRng, event: &str, repo: u64, out: &mut Vec<u8>) {
         "ForkEvent" => {
             out.extend_from_slice(b"{\"forkee\":{\"id\":");
             push_u64(out, rng.random_range(28_000_000..29_000_000u64));
-            out.extend_from_slice(b",\"name\":\"fork\",\"private\":false,\"fork\":true,\"stargazers_count\":0}}");
+            out.extend_from_slice(
+                b",\"name\":\"fork\",\"private\":false,\"fork\":true,\"stargazers_count\":0}}",
+            );
         }
         "GollumEvent" => {
             out.extend_from_slice(b"{\"pages\":[{\"page_name\":\"Home\",\"title\":\"Home\",\"action\":\"edited\",\"sha\":");
@@ -203,7 +213,11 @@ fn payload(rng: &mut SmallRng, event: &str, repo: u64, out: &mut Vec<u8>) {
 }
 
 /// Writes `docs` GH Archive-like events as NDJSON.
-pub fn write_gharchive(seed: u64, docs: u64, out: &mut dyn Write) -> Result<GenStats, DatagenError> {
+pub fn write_gharchive(
+    seed: u64,
+    docs: u64,
+    out: &mut dyn Write,
+) -> Result<GenStats, DatagenError> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let weights = cumulative(&TYPES.map(|t| t.1));
     let mut buffer = Vec::with_capacity(1 << 20);
@@ -223,7 +237,8 @@ pub fn write_gharchive(seed: u64, docs: u64, out: &mut dyn Write) -> Result<GenS
         push_u64(&mut buffer, actor);
         buffer.extend_from_slice(b",\"login\":\"");
         login(actor, &mut buffer);
-        buffer.extend_from_slice(b"\",\"gravatar_id\":\"\",\"url\":\"https://api.github.com/users/");
+        buffer
+            .extend_from_slice(b"\",\"gravatar_id\":\"\",\"url\":\"https://api.github.com/users/");
         login(actor, &mut buffer);
         buffer.extend_from_slice(b"\",\"avatar_url\":\"https://avatars.githubusercontent.com/u/");
         push_u64(&mut buffer, actor);
@@ -275,7 +290,9 @@ mod tests {
         let mut opened = 0;
         for line in out.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let v: Value = serde_json::from_slice(line).unwrap();
-            *types.entry(v["type"].as_str().unwrap().to_owned()).or_default() += 1;
+            *types
+                .entry(v["type"].as_str().unwrap().to_owned())
+                .or_default() += 1;
             assert!(v["actor"]["login"].is_string() && v["repo"]["name"].is_string());
             if v["type"] == "IssuesEvent" && v["payload"]["action"] == "opened" {
                 opened += 1;

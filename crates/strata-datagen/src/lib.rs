@@ -68,7 +68,9 @@ pub fn generate(
     out: &mut dyn Write,
 ) -> Result<GenStats, DatagenError> {
     match dataset {
-        Dataset::Bluesky => bluesky::write_bluesky(&bluesky::BlueskyOptions { seed, docs, quirks }, out),
+        Dataset::Bluesky => {
+            bluesky::write_bluesky(&bluesky::BlueskyOptions { seed, docs, quirks }, out)
+        }
         Dataset::GhArchive => gharchive::write_gharchive(seed, docs, out),
     }
 }

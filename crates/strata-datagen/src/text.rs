@@ -80,8 +80,13 @@ pub fn iso_seconds(secs: u64, out: &mut Vec<u8>) {
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
     out.extend_from_slice(
-        format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, (rem / 60) % 60, rem % 60)
-            .as_bytes(),
+        format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+            rem / 3600,
+            (rem / 60) % 60,
+            rem % 60
+        )
+        .as_bytes(),
     );
 }
 
@@ -141,6 +146,9 @@ mod tests {
     fn escapes() {
         let mut out = Vec::new();
         push_json_string(&mut out, "a\"b\\c\n\u{0}é");
-        assert_eq!(String::from_utf8(out).unwrap(), "\"a\\\"b\\\\c\\n\\u0000é\"");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"a\\\"b\\\\c\\n\\u0000é\""
+        );
     }
 }

@@ -39,7 +39,7 @@ pub struct PartWriterOptions {
 
 impl Default for PartWriterOptions {
     fn default() -> Self {
-        PartWriterOptions { zstd_level: std::env::var("STRATA_ZSTD").ok().and_then(|v| v.parse().ok()).unwrap_or(3) }
+        PartWriterOptions { zstd_level: 3 }
     }
 }
 
