@@ -1,0 +1,1 @@
+CREATE TABLE gharchive (j JSON);

@@ -1,0 +1,2 @@
+-- JSONBench's DuckDB DDL (duckdb/ddl.sql): one JSON column.
+CREATE TABLE bluesky (j JSON);
