@@ -34,7 +34,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", default=DEFAULT_SYSTEMS, help=f"comma-separated, of: {', '.join(SYSTEMS)}")
     p.add_argument("--workloads", default="jsonbench", help=f"comma-separated, of: {', '.join(WORKLOADS)}")
-    p.add_argument("--scales", default="1m", help="comma-separated document counts: 100k, 1m, 10m, ...")
+    p.add_argument("--scales", default="1m", help="comma-separated document counts: 100k, 1m, 10m, ... "
+                   "(only labels for workloads given a --dataset file)")
     p.add_argument("--runs", type=int, default=3, help="runs per query in one process (run 1 is the cold run)")
     p.add_argument("--seed", type=int, default=1, help="seed for `strata generate`")
     p.add_argument("--strata-bin", default=str(REPO / "target" / "release" / "strata"))
@@ -52,14 +53,14 @@ def parse_args(argv=None):
     unknown = [s for s in args.systems if s not in SYSTEMS] + [w for w in args.workloads if w not in WORKLOADS]
     if unknown:
         p.error(f"unknown system or workload: {', '.join(unknown)}")
-    for s in args.scales:
+    args.dataset = dict(d.split("=", 1) for d in args.dataset)
+    for s in args.scales if set(args.workloads) - set(args.dataset) else []:
         try:
             datasets.parse_scale(s)
         except ValueError as e:
             p.error(str(e))
     if args.runs < 1:
         p.error("--runs must be at least 1")
-    args.dataset = dict(d.split("=", 1) for d in args.dataset)
     return args
 
 

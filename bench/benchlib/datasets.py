@@ -42,8 +42,7 @@ def prepare(workload, scale, strata_bin, work, seed=1, override=None):
     """Return the Dataset for `workload` at `scale`, generating it if needed.
 
     `override` is an existing NDJSON file to use instead of generating one (its line count is the
-    dataset size)."""
-    docs = parse_scale(scale)
+    dataset size, and `scale` is then only a label)."""
     if override:
         path = Path(override)
         if not path.exists():
@@ -51,6 +50,7 @@ def prepare(workload, scale, strata_bin, work, seed=1, override=None):
         docs = count_lines(path)
         command = f"given file {path}"
     else:
+        docs = parse_scale(scale)
         path = Path(work) / "data" / f"{workload.generator}_{scale}_seed{seed}.ndjson"
         command = f"strata generate {workload.generator} --docs {docs} --seed {seed}"
         if not path.exists():

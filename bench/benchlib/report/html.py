@@ -14,7 +14,7 @@ h1{font-size:24px}h2{font-size:19px;margin-top:36px;border-bottom:1px solid #e5e
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}th,td{border:1px solid #e5e7eb;padding:4px 8px}
 th{background:#f9fafb;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .bad{color:#b91c1c;font-weight:600}.muted{color:#6b7280}.charts{display:flex;flex-wrap:wrap;gap:12px}
-svg.chart{border:1px solid #f3f4f6;background:#fff}
+svg.chart{border:1px solid #f3f4f6;background:#fff;max-width:100%;height:auto}
 """
 
 
@@ -72,7 +72,7 @@ def _charts(sec, idx):
     if "bytes_zstd_1" in d:
         items += [("NDJSON file, zstd -1", d["bytes_zstd_1"] / 1e6, REFERENCE_GREY),
                   ("NDJSON file, raw", d["bytes_raw"] / 1e6, "#d1d5db")]
-    fmt = lambda v: f"{v:,.1f}"  # noqa: E731
+    fmt = lambda v: f"{v:,.1f}" if v >= 10 else f"{v:.3g}"  # noqa: E731
     charts = [svg.hbars(f"Storage at {sec.scale} (MB on disk)", items, unit="MB", fmt=fmt, chart_id=f"storage-{idx}")]
     for kind in ("hot", "cold"):
         series = [(r.get("label", r["system"]), color(r["system"], i),
@@ -84,7 +84,7 @@ def _charts(sec, idx):
         series = [(r.get("label", r["system"]), color(r["system"], i), {q: sec.ratio(r, q, "hot") for q in sec.queries})
                   for i, r in peers]
         charts.append(svg.grouped_bars(f"Hot time ÷ Strata's at {sec.scale} (> 1: Strata faster)", sec.queries, series,
-                                       unit="× Strata", log=True, ref_line=1.0, fmt=lambda v: f"{v:.2f}",
+                                       unit="× Strata", log=True, ref_line=1.0, from_ref=True, fmt=lambda v: f"{v:.2f}",
                                        chart_id=f"ratio-{idx}"))
     return '<div class="charts">' + "".join(charts) + "</div>"
 

@@ -56,10 +56,11 @@ class _Axis:
         return max(1.0, min(1.0, frac) * self.span)
 
 
-def grouped_bars(title, groups, series, unit="", log=False, ref_line=None, fmt=_fmt_tick, width=760, height=340,
-                 chart_id=None):
+def grouped_bars(title, groups, series, unit="", log=False, ref_line=None, from_ref=False, fmt=_fmt_tick, width=760,
+                 height=340, chart_id=None):
     """groups: x labels; series: [(name, color, {group: value or None})]. A missing value leaves a gap
-    (with an 'n/a' mark). ref_line: a value drawn as a dashed horizontal line (e.g. 1 for ratios)."""
+    (with an 'n/a' mark). ref_line: a value drawn as a dashed horizontal line (e.g. 1 for ratios); with from_ref,
+    bars start at that line instead of the axis floor."""
     left, right, top, bottom = 64, 12, 30, 58
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for _, _, d in series for v in d.values() if v]
@@ -88,8 +89,12 @@ def grouped_bars(title, groups, series, unit="", log=False, ref_line=None, fmt=_
                            f'font-size="9" fill="#9ca3af">n/a</text>')
                 continue
             h = axis(v)
+            y_top, bar_h = base_y - h, h
+            if ref_line and from_ref:  # ratio bars grow up or down from the reference line
+                r = axis(ref_line)
+                y_top, bar_h = base_y - max(h, r), max(1.0, abs(h - r))
             out.append(f'<rect class="bar" data-series="{escape(name)}" data-group="{escape(g)}" x="{x:.1f}" '
-                       f'y="{base_y - h:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}" fill="{color}">'
+                       f'y="{y_top:.1f}" width="{bar_w - 1:.1f}" height="{bar_h:.1f}" fill="{color}">'
                        f'<title>{escape(name)} · {escape(g)}: {escape(fmt(v))} {escape(unit)}</title></rect>')
     if ref_line:
         y = base_y - axis(ref_line)

@@ -15,6 +15,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,11 +73,21 @@ class Postgres(System):
             raise RuntimeError(f"{what} failed: {(proc.stderr or proc.stdout).strip()[-2000:]}")
         return proc
 
+    def _cluster_dir(self):
+        """work/postgres when the server user can reach the work dir, else a private dir in /var/tmp."""
+        self.ctx.work.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() != 0 or subprocess.run(self._as_server_user(["test", "-x", self.ctx.work])).returncode == 0:
+            path = self.ctx.work / "postgres"
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True)
+            return path
+        return Path(tempfile.mkdtemp(prefix="strata-bench-postgres-", dir="/var/tmp"))
+
     def _init_cluster(self):
-        self.dir = self.ctx.work / "postgres"
         self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir.mkdir(parents=True)
+        if getattr(self, "dir", None):
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = self._cluster_dir()
         self.pgdata = self.dir / "pgdata"
         self.sockdir = self.dir / "sock"
         self.sockdir.mkdir()

@@ -1,0 +1,5 @@
+"""Makes `benchlib` importable from the tests (bench/ on sys.path)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
