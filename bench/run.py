@@ -27,7 +27,7 @@ from benchlib.systems.base import Context  # noqa: E402
 from benchlib.workloads import WORKLOADS  # noqa: E402
 
 REPO = BENCH.parent
-DEFAULT_SYSTEMS = "strata,clickhouse,duckdb,postgres,mongodb,greptimedb"
+DEFAULT_SYSTEMS = "strata,clickhouse,duckdb,postgres,elasticsearch,mongodb,greptimedb"
 
 
 def parse_args(argv=None):

@@ -7,7 +7,7 @@ import traceback
 
 from .compare import compare, normalise_rows
 from .procs import log
-from .systems import NotRunnable
+from .systems import NotRunnable, Unsupported
 
 SAMPLE_ROWS = 10
 
@@ -41,7 +41,7 @@ def run_system(system, workload, dataset, reference, runs, keep=False):
         log(f"{tag}: not run: {e}")
         return rec
     try:
-        queries = workload.queries_for(system.name)
+        queries = system.queries(workload)
         log(f"{tag}: loading {dataset.docs:,} documents")
         load = system.load(workload, dataset)
         rec.update(version=load.pop("version", None), load_time=load.pop("load_seconds"),
@@ -58,9 +58,11 @@ def run_system(system, workload, dataset, reference, runs, keep=False):
         for qid, sql in queries.items():
             q = _run_query(system, workload, qid, sql, runs, reference)
             rec["queries"][qid] = q
-            rec["result"].append(q.get("times"))
+            rec["result"].append(q.get("times") or [None] * runs)
             rec.setdefault("cold_method", q.get("cold_method"))
-            if "error" in q:
+            if "unsupported" in q:
+                log(f"{tag} {qid}: unsupported: {q['unsupported'][:300]}")
+            elif "error" in q:
                 log(f"{tag} {qid}: FAILED: {q['error'][:300]}")
             else:
                 log(f"{tag} {qid}: cold {q['cold'] * 1000:.1f} ms, hot {q['hot'] * 1000:.1f} ms, "
@@ -102,6 +104,8 @@ def _run_query(system, workload, qid, sql, runs, reference):
                 q["approximate_columns"] = {str(k): v for k, v in approx.items()}
             if detail:
                 q["mismatch"] = detail
+    except Unsupported as e:
+        q["unsupported"] = str(e)
     except Exception as e:
         q["error"] = f"{type(e).__name__}: {e}"[-2000:]
     return q

@@ -56,3 +56,27 @@ def test_unavailable_peers_are_reported_not_faked(ctx):
         rec = runner.run_system(SYSTEMS[name](ctx), w, ds, None, runs=1)
         assert rec["status"] == "not run" and "cannot run here" in rec["error"]
         assert "queries" not in rec and "total_size" not in rec
+
+
+def test_elasticsearch_runs_what_it_can_express(ctx):
+    """Elasticsearch (Maven Central's integ-test distribution): supported queries answer; Q3 and Q5
+    are recorded as unsupported (no script engine); answers match where every document loaded."""
+    es = SYSTEMS["elasticsearch"](ctx)
+    try:
+        es.check_runnable()
+    except NotRunnable as e:
+        pytest.skip(str(e))
+    for workload in ("jsonbench", "gharchive"):
+        w = WORKLOADS[workload]
+        ds = datasets.prepare(w, "sample", ctx.strata_bin, ctx.work, override=SAMPLES[workload])
+        ref = reference.compute(ctx, w, ds)
+        rec = runner.run_system(SYSTEMS["elasticsearch"](ctx), w, ds, ref, runs=2)
+        assert rec["status"] == "ok", rec.get("error")
+        assert rec["num_loaded_documents"] + rec["rejected"] == ds.docs
+        for qid, q in rec["queries"].items():
+            if workload == "jsonbench" and qid in ("Q3", "Q5"):
+                assert "unsupported" in q
+                continue
+            assert "error" not in q and q["hot"] is not None, (qid, q.get("error"))
+            if rec["rejected"] == 0:
+                assert q["matches_reference"], f"{workload} {qid}: {q.get('mismatch')}"

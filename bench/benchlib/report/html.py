@@ -51,7 +51,10 @@ def _time_rows(sec, kind):
             qr = r["queries"].get(q, {})
             t = qr.get(kind)
             if t is None:
-                row.append('<span class="bad">failed</span>' if "error" in qr else "—")
+                if "unsupported" in qr:
+                    row.append(f'<span class="muted" title="{escape(qr["unsupported"])}">unsupported</span>')
+                else:
+                    row.append('<span class="bad">failed</span>' if "error" in qr else "—")
                 continue
             cell = ms(t)
             rt = sec.ratio(r, q, kind)
@@ -60,7 +63,9 @@ def _time_rows(sec, kind):
             if qr.get("matches_reference") is False:
                 cell += f' <span class="bad" title="{escape(qr.get("mismatch") or "")}">✗</span>'
             row.append(cell)
-        row += [ms(sec.geomean_time(r, kind)), ratio(sec.geomean_ratio(r, kind))]
+        n = len(sec.answered(r, kind))
+        note = "" if n == len(sec.queries) else f' <span class="muted">({n} of {len(sec.queries)})</span>'
+        row += [ms(sec.geomean_time(r, kind)) + note, ratio(sec.geomean_ratio(r, kind))]
         rows.append(row)
     return rows
 
@@ -116,10 +121,18 @@ def render(results):
         notes = [f"<li>{escape(r.get('label', r['system']))}: {'not run' if r.get('status') == 'not run' else 'failed'}: "
                  f"{escape(str(r.get('error', ''))[:400])}</li>" for r in sec.others]
         for r in sec.runs:
+            label = escape(r.get("label", r["system"]))
+            if r.get("rejected"):
+                notes.append(f"<li>{label} rejected {r['rejected']:,} documents at load; first: "
+                             f"{escape(str(r.get('first_rejection') or '')[:300])}</li>")
             for q, qr in r["queries"].items():
                 if qr.get("matches_reference") is False:
-                    notes.append(f"<li class='bad'>{escape(r.get('label', r['system']))} {escape(q)}: answer differs "
+                    notes.append(f"<li class='bad'>{label} {escape(q)}: answer differs "
                                  f"from the reference: {escape(str(qr.get('mismatch')))}</li>")
+                if "unsupported" in qr:
+                    notes.append(f"<li>{label} {escape(q)} unsupported: {escape(qr['unsupported'][:300])}</li>")
+                if "error" in qr:
+                    notes.append(f"<li class='bad'>{label} {escape(q)} failed: {escape(qr['error'][:300])}</li>")
         if notes:
             body.append("<ul>" + "".join(notes) + "</ul>")
         body.append("</section>")

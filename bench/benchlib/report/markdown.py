@@ -35,7 +35,7 @@ def times_table(sec, kind):
             qr = r["queries"].get(q, {})
             t = qr.get(kind)
             if t is None:
-                cells.append("failed" if "error" in qr else "—")
+                cells.append("unsupported" if "unsupported" in qr else "failed" if "error" in qr else "—")
                 continue
             cell = ms(t)
             rt = sec.ratio(r, q, kind)
@@ -44,8 +44,10 @@ def times_table(sec, kind):
             if qr.get("matches_reference") is False:
                 cell += " ✗"
             cells.append(cell)
+        n = len(sec.answered(r, kind))
+        note = "" if n == len(sec.queries) else f" ({n} of {len(sec.queries)})"
         rows.append(f"| {r.get('label', r['system'])} | " + " | ".join(cells) +
-                    f" | {ms(sec.geomean_time(r, kind))} | {ratio(sec.geomean_ratio(r, kind))} |")
+                    f" | {ms(sec.geomean_time(r, kind))}{note} | {ratio(sec.geomean_ratio(r, kind))} |")
     return rows
 
 
@@ -70,7 +72,8 @@ def render(results):
             out += [f"Reference answers failed: {sec.reference['error']}", ""]
         if sec.runs:
             out += ["Load, storage, memory:", ""] + load_table(sec) + [""]
-            out += ["Hot (ms, min of runs 2 and 3; in brackets: system ÷ Strata, > 1 means Strata is faster):", ""]
+            out += ["Hot (ms, min of runs 2 and 3; in brackets: system ÷ Strata, > 1 means Strata is faster; geomean over "
+                    "the queries the system answered, its ratio over the queries both answered):", ""]
             out += times_table(sec, "hot") + [""]
             out += ["Cold (ms, run 1 in a fresh process after a cold start):", ""] + times_table(sec, "cold") + [""]
             qd = "; ".join(f"{q}: {sec.descriptions[q]}" for q in sec.queries if q in sec.descriptions)
@@ -83,6 +86,11 @@ def render(results):
                     notes.append(f"- ✗ {r.get('label', r['system'])} {q}: answer differs from the reference: {qr.get('mismatch')}")
                 if "error" in qr:
                     notes.append(f"- {r.get('label', r['system'])} {q} failed: {qr['error'][:300]}")
+                if "unsupported" in qr:
+                    notes.append(f"- {r.get('label', r['system'])} {q} unsupported: {qr['unsupported'][:300]}")
+            if r.get("rejected"):
+                notes.append(f"- {r.get('label', r['system'])} rejected {r['rejected']:,} documents at load; first: "
+                             f"{str(r.get('first_rejection') or '')[:300]}")
         for r in sec.others:
             what = "not run" if r.get("status") == "not run" else "failed"
             notes.append(f"- {r.get('label', r['system'])}: {what}: {str(r.get('error', ''))[:400]}")

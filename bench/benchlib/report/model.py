@@ -43,20 +43,17 @@ class Section:
         mine, base = self.time(run, qid, kind), self.time(s, qid, kind)
         return mine / base if mine and base else None
 
-    def geomean_time(self, run, kind):
-        """Geometric mean over the queries that every ok run answered (so means compare)."""
-        qs = self.common_queries(kind)
-        return geomean([self.time(run, q, kind) for q in qs]) if qs else None
+    def answered(self, run, kind):
+        """The queries this run has a time for (not failed, not unsupported)."""
+        return [q for q in self.queries if self.time(run, q, kind)]
 
-    def common_queries(self, kind):
-        return [q for q in self.queries if all(self.time(r, q, kind) for r in self.runs)]
+    def geomean_time(self, run, kind):
+        """Geometric mean over the queries this run answered (see answered())."""
+        return geomean([self.time(run, q, kind) for q in self.answered(run, kind)])
 
     def geomean_ratio(self, run, kind):
-        s = self.strata
-        if s is None:
-            return None
-        mine, base = self.geomean_time(run, kind), self.geomean_time(s, kind)
-        return mine / base if mine and base else None
+        """Geometric mean of this run's per-query time ÷ Strata's, over the queries both answered."""
+        return geomean([self.ratio(run, q, kind) for q in self.queries])
 
     def storage_ratio(self, run):
         s = self.strata

@@ -2,11 +2,12 @@
 load a dataset into it, how to run one query N times in a fresh process, and how big its storage is.
 
 `SYSTEMS` maps the names accepted by `--systems` to their classes."""
-from .base import NotRunnable, System  # noqa: F401
+from .base import NotRunnable, System, Unsupported  # noqa: F401
 from .clickhouse import ClickHouse
 from .duckdb import DuckDB
+from .elasticsearch import Elasticsearch
 from .postgres import Postgres
 from .strata import Strata
 from .unavailable import GreptimeDB, MongoDB
 
-SYSTEMS = {cls.name: cls for cls in (Strata, ClickHouse, DuckDB, Postgres, MongoDB, GreptimeDB)}
+SYSTEMS = {cls.name: cls for cls in (Strata, ClickHouse, DuckDB, Postgres, Elasticsearch, MongoDB, GreptimeDB)}

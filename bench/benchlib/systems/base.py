@@ -14,6 +14,10 @@ class NotRunnable(Exception):
     """This system cannot run on this machine; the message says why."""
 
 
+class Unsupported(Exception):
+    """This query cannot be expressed for this system; the message says why."""
+
+
 @dataclass
 class Context:
     work: Path  # scratch space for databases (bench/work by default)
@@ -32,6 +36,10 @@ class System:
 
     def check_runnable(self):
         """Raise NotRunnable(reason) when this system cannot run here."""
+
+    def queries(self, workload):
+        """{query id: query text} in this system's dialect (bench/queries/<workload>/<system>.sql)."""
+        return workload.queries_for(self.name)
 
     def load(self, workload, dataset):
         """Load `dataset` into a fresh database. Returns a dict with at least load_seconds,
