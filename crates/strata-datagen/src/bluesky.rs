@@ -33,9 +33,10 @@ use crate::{DatagenError, GenStats};
 /// 2024-11-21 16:25:49.000167 UTC, the first event of the real file.
 pub const START_TIME_US: u64 = 1_732_206_349_000_167;
 
-/// Mean µs between events: the real first million spans ~35 minutes; 10M documents end inside
-/// hour 18 (9M × 760 µs ≈ 114 minutes more, up to ~18:55).
-const FIRST_MILLION_GAP_US: u64 = 2_100;
+/// Mean µs between events: the real first million spans ~34 minutes, all of it inside hour 16
+/// (16:25:49 to ~16:59:50); 10M documents end inside hour 18 (9M × 760 µs ≈ 114 minutes more, up
+/// to ~18:54).
+const FIRST_MILLION_GAP_US: u64 = 2_040;
 const LATER_GAP_US: u64 = 760;
 
 const COMMITS_PER_MILLION: u64 = 994_672;
@@ -60,9 +61,8 @@ enum Change {
     Mixed(u64),
 }
 
-/// (collection, events per 1M, creates per 1M, distinct users among creates per 1M,
-/// user population, power-law exponent, non-create operation).
-#[allow(clippy::type_complexity)]
+/// (collection, events per 1M, creates per 1M, distinct users among creates per 1M — the real
+/// file's figures — then the fitted user population and power-law exponent).
 pub const COLLECTIONS: [(&str, u64, u64, u64, u64, f64); 14] = [
     (
         "app.bsky.feed.like",

@@ -963,7 +963,6 @@ fn push_payload(out: &mut Vec<u8>, rng: &mut Rng, event: &Event, push_id: u64, s
     out.extend_from_slice(b"]}");
 }
 
-#[allow(clippy::too_many_arguments)]
 fn issue(
     out: &mut Vec<u8>,
     rng: &mut Rng,
