@@ -43,6 +43,8 @@ def parse_args(argv=None):
     p.add_argument("--out", default=str(BENCH / "results"))
     p.add_argument("--dataset", action="append", default=[], metavar="WORKLOAD=FILE",
                    help="use an existing NDJSON file for a workload instead of generating one")
+    p.add_argument("--query-timeout", type=float, default=600.0,
+                   help="seconds per query run for systems that may not finish (FerretDB); others have no limit")
     p.add_argument("--keep", action="store_true", help="keep each system's database after its run")
     p.add_argument("--no-reference", action="store_true", help="skip the reference answers (no correctness check)")
     p.add_argument("--report-only", action="store_true", help="only re-render the reports from OUT/results.json")
@@ -74,11 +76,12 @@ def main(argv=None):
     if args.report_only:
         print(results.write(results.load(out / "results.json"), out))
         return 0
-    ctx = Context(work=Path(args.work).resolve(), strata_bin=Path(args.strata_bin).resolve())
+    ctx = Context(work=Path(args.work).resolve(), strata_bin=Path(args.strata_bin).resolve(),
+                  query_timeout=args.query_timeout)
     ctx.work.mkdir(parents=True, exist_ok=True)
     res = results.new(runner.machine_info(), {
         "systems": args.systems, "workloads": args.workloads, "scales": args.scales, "runs": args.runs,
-        "seed": args.seed, "strata_bin": str(ctx.strata_bin)})
+        "seed": args.seed, "strata_bin": str(ctx.strata_bin), "query_timeout": args.query_timeout})
     # DuckDB's stored copy runs first among peers so a broken reference shows up early; Strata first of all.
     order = sorted(args.systems, key=lambda s: (s != "strata", s != "duckdb"))
     for wname in args.workloads:

@@ -80,3 +80,26 @@ def test_elasticsearch_runs_what_it_can_express(ctx):
             assert "error" not in q and q["hot"] is not None, (qid, q.get("error"))
             if rec["rejected"] == 0:
                 assert q["matches_reference"], f"{workload} {qid}: {q.get('mismatch')}"
+
+
+def test_ferretdb_on_real_gharchive_sample(ctx, monkeypatch):
+    """FerretDB answers A-C like the reference; D needs $avg, which FerretDB 1.24 lacks. Runs only
+    when a ferretdb binary is already built (FERRETDB_BIN or bench/work/bin/ferretdb): building it
+    takes minutes."""
+    binary = os.environ.get("FERRETDB_BIN") or str(BENCH / "work" / "bin" / "ferretdb")
+    if not Path(binary).is_file():
+        pytest.skip("no ferretdb binary built yet (bench/run.sh --systems ferretdb builds it)")
+    monkeypatch.setenv("FERRETDB_BIN", binary)
+    fdb = SYSTEMS["ferretdb"](ctx)
+    try:
+        fdb.check_runnable()
+    except NotRunnable as e:
+        pytest.skip(str(e))
+    w = WORKLOADS["gharchive"]
+    ds = datasets.prepare(w, "sample", ctx.strata_bin, ctx.work, override=SAMPLES["gharchive"])
+    rec = runner.run_system(fdb, w, ds, reference.compute(ctx, w, ds), runs=2)
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["num_loaded_documents"] + rec["rejected"] == ds.docs
+    for qid in ("A", "B", "C"):
+        assert rec["queries"][qid]["matches_reference"] or rec["rejected"], rec["queries"][qid].get("mismatch")
+    assert "unsupported" in rec["queries"]["D"]

@@ -6,8 +6,10 @@ from .base import NotRunnable, System, Unsupported  # noqa: F401
 from .clickhouse import ClickHouse
 from .duckdb import DuckDB
 from .elasticsearch import Elasticsearch
+from .ferretdb import FerretDB
 from .postgres import Postgres
 from .strata import Strata
 from .unavailable import GreptimeDB, MongoDB
 
-SYSTEMS = {cls.name: cls for cls in (Strata, ClickHouse, DuckDB, Postgres, Elasticsearch, MongoDB, GreptimeDB)}
+SYSTEMS = {cls.name: cls for cls in (Strata, ClickHouse, DuckDB, Postgres, Elasticsearch, FerretDB, MongoDB,
+                                          GreptimeDB)}

@@ -23,6 +23,7 @@ class Context:
     work: Path  # scratch space for databases (bench/work by default)
     strata_bin: Path
     python: str = sys.executable
+    query_timeout: float = 600.0  # seconds per query run, for systems that can be this slow (FerretDB)
 
 
 class System:
