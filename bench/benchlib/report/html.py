@@ -72,8 +72,10 @@ def _time_rows(sec, kind):
 
 def _charts(sec, idx):
     d = sec.dataset
-    items = [(r.get("label", r["system"]), (r.get("total_size") or 0) / 1e6, color(r["system"], i))
-             for i, r in enumerate(sec.runs)]
+    items = [(r.get("label", r["system"]) + ("" if (r.get("data_quality") or 0) >= 1 else f" ({r.get('data_quality', 0):.0%} loaded)"),
+              (r.get("total_size") or 0) / 1e6, color(r["system"], i)) for i, r in enumerate(sec.runs)]
+    flagged = frozenset((r.get("label", r["system"]), q) for r in sec.runs for q, qr in r["queries"].items()
+                        if qr.get("matches_reference") is False)
     if "bytes_zstd_1" in d:
         items += [("NDJSON file, zstd -1", d["bytes_zstd_1"] / 1e6, REFERENCE_GREY),
                   ("NDJSON file, raw", d["bytes_raw"] / 1e6, "#d1d5db")]
@@ -83,15 +85,19 @@ def _charts(sec, idx):
         series = [(r.get("label", r["system"]), color(r["system"], i),
                    {q: (sec.time(r, q, kind) or 0) * 1000 or None for q in sec.queries}) for i, r in enumerate(sec.runs)]
         charts.append(svg.grouped_bars(f"{kind.capitalize()} time per query at {sec.scale}", sec.queries, series,
-                                       unit="ms", log=True, fmt=lambda v: f"{v:,.2f}", chart_id=f"{kind}-{idx}"))
+                                       unit="ms", log=True, fmt=lambda v: f"{v:,.2f}", chart_id=f"{kind}-{idx}",
+                                       flagged=flagged))
     peers = [(i, r) for i, r in enumerate(sec.runs) if r["system"] != "strata"]
     if sec.strata and peers:
         series = [(r.get("label", r["system"]), color(r["system"], i), {q: sec.ratio(r, q, "hot") for q in sec.queries})
                   for i, r in peers]
         charts.append(svg.grouped_bars(f"Hot time ÷ Strata's at {sec.scale} (> 1: Strata faster)", sec.queries, series,
                                        unit="× Strata", log=True, ref_line=1.0, from_ref=True, fmt=lambda v: f"{v:.2f}",
-                                       chart_id=f"ratio-{idx}"))
-    return '<div class="charts">' + "".join(charts) + "</div>"
+                                       chart_id=f"ratio-{idx}", flagged=flagged))
+    legend = ('<p class="muted">Pale bars with a red outline: the answer differs from the reference. '
+              '"n/a": not answered (unsupported or failed).</p>') if flagged or any(
+        not sec.time(r, q, "hot") for r in sec.runs for q in sec.queries) else ""
+    return '<div class="charts">' + "".join(charts) + "</div>" + legend
 
 
 def render(results):

@@ -8,7 +8,7 @@ def header(results):
     s = results.get("settings", {})
     return (f"Machine: {m.get('cpus')} vCPU ({m.get('cpu_model', '?')}), {m.get('memory_bytes', 0) / 2**30:.1f} GiB, "
             f"{m.get('os', '?')}. Run {results.get('started')} → {results.get('finished') or 'unfinished'}; "
-            f"{s.get('runs', 3)} runs per query.")
+            f"{s.get('runs', 3)} runs per query." + (f" Strata binary: {s['strata_bin']}." if s.get("strata_bin") else ""))
 
 
 def load_table(sec):

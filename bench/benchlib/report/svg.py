@@ -57,10 +57,11 @@ class _Axis:
 
 
 def grouped_bars(title, groups, series, unit="", log=False, ref_line=None, from_ref=False, fmt=_fmt_tick, width=760,
-                 height=340, chart_id=None):
+                 height=340, chart_id=None, flagged=frozenset()):
     """groups: x labels; series: [(name, color, {group: value or None})]. A missing value leaves a gap
     (with an 'n/a' mark). ref_line: a value drawn as a dashed horizontal line (e.g. 1 for ratios); with from_ref,
-    bars start at that line instead of the axis floor."""
+    bars start at that line instead of the axis floor. flagged: {(series name, group)} drawn pale with a
+    red outline (e.g. answers that differ from the reference)."""
     left, right, top, bottom = 64, 12, 30, 58
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for _, _, d in series for v in d.values() if v]
@@ -93,9 +94,12 @@ def grouped_bars(title, groups, series, unit="", log=False, ref_line=None, from_
             if ref_line and from_ref:  # ratio bars grow up or down from the reference line
                 r = axis(ref_line)
                 y_top, bar_h = base_y - max(h, r), max(1.0, abs(h - r))
-            out.append(f'<rect class="bar" data-series="{escape(name)}" data-group="{escape(g)}" x="{x:.1f}" '
-                       f'y="{y_top:.1f}" width="{bar_w - 1:.1f}" height="{bar_h:.1f}" fill="{color}">'
-                       f'<title>{escape(name)} · {escape(g)}: {escape(fmt(v))} {escape(unit)}</title></rect>')
+            bad = (name, g) in flagged
+            style = ' fill-opacity="0.35" stroke="#b91c1c" stroke-width="1.5"' if bad else ""
+            out.append(f'<rect class="bar{" flagged" if bad else ""}" data-series="{escape(name)}" data-group="{escape(g)}" '
+                       f'x="{x:.1f}" y="{y_top:.1f}" width="{bar_w - 1:.1f}" height="{bar_h:.1f}" fill="{color}"{style}>'
+                       f'<title>{escape(name)} · {escape(g)}: {escape(fmt(v))} {escape(unit)}'
+                       f'{" — answer differs from the reference" if bad else ""}</title></rect>')
     if ref_line:
         y = base_y - axis(ref_line)
         out.append(f'<line class="ref" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#111827" '
@@ -108,7 +112,7 @@ def grouped_bars(title, groups, series, unit="", log=False, ref_line=None, from_
 
 def hbars(title, items, unit="", fmt=_fmt_tick, width=760, chart_id=None):
     """items: [(label, value, color)], drawn top to bottom on a linear axis from 0."""
-    left, right, top, row = 170, 90, 30, 26
+    left, right, top, row = 240, 90, 30, 26
     height = top + row * len(items) + 30
     plot_w = width - left - right
     axis = _Axis([v for _, v, _ in items], False, plot_w)
