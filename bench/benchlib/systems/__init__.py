@@ -5,11 +5,11 @@ load a dataset into it, how to run one query N times in a fresh process, and how
 from .base import NotRunnable, System, Unsupported  # noqa: F401
 from .clickhouse import ClickHouse
 from .duckdb import DuckDB
-from .elasticsearch import Elasticsearch
+from .elasticsearch import Elasticsearch, OpenSearch
 from .ferretdb import FerretDB
 from .postgres import Postgres
 from .strata import Strata
 from .unavailable import GreptimeDB, MongoDB
 
-SYSTEMS = {cls.name: cls for cls in (Strata, ClickHouse, DuckDB, Postgres, Elasticsearch, FerretDB, MongoDB,
+SYSTEMS = {cls.name: cls for cls in (Strata, ClickHouse, DuckDB, Postgres, Elasticsearch, OpenSearch, FerretDB, MongoDB,
                                           GreptimeDB)}

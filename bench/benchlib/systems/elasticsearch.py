@@ -32,10 +32,6 @@ from ..workloads import QUERY_DIR
 from .base import NotRunnable, System, Unsupported
 from .postgres import free_port
 
-VERSION = "8.19.21"
-ARTIFACT = f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:{VERSION}:zip"
-ZIP = (Path.home() / ".m2/repository/org/elasticsearch/distribution/integ-test-zip/elasticsearch" / VERSION /
-       f"elasticsearch-{VERSION}.zip")
 NOBODY = 65534
 HEAP = "1g"
 BULK_BYTES = 5 << 20
@@ -52,18 +48,34 @@ def find_java17():
 class Elasticsearch(System):
     name = "elasticsearch"
     label = "Elasticsearch"
+    product = "elasticsearch"  # artifact id, directory prefix, start script, env var prefix
+    group = "org.elasticsearch.distribution.integ-test-zip"
+    version = "8.19.21"
+    env_prefix = "ES"
+    extra_settings = ("xpack.security.enabled: false",)
+    query_file = "elasticsearch.json"  # the same query DSL serves OpenSearch
+
+    @property
+    def artifact(self):
+        return f"{self.group}:{self.product}:{self.version}:zip"
+
+    @property
+    def zip(self):
+        return (Path.home() / ".m2/repository" / self.group.replace(".", "/") / self.product / self.version /
+                f"{self.product}-{self.version}.zip")
 
     def check_runnable(self):
         self.java_home = find_java17()
         if not self.java_home:
             raise NotRunnable("no Java 17 runtime (apt-get install -y openjdk-17-jre-headless)")
-        if not ZIP.exists():
+        if not self.zip.exists():
             if not shutil.which("mvn"):
-                raise NotRunnable(f"{ZIP} is missing and Maven is not installed to fetch {ARTIFACT}")
-            log(f"elasticsearch: fetching {ARTIFACT} from Maven Central")
-            proc = subprocess.run(["mvn", "-q", "dependency:get", f"-Dartifact={ARTIFACT}"], capture_output=True, text=True)
-            if proc.returncode != 0 or not ZIP.exists():
-                raise NotRunnable(f"could not fetch {ARTIFACT}: {(proc.stdout + proc.stderr).strip()[-500:]}")
+                raise NotRunnable(f"{self.zip} is missing and Maven is not installed to fetch {self.artifact}")
+            log(f"{self.name}: fetching {self.artifact} from Maven Central")
+            proc = subprocess.run(["mvn", "-q", "dependency:get", f"-Dartifact={self.artifact}"], capture_output=True,
+                                  text=True)
+            if proc.returncode != 0 or not self.zip.exists():
+                raise NotRunnable(f"could not fetch {self.artifact}: {(proc.stdout + proc.stderr).strip()[-500:]}")
         if os.geteuid() == 0 and not shutil.which("setpriv"):
             raise NotRunnable("running as root and setpriv (util-linux) is missing to run Elasticsearch unprivileged")
 
@@ -72,8 +84,8 @@ class Elasticsearch(System):
         """work/elasticsearch when the unprivileged user can reach it, else a private dir in /var/tmp."""
         self.ctx.work.mkdir(parents=True, exist_ok=True)
         if os.geteuid() != 0 or self._as_user_ok(self.ctx.work):
-            return self.ctx.work / "elasticsearch"
-        return Path(tempfile.mkdtemp(prefix="strata-bench-es-", dir="/var/tmp"))
+            return self.ctx.work / self.name
+        return Path(tempfile.mkdtemp(prefix=f"strata-bench-{self.name}-", dir="/var/tmp"))
 
     def _as_user_ok(self, path):
         return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "test", "-x",
@@ -86,20 +98,20 @@ class Elasticsearch(System):
         self.base = self._base_dir()
         shutil.rmtree(self.base, ignore_errors=True)
         self.base.mkdir(parents=True)
-        with zipfile.ZipFile(ZIP) as z:
+        with zipfile.ZipFile(self.zip) as z:
             for info in z.infolist():
                 path = Path(z.extract(info, self.base))
                 mode = (info.external_attr >> 16) & 0o777
                 if mode and not info.is_dir():
                     path.chmod(mode)
-        self.home = self.base / f"elasticsearch-{VERSION}"
+        self.home = self.base / f"{self.product}-{self.version}"
         self.port, self.transport = free_port(), free_port()
         for d in ("data", "logs", "tmp"):
             (self.base / d).mkdir()
-        (self.home / "config" / "elasticsearch.yml").write_text("\n".join([
+        (self.home / "config" / f"{self.product}.yml").write_text("\n".join([
             "cluster.name: strata-bench", "node.name: node-1", f"path.data: {self.base / 'data'}",
             f"path.logs: {self.base / 'logs'}", "network.host: 127.0.0.1", f"http.port: {self.port}",
-            f"transport.port: {self.transport}", "discovery.type: single-node", "xpack.security.enabled: false",
+            f"transport.port: {self.transport}", "discovery.type: single-node", *self.extra_settings,
             "search.max_buckets: 2000000", "action.destructive_requires_name: false", ""]))
         if os.geteuid() == 0:
             for root, dirs, files in os.walk(self.base):
@@ -108,10 +120,12 @@ class Elasticsearch(System):
             os.chown(self.base, NOBODY, NOBODY)
 
     def start(self):
-        env = dict(os.environ, ES_JAVA_HOME=self.java_home, ES_JAVA_OPTS=f"-Xms{HEAP} -Xmx{HEAP}",
-                   ES_TMPDIR=str(self.base / "tmp"), HOME=str(self.base))
+        p = self.env_prefix
+        env = dict(os.environ, HOME=str(self.base), **{f"{p}_JAVA_HOME": self.java_home,
+                                                       f"{p}_JAVA_OPTS": f"-Xms{HEAP} -Xmx{HEAP}",
+                                                       f"{p}_TMPDIR": str(self.base / "tmp")})
         env.pop("JAVA_HOME", None)
-        cmd = [str(self.home / "bin" / "elasticsearch")]
+        cmd = [str(self.home / "bin" / self.product)]
         if os.geteuid() == 0:
             cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] + cmd
         self.log_file = open(self.base / "server.out", "ab")
@@ -120,7 +134,7 @@ class Elasticsearch(System):
         deadline = time.time() + 240
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"Elasticsearch exited with {self.proc.returncode}: {self._log_tail()}")
+                raise RuntimeError(f"{self.label} exited with {self.proc.returncode}: {self._log_tail()}")
             try:
                 status, body = self.request("GET", "/_cluster/health?wait_for_status=yellow&timeout=1s")
                 if status == 200:
@@ -128,7 +142,7 @@ class Elasticsearch(System):
             except OSError:
                 pass
             time.sleep(1)
-        raise RuntimeError(f"Elasticsearch did not answer within 240 s: {self._log_tail()}")
+        raise RuntimeError(f"{self.label} did not answer within 240 s: {self._log_tail()}")
 
     def _log_tail(self):
         try:
@@ -182,14 +196,14 @@ class Elasticsearch(System):
 
     def _check(self, what, status, body):
         if status >= 300:
-            raise RuntimeError(f"Elasticsearch {what} failed ({status}): {json.dumps(body)[:1500]}")
+            raise RuntimeError(f"{self.label} {what} failed ({status}): {json.dumps(body)[:1500]}")
         return body
 
     # --- benchmark steps ------------------------------------------------------------------------
     def load(self, workload, dataset):
         self._install()
         self.start()
-        index_def = json.loads((QUERY_DIR / workload.name / "ddl" / "elasticsearch.json").read_text())
+        index_def = json.loads((QUERY_DIR / workload.name / "ddl" / self.query_file).read_text())
         self._check("index creation", *self.request("PUT", f"/{INDEX}", index_def))
         started = time.perf_counter()
         rejected, first_error = self._bulk(dataset.path)
@@ -201,11 +215,11 @@ class Elasticsearch(System):
         store = stats["_all"]["primaries"]["store"]["size_in_bytes"]
         peak = proc_peak_rss(self.server_pid())
         if rejected:
-            log(f"elasticsearch: {rejected:,} documents rejected, first: {first_error}")
+            log(f"{self.name}: {rejected:,} documents rejected, first: {first_error}")
         # Restart so the queries' peak memory is theirs, not the load's.
         self.stop()
         self.start()
-        return {"load_seconds": seconds, "documents": docs, "version": f"Elasticsearch {VERSION} (integ-test-zip)",
+        return {"load_seconds": seconds, "documents": docs, "version": f"{self.label} {self.version} (integ-test-zip)",
                 "total_size": store, "total_size_method": "primary store size of the index (_stats/store), after refresh + flush",
                 "data_dir_bytes": dir_bytes(self.base / "data"), "load_peak_rss": peak, "rejected": rejected,
                 "first_rejection": first_error, "peak_rss_method": "VmHWM of the server JVM (1 GB heap)"}
@@ -240,7 +254,7 @@ class Elasticsearch(System):
         return rejected, first_error
 
     def queries(self, workload):
-        path = QUERY_DIR / workload.name / "elasticsearch.json"
+        path = QUERY_DIR / workload.name / self.query_file
         specs = json.loads(path.read_text())
         missing = [q for q in workload.queries if q not in specs]
         if missing:
@@ -302,3 +316,17 @@ def _column(spec, keys, bucket):
         micros = int(bucket[name]["value"])
         return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)).strftime("%Y-%m-%d %H:%M:%S.%f")
     raise ValueError(f"unknown column spec {spec!r}")
+
+
+class OpenSearch(Elasticsearch):
+    """OpenSearch 2.19.1 from Maven Central (org.opensearch.distribution.integ-test-zip): like the
+    Elasticsearch peer, the server with transport only (no painless, no security plugin), the same
+    query DSL, index definition and method."""
+
+    name = "opensearch"
+    label = "OpenSearch"
+    product = "opensearch"
+    group = "org.opensearch.distribution.integ-test-zip"
+    version = "2.19.1"
+    env_prefix = "OPENSEARCH"
+    extra_settings = ()
