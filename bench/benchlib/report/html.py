@@ -33,8 +33,12 @@ def _table(head, rows, numeric_from=1):
 def _load_rows(sec):
     rows = []
     for r in sec.runs:
-        good, total = sec.correct(r)
-        answers = f"{good}/{total}" if good == total else f'<span class="bad">{good}/{total}</span>'
+        checked = sec.correct(r)
+        if checked is None:
+            answers = '<span class="muted">not checked</span>'
+        else:
+            good, total = checked
+            answers = f"{good}/{total}" if good == total else f'<span class="bad">{good}/{total}</span>'
         rows.append([escape(r.get("label", r["system"])), escape(r.get("version") or "?"),
                      f"{r['num_loaded_documents']:,} ({r['data_quality']:.2%})", f"{r['load_time']:.2f}",
                      f"{r['load_docs_per_second']:,.0f}", mb(r.get("total_size")),
