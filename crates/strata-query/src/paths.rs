@@ -60,7 +60,10 @@ impl PathMode {
             PathMode::Int => DataType::Int64,
             PathMode::Float => DataType::Float64,
             PathMode::Bool => DataType::Boolean,
-            PathMode::String | PathMode::Json | PathMode::Text => DataType::Utf8,
+            // Views avoid copying strings out of Parquet pages and are what DataFusion's
+            // string kernels and group-by are fastest on.
+            PathMode::String | PathMode::Text => DataType::Utf8View,
+            PathMode::Json => DataType::Utf8,
         }
     }
 

@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::File;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -30,9 +31,10 @@ use datafusion::physical_plan::{
 };
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::statistics::Statistics;
 use serde_json::Value;
 use strata_format::{Manifest, PartEntry};
@@ -101,11 +103,11 @@ impl fmt::Display for Predicate {
     }
 }
 
-/// Row groups of one part to read.
+/// Row groups of one part to read, each with the row ranges its pages may match (None: all).
 #[derive(Debug, Clone)]
 struct ScanUnit {
     part: Arc<PartInScan>,
-    row_groups: Vec<usize>,
+    row_groups: Vec<(usize, Option<Vec<Range<usize>>>)>,
     rows: u64,
 }
 
@@ -122,6 +124,8 @@ struct PruneCounts {
     parts_pruned: usize,
     row_groups_total: usize,
     row_groups_pruned: usize,
+    pages_total: usize,
+    pages_pruned: usize,
 }
 
 #[derive(Debug)]
@@ -173,21 +177,27 @@ impl StrataScanExec {
             let file = File::open(&path).map_err(|e| {
                 DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
             })?;
-            let metadata =
-                ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| {
-                    DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
-                })?;
+            let metadata = open_metadata(&file).map_err(|e| {
+                DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
+            })?;
             let parquet = metadata.metadata().clone();
             let mut row_groups = Vec::new();
-            let mut rows = 0u64;
             for (index, rg) in parquet.row_groups().iter().enumerate() {
                 counts.row_groups_total += 1;
-                if predicates.iter().all(|p| row_group_may_match(entry, rg, p)) {
-                    row_groups.push(index);
-                    rows += rg.num_rows() as u64;
-                } else {
+                if !predicates.iter().all(|p| row_group_may_match(entry, rg, p)) {
                     counts.row_groups_pruned += 1;
+                    counts.pages_total +=
+                        (rg.num_rows() as usize).div_ceil(strata_format::part::GRANULE_ROWS);
+                    counts.pages_pruned +=
+                        (rg.num_rows() as usize).div_ceil(strata_format::part::GRANULE_ROWS);
+                    continue;
                 }
+                let selection = page_selection(entry, &parquet, index, &predicates, &mut counts);
+                if selection.as_ref().is_some_and(|ranges| ranges.is_empty()) {
+                    counts.row_groups_pruned += 1;
+                    continue;
+                }
+                row_groups.push((index, selection));
             }
             if row_groups.is_empty() {
                 continue;
@@ -199,15 +209,17 @@ impl StrataScanExec {
             });
             // One unit per row group so partitions can balance; consecutive groups of the
             // same part are merged back per partition below.
-            for rg in row_groups {
-                let rg_rows = parquet.row_group(rg).num_rows() as u64;
+            for (rg, selection) in row_groups {
+                let rows = match &selection {
+                    Some(ranges) => ranges.iter().map(|r| r.len() as u64).sum(),
+                    None => parquet.row_group(rg).num_rows() as u64,
+                };
                 units.push(ScanUnit {
                     part: part.clone(),
-                    row_groups: vec![rg],
-                    rows: rg_rows,
+                    row_groups: vec![(rg, selection)],
+                    rows,
                 });
             }
-            let _ = rows;
         }
         let partitions = distribute(units, target_partitions);
         let properties = PlanProperties::new(
@@ -239,6 +251,8 @@ impl StrataScanExec {
             ("parts_pruned", c.parts_pruned),
             ("row_groups_total", c.row_groups_total),
             ("row_groups_pruned", c.row_groups_pruned),
+            ("granules_total", c.pages_total),
+            ("granules_pruned", c.pages_pruned),
         ] {
             MetricBuilder::new(&self.metrics)
                 .global_counter(name)
@@ -265,7 +279,7 @@ fn distribute(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
             if let Some(last) = p.last_mut()
                 && Arc::ptr_eq(&last.part, &unit.part)
             {
-                last.row_groups.extend(unit.row_groups.iter().copied());
+                last.row_groups.extend(unit.row_groups.iter().cloned());
                 last.rows += unit.rows;
                 None
             } else {
@@ -653,7 +667,7 @@ impl DisplayAs for StrataScanExec {
         let c = self.counts;
         write!(
             f,
-            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {})",
+            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {}), granules pruned={}/{}",
             self.table,
             outputs.join(", "),
             c.parts_total - c.parts_pruned,
@@ -661,7 +675,9 @@ impl DisplayAs for StrataScanExec {
             c.parts_pruned,
             c.row_groups_total - c.row_groups_pruned,
             c.row_groups_total,
-            c.row_groups_pruned
+            c.row_groups_pruned,
+            c.pages_pruned,
+            c.pages_total
         )?;
         if !self.predicates.is_empty() {
             let p: Vec<String> = self.predicates.iter().map(|p| p.to_string()).collect();
@@ -745,8 +761,8 @@ impl ExecutionPlan for StrataScanExec {
                 let parquet = part.metadata.metadata().clone();
                 let descr = parquet.file_metadata().schema_descr_ptr();
                 let mask = ProjectionMask::roots(&descr, roots.iter().copied());
-                for &rg in &unit.row_groups {
-                    let meta = parquet.row_group(rg);
+                for (rg, _) in &unit.row_groups {
+                    let meta = parquet.row_group(*rg);
                     for (i, chunk) in meta.columns().iter().enumerate() {
                         if mask.leaf_included(i) {
                             bytes_scanned.add(chunk.compressed_size().max(0) as usize);
@@ -759,18 +775,20 @@ impl ExecutionPlan for StrataScanExec {
                         part.path.display()
                     ))
                 })?;
-                let reader =
+                let mut builder =
                     ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.metadata.clone())
                         .with_projection(mask)
-                        .with_row_groups(unit.row_groups.clone())
-                        .with_batch_size(BATCH_ROWS)
-                        .build()
-                        .map_err(|e| {
-                            DataFusionError::Execution(format!(
-                                "table {table}: {}: {e}",
-                                part.path.display()
-                            ))
-                        })?;
+                        .with_row_groups(unit.row_groups.iter().map(|(rg, _)| *rg).collect())
+                        .with_batch_size(BATCH_ROWS);
+                if unit.row_groups.iter().any(|(_, s)| s.is_some()) {
+                    builder = builder.with_row_selection(row_selection(&parquet, &unit.row_groups));
+                }
+                let reader = builder.build().map_err(|e| {
+                    DataFusionError::Execution(format!(
+                        "table {table}: {}: {e}",
+                        part.path.display()
+                    ))
+                })?;
                 for batch in reader {
                     let batch = batch.map_err(|e| {
                         DataFusionError::Execution(format!(
@@ -840,7 +858,12 @@ fn build_output(batch: &RecordBatch, plan: &OutputPlan) -> Result<ArrayRef> {
             let array = batch
                 .column_by_name(column)
                 .ok_or_else(|| DataFusionError::Internal(format!("column {column} not read")))?;
-            cast_with_options(array, &DataType::Utf8, &safe)?
+            let text = PathMode::Text.data_type();
+            if array.data_type() == &text {
+                array.clone()
+            } else {
+                cast_with_options(array, &text, &safe)?
+            }
         }
         OutputPlan::Typed {
             column,
@@ -926,6 +949,168 @@ fn scalar_at(array: &ArrayRef, row: usize) -> ModeValue {
         ),
         DataType::Boolean => ModeValue::Bool(array.as_boolean().value(row)),
         DataType::Utf8 => ModeValue::Text(array.as_string::<i32>().value(row).to_owned()),
+        DataType::Utf8View => ModeValue::Text(array.as_string_view().value(row).to_owned()),
         _ => ModeValue::Null,
     }
+}
+
+/// Footer, page index and an Arrow schema that reads every string column as `Utf8View`.
+fn open_metadata(file: &File) -> parquet::errors::Result<ArrowReaderMetadata> {
+    let options = ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional);
+    let plain = ArrowReaderMetadata::load(file, options.clone())?;
+    let fields: Vec<arrow::datatypes::FieldRef> = plain
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            if f.data_type() == &DataType::Utf8 {
+                Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8View))
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
+        fields,
+        plain.schema().metadata().clone(),
+    ));
+    ArrowReaderMetadata::try_new(plain.metadata().clone(), options.with_schema(schema))
+}
+
+/// Min and max of page `page` from a column index, as bounds.
+fn page_bounds(index: &ColumnIndexMetaData, page: usize) -> Option<(Bound, Bound)> {
+    match index {
+        ColumnIndexMetaData::BYTE_ARRAY(i) => {
+            let min = std::str::from_utf8(i.min_value(page)?).ok()?;
+            let max = std::str::from_utf8(i.max_value(page)?).ok()?;
+            Some((Bound::Str(min.to_owned()), Bound::Str(max.to_owned())))
+        }
+        ColumnIndexMetaData::INT64(i) => Some((
+            Bound::Int(*i.min_value(page)?),
+            Bound::Int(*i.max_value(page)?),
+        )),
+        ColumnIndexMetaData::DOUBLE(i) => Some((
+            Bound::Float(*i.min_value(page)?),
+            Bound::Float(*i.max_value(page)?),
+        )),
+        ColumnIndexMetaData::BOOLEAN(i) => Some((
+            Bound::Bool(*i.min_value(page)?),
+            Bound::Bool(*i.max_value(page)?),
+        )),
+        _ => None,
+    }
+}
+
+/// Row ranges of row group `rg` whose pages (granules) may match every predicate; None when no
+/// predicate can use the page index.
+fn page_selection(
+    entry: &PartEntry,
+    parquet: &parquet::file::metadata::ParquetMetaData,
+    rg: usize,
+    predicates: &[Predicate],
+    counts: &mut PruneCounts,
+) -> Option<Vec<Range<usize>>> {
+    let (Some(column_index), Some(offset_index)) = (parquet.column_index(), parquet.offset_index())
+    else {
+        return None;
+    };
+    let group = parquet.row_group(rg);
+    let rows = group.num_rows() as usize;
+    let mut selected: Option<Vec<Range<usize>>> = None;
+    for predicate in predicates {
+        let column = predicate.column();
+        if remainder_feeds(entry, &column.path, column.mode) {
+            continue;
+        }
+        let Some(ci) = group.columns().iter().position(|c| {
+            c.column_path().parts().len() == 1 && c.column_path().parts()[0] == column.path
+        }) else {
+            continue;
+        };
+        let (Some(index), Some(offsets)) = (
+            column_index.get(rg).and_then(|c| c.get(ci)),
+            offset_index.get(rg).and_then(|c| c.get(ci)),
+        ) else {
+            continue;
+        };
+        let pages = offsets.page_locations();
+        let mut ranges: Vec<Range<usize>> = Vec::new();
+        for (page, location) in pages.iter().enumerate() {
+            let start = location.first_row_index as usize;
+            let end = pages
+                .get(page + 1)
+                .map_or(rows, |next| next.first_row_index as usize);
+            let keep = if index.is_null_page(page) {
+                false
+            } else {
+                match page_bounds(index, page) {
+                    Some((min, max)) => range_may_match(predicate, &min, &max),
+                    None => true,
+                }
+            };
+            if keep {
+                match ranges.last_mut() {
+                    Some(last) if last.end == start => last.end = end,
+                    _ => ranges.push(start..end),
+                }
+            }
+        }
+        selected = Some(match selected {
+            None => ranges,
+            Some(previous) => intersect(&previous, &ranges),
+        });
+    }
+    if let Some(ranges) = &selected {
+        let pages = offset_index
+            .get(rg)
+            .and_then(|c| c.first())
+            .map_or(0, |o| o.page_locations().len());
+        counts.pages_total += pages;
+        let kept_rows: usize = ranges.iter().map(|r| r.len()).sum();
+        // Granules are GRANULE_ROWS long; report pruning in those units.
+        let granule = strata_format::part::GRANULE_ROWS;
+        counts.pages_pruned += (rows - kept_rows) / granule;
+    } else {
+        counts.pages_total += rows.div_ceil(strata_format::part::GRANULE_ROWS);
+    }
+    selected
+}
+
+fn intersect(a: &[Range<usize>], b: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let start = a[i].start.max(b[j].start);
+        let end = a[i].end.min(b[j].end);
+        if start < end {
+            out.push(start..end);
+        }
+        if a[i].end < b[j].end {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}
+
+/// One selection over the concatenated rows of the unit's row groups.
+fn row_selection(
+    parquet: &parquet::file::metadata::ParquetMetaData,
+    row_groups: &[(usize, Option<Vec<Range<usize>>>)],
+) -> RowSelection {
+    let mut ranges = Vec::new();
+    let mut offset = 0usize;
+    for (rg, selection) in row_groups {
+        let rows = parquet.row_group(*rg).num_rows() as usize;
+        match selection {
+            Some(selected) => {
+                ranges.extend(selected.iter().map(|r| r.start + offset..r.end + offset))
+            }
+            None => ranges.push(offset..offset + rows),
+        }
+        offset += rows;
+    }
+    RowSelection::from_consecutive_ranges(ranges.into_iter(), offset)
 }

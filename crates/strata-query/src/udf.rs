@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder,
+    StringViewBuilder,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
@@ -132,7 +133,17 @@ pub fn build_mode_array(
             }
             Arc::new(b.finish())
         }
-        PathMode::String | PathMode::Json | PathMode::Text => {
+        PathMode::String | PathMode::Text => {
+            let mut b = StringViewBuilder::with_capacity(rows);
+            for v in values {
+                match v {
+                    ModeValue::Text(s) => b.append_value(s),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        PathMode::Json => {
             let mut b = StringBuilder::with_capacity(rows, rows * 16);
             for v in values {
                 match v {
@@ -258,11 +269,15 @@ impl ScalarUDFImpl for JsonGet {
         &self.signature
     }
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
+        Ok(if self.as_text {
+            PathMode::Text.data_type()
+        } else {
+            PathMode::Json.data_type()
+        })
     }
     fn return_field_from_args(&self, _args: ReturnFieldArgs) -> Result<FieldRef> {
         Ok(Arc::new(if self.as_text {
-            Field::new(self.name(), DataType::Utf8, true)
+            Field::new(self.name(), PathMode::Text.data_type(), true)
         } else {
             json_field(self.name())
         }))
