@@ -16,6 +16,7 @@ pub mod error;
 pub mod kind;
 pub mod path;
 pub mod reconstruct;
+pub mod selfcheck;
 pub mod shred;
 
 pub use document::{MAX_NESTING_DEPTH, parse_document};
