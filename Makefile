@@ -1,6 +1,7 @@
 # Strata — the two commands of the README:
 #   make demo   build, generate 1M Bluesky events, ingest them, run the JSONBench queries
-#   make test   the whole test suite (Rust unit/property/golden/slt/e2e tests, Python client tests, lints)
+#   make test   the whole test suite (Rust unit/property/golden/slt/e2e tests, Python client tests,
+#               the benchmark suite's tests, lints)
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -10,7 +11,7 @@ STRATA := target/debug/strata
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test build rust-test python-test lint venv bench clean
+.PHONY: demo test build rust-test python-test bench-test lint venv bench clean
 
 build:
 	$(CARGO) build --bin strata
@@ -37,14 +38,21 @@ rust-test:
 python-test: build $(PY)
 	STRATA_BIN=$(CURDIR)/$(STRATA) $(PY) -m pytest -q tests/python
 
+# The benchmark suite's own tests: answer checks, every runnable peer end to end on the real
+# samples (with the debug binary), the HTML report drawn in headless Chromium.
+bench-test: build
+	bench/run.sh --help >/dev/null
+	STRATA_BIN=$(CURDIR)/$(STRATA) bench/.venv/bin/python -m pytest -q bench/tests
+
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: rust-test python-test lint
+test: rust-test python-test bench-test lint
 
 bench:
-	bench/run.sh
+	$(CARGO) build --release --bin strata
+	bench/run.sh --systems strata,clickhouse,duckdb,postgres,elasticsearch,opensearch,mongodb,greptimedb --workloads jsonbench,gharchive --scales 1m,10m
 
 clean:
 	rm -rf $(DEMO_DIR) $(VENV)
