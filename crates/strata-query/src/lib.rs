@@ -44,6 +44,13 @@ pub enum QueryError {
     DataFusion(#[from] datafusion::error::DataFusionError),
     #[error(transparent)]
     Engine(#[from] strata_engine::EngineError),
+    /// A statement that ended before it was complete (the parser reports no position then).
+    #[error("syntax error at end of input (line {line}, column {column}): {message}")]
+    IncompleteStatement {
+        message: String,
+        line: usize,
+        column: usize,
+    },
 }
 
 /// The result of one statement.
@@ -107,10 +114,36 @@ impl Session {
 
     /// Plans and runs one statement, collecting its result.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
-        let frame = self.context.sql(sql).await?;
+        let frame = match self.context.sql(sql).await {
+            Ok(frame) => frame,
+            Err(e) => return Err(with_end_position(e, sql)),
+        };
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await?;
         Ok(QueryResult { schema, batches })
+    }
+}
+
+/// The parser gives a line and column for every syntax error except running out of input;
+/// that one gets the position just past the statement's last character.
+fn with_end_position(error: datafusion::error::DataFusionError, sql: &str) -> QueryError {
+    use datafusion::error::DataFusionError;
+    match &error {
+        DataFusionError::SQL(parser_error, _) => {
+            let message = parser_error.to_string();
+            if message.contains("found: EOF") && !message.contains("Line:") {
+                let trimmed = sql.trim_end();
+                let line = trimmed.lines().count().max(1);
+                let column = trimmed.lines().last().map_or(0, |l| l.chars().count()) + 1;
+                return QueryError::IncompleteStatement {
+                    message,
+                    line,
+                    column,
+                };
+            }
+            QueryError::DataFusion(error)
+        }
+        _ => QueryError::DataFusion(error),
     }
 }
 

@@ -126,6 +126,8 @@ struct PruneCounts {
     row_groups_pruned: usize,
     pages_total: usize,
     pages_pruned: usize,
+    rows_total: usize,
+    rows_pruned: usize,
 }
 
 #[derive(Debug)]
@@ -221,6 +223,9 @@ impl StrataScanExec {
                 });
             }
         }
+        counts.rows_total = manifest.parts.iter().map(|p| p.rows as usize).sum();
+        let rows_kept: u64 = units.iter().map(|u| u.rows).sum();
+        counts.rows_pruned = counts.rows_total.saturating_sub(rows_kept as usize);
         let partitions = distribute(units, target_partitions);
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
@@ -253,6 +258,8 @@ impl StrataScanExec {
             ("row_groups_pruned", c.row_groups_pruned),
             ("granules_total", c.pages_total),
             ("granules_pruned", c.pages_pruned),
+            ("rows_total", c.rows_total),
+            ("rows_pruned", c.rows_pruned),
         ] {
             MetricBuilder::new(&self.metrics)
                 .global_counter(name)
@@ -667,7 +674,7 @@ impl DisplayAs for StrataScanExec {
         let c = self.counts;
         write!(
             f,
-            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {}), granules pruned={}/{}",
+            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {}), granules pruned={}/{}, rows pruned={}/{}",
             self.table,
             outputs.join(", "),
             c.parts_total - c.parts_pruned,
@@ -677,7 +684,9 @@ impl DisplayAs for StrataScanExec {
             c.row_groups_total,
             c.row_groups_pruned,
             c.pages_pruned,
-            c.pages_total
+            c.pages_total,
+            c.rows_pruned,
+            c.rows_total
         )?;
         if !self.predicates.is_empty() {
             let p: Vec<String> = self.predicates.iter().map(|p| p.to_string()).collect();
@@ -1061,18 +1070,19 @@ fn page_selection(
             Some(previous) => intersect(&previous, &ranges),
         });
     }
+    // Pruning is reported in granules (GRANULE_ROWS long, the writer's page row limit) so the
+    // figures do not depend on how many pages each column happened to need.
+    let granule = strata_format::part::GRANULE_ROWS;
+    let granules = rows.div_ceil(granule);
+    counts.pages_total += granules;
     if let Some(ranges) = &selected {
-        let pages = offset_index
-            .get(rg)
-            .and_then(|c| c.first())
-            .map_or(0, |o| o.page_locations().len());
-        counts.pages_total += pages;
-        let kept_rows: usize = ranges.iter().map(|r| r.len()).sum();
-        // Granules are GRANULE_ROWS long; report pruning in those units.
-        let granule = strata_format::part::GRANULE_ROWS;
-        counts.pages_pruned += (rows - kept_rows) / granule;
-    } else {
-        counts.pages_total += rows.div_ceil(strata_format::part::GRANULE_ROWS);
+        let kept = (0..granules)
+            .filter(|g| {
+                let (start, end) = (g * granule, ((g + 1) * granule).min(rows));
+                ranges.iter().any(|r| r.start < end && start < r.end)
+            })
+            .count();
+        counts.pages_pruned += granules - kept;
     }
     selected
 }

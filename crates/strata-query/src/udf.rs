@@ -19,7 +19,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{
-    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
 use serde_json::Value;
@@ -156,6 +156,50 @@ pub fn build_mode_array(
     }
 }
 
+/// How a path reads in SQL, for column names: dotted for typed access, arrows for JSON and text.
+fn path_display_name(base: &str, path: &JsonPath, mode: PathMode) -> String {
+    let segments = path.segments();
+    if segments.is_empty() {
+        return base.to_owned();
+    }
+    let mut name = base.to_owned();
+    match mode {
+        PathMode::Json | PathMode::Text => {
+            for (i, segment) in segments.iter().enumerate() {
+                let arrow = if mode == PathMode::Text && i + 1 == segments.len() {
+                    "->>"
+                } else {
+                    "->"
+                };
+                name.push_str(arrow);
+                name.push('\'');
+                name.push_str(&segment.replace('\'', "''"));
+                name.push('\'');
+            }
+        }
+        PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool => {
+            for segment in segments {
+                name.push('.');
+                let plain = segment
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && segment
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if plain {
+                    name.push_str(segment);
+                } else {
+                    name.push('"');
+                    name.push_str(&segment.replace('"', "\"\""));
+                    name.push('"');
+                }
+            }
+        }
+    }
+    name
+}
+
 fn value_at<'a>(mut value: &'a Value, segments: &[String]) -> Option<&'a Value> {
     for segment in segments {
         value = value.as_object()?.get(segment)?;
@@ -197,6 +241,28 @@ impl ScalarUDFImpl for StrataPath {
     }
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
         plan_err!("strata_path needs literal path and mode arguments")
+    }
+    /// Output columns are named as users write paths, not after this internal function:
+    /// `data.a.b` for typed access, `data->'a'->'b'` for JSON, `data->'a'->>'b'` for text.
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        let literal = |i: usize| match args.get(i) {
+            Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => {
+                Some(s.as_str())
+            }
+            _ => None,
+        };
+        let (Some(data), Some(path), Some(mode)) = (
+            args.first(),
+            literal(1),
+            literal(2).and_then(PathMode::parse),
+        ) else {
+            return plan_err!("strata_path(data, path, mode) needs literal path and mode");
+        };
+        let base = match data {
+            Expr::Column(column) => column.name.clone(),
+            other => other.schema_name().to_string(),
+        };
+        Ok(path_display_name(&base, &JsonPath::decode(path), mode))
     }
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
         let Some(mode) = literal_string(&args, 2).and_then(PathMode::parse) else {

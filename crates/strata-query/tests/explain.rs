@@ -1,0 +1,109 @@
+//! `EXPLAIN ANALYZE` shows what the scan pruned and read: parts by the manifest's sort-key
+//! ranges, granules by Parquet page statistics, rows, and bytes scanned.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::io::Write;
+
+use arrow::util::pretty::pretty_format_batches;
+use strata_engine::input::Input;
+use strata_engine::{DataDir, IngestOptions, ingest};
+use strata_query::Session;
+
+fn ingest_lines(dir: &DataDir, table: &str, lines: &[String]) {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for line in lines {
+        writeln!(file, "{line}").unwrap();
+    }
+    let options = IngestOptions {
+        sort_key: Some(vec!["kind".into(), "n".into()]),
+        ..Default::default()
+    };
+    ingest(
+        dir,
+        table,
+        &[Input::File(file.path().to_owned())],
+        &options,
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap();
+}
+
+fn explain_analyze(root: &std::path::Path, sql: &str) -> String {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let session = Session::open(root).unwrap();
+        let result = session
+            .run(&format!("EXPLAIN ANALYZE {sql}"))
+            .await
+            .unwrap();
+        pretty_format_batches(&result.batches).unwrap().to_string()
+    })
+}
+
+/// Reads `label=pruned/total` from the scan's line of the plan.
+fn pruned(plan: &str, label: &str) -> (u64, u64) {
+    let start = plan
+        .find(&format!("{label}="))
+        .unwrap_or_else(|| panic!("no {label} in\n{plan}"))
+        + label.len()
+        + 1;
+    let text: String = plan[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '/')
+        .collect();
+    let (a, b) = text.split_once('/').unwrap();
+    (a.parse().unwrap(), b.parse().unwrap())
+}
+
+#[test]
+fn explain_analyze_reports_pruned_parts_granules_rows_and_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    // Three ingests make three parts with disjoint `kind` ranges; the middle one is large enough
+    // (40,000 rows sorted by n) to have several granules of 8,192 rows.
+    for (kind, rows) in [("alpha", 1_000), ("beta", 40_000), ("gamma", 1_000)] {
+        let lines: Vec<String> = (0..rows)
+            .map(|n| format!(r#"{{"kind":"{kind}","n":{n},"text":"row {n} of {kind}"}}"#))
+            .collect();
+        ingest_lines(&dir, "events", &lines);
+    }
+
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT count(*) FROM events WHERE data.kind = 'beta' AND data.n < 100",
+    );
+    // parts=kept/total, then pruned counts as pruned/total.
+    assert_eq!(pruned(&plan, "parts"), (1, 3), "{plan}");
+    // 40,000 rows = 5 granules; only the first can hold n < 100.
+    assert_eq!(pruned(&plan, "granules pruned"), (4, 5), "{plan}");
+    assert_eq!(
+        pruned(&plan, "rows pruned"),
+        (42_000 - 8_192, 42_000),
+        "{plan}"
+    );
+    for metric in [
+        "parts_pruned=2",
+        "granules_pruned=4",
+        "rows_pruned=",
+        "bytes_scanned=",
+    ] {
+        assert!(plan.contains(metric), "no {metric} in\n{plan}");
+    }
+
+    // Page statistics exist for every column, so equality on another path prunes too...
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT count(*) FROM events WHERE data.text = 'row 5 of beta'",
+    );
+    assert_eq!(pruned(&plan, "parts"), (3, 3), "{plan}");
+    assert!(pruned(&plan, "granules pruned").0 > 0, "{plan}");
+    // ...while a filter statistics cannot decide prunes nothing.
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT count(*) FROM events WHERE data.text LIKE '%5 of beta'",
+    );
+    assert_eq!(pruned(&plan, "parts"), (3, 3), "{plan}");
+    assert_eq!(pruned(&plan, "rows pruned"), (0, 42_000), "{plan}");
+}
