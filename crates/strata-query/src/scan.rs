@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::File;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringBuilder};
@@ -159,6 +159,7 @@ impl StrataScanExec {
         filters: &[Expr],
         limit: Option<usize>,
         target_partitions: usize,
+        metadata_cache: &PartMetadataCache,
     ) -> Result<Self> {
         let predicates: Vec<Predicate> = filters
             .iter()
@@ -176,10 +177,7 @@ impl StrataScanExec {
                 continue;
             }
             let path = Manifest::part_path(&dir, &entry.file);
-            let file = File::open(&path).map_err(|e| {
-                DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
-            })?;
-            let metadata = open_metadata(&file).map_err(|e| {
+            let metadata = metadata_cache.get_or_load(&path).map_err(|e| {
                 DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
             })?;
             let parquet = metadata.metadata().clone();
@@ -362,6 +360,29 @@ fn bound_of(expr: &Expr) -> Option<Bound> {
 
 fn predicate_from_expr(expr: &Expr, columns: &[PathColumn]) -> Option<Predicate> {
     match expr {
+        // DataFusion rewrites short IN lists to OR chains of equalities; fold them back.
+        Expr::BinaryExpr(b) if b.op == Operator::Or => {
+            let equal_values = |p: Predicate| match p {
+                Predicate::Compare {
+                    column,
+                    op: Operator::Eq,
+                    value,
+                } => Some((column, vec![value])),
+                Predicate::In { column, values } => Some((column, values)),
+                _ => None,
+            };
+            let (left_column, mut values) = equal_values(predicate_from_expr(&b.left, columns)?)?;
+            let (right_column, right_values) =
+                equal_values(predicate_from_expr(&b.right, columns)?)?;
+            if left_column != right_column {
+                return None;
+            }
+            values.extend(right_values);
+            Some(Predicate::In {
+                column: left_column,
+                values,
+            })
+        }
         Expr::BinaryExpr(b) => {
             let flipped = |op: Operator| match op {
                 Operator::Lt => Operator::Gt,
@@ -960,6 +981,39 @@ fn scalar_at(array: &ArrayRef, row: usize) -> ModeValue {
         DataType::Utf8 => ModeValue::Text(array.as_string::<i32>().value(row).to_owned()),
         DataType::Utf8View => ModeValue::Text(array.as_string_view().value(row).to_owned()),
         _ => ModeValue::Null,
+    }
+}
+
+/// Parsed footers and page indexes of parts, kept across the statements of a session.
+///
+/// A part file is immutable and its name is never reused (ADR 0001), so an entry can never be
+/// stale; merged-away parts simply stop being asked for. Parsing a footer with hundreds of
+/// columns and their page index costs milliseconds, which would otherwise be paid by every
+/// statement for every part.
+#[derive(Debug, Default)]
+pub struct PartMetadataCache {
+    entries: std::sync::Mutex<std::collections::HashMap<PathBuf, ArrowReaderMetadata>>,
+}
+
+impl PartMetadataCache {
+    /// Entries kept before the cache starts over (bounds memory on very large tables).
+    const MAX_ENTRIES: usize = 4096;
+
+    fn get_or_load(&self, path: &Path) -> std::result::Result<ArrowReaderMetadata, String> {
+        if let Ok(entries) = self.entries.lock()
+            && let Some(found) = entries.get(path)
+        {
+            return Ok(found.clone());
+        }
+        let file = File::open(path).map_err(|e| e.to_string())?;
+        let metadata = open_metadata(&file).map_err(|e| e.to_string())?;
+        if let Ok(mut entries) = self.entries.lock() {
+            if entries.len() >= Self::MAX_ENTRIES {
+                entries.clear();
+            }
+            entries.insert(path.to_owned(), metadata.clone());
+        }
+        Ok(metadata)
     }
 }
 

@@ -22,7 +22,7 @@ use strata_engine::DataDir;
 use strata_format::Manifest;
 
 use crate::paths::{PathColumn, PathIndex};
-use crate::scan::{ScanOutput, StrataScanExec};
+use crate::scan::{PartMetadataCache, ScanOutput, StrataScanExec};
 use crate::udf::json_field;
 
 /// Field metadata naming the Strata table a `data` column belongs to.
@@ -41,12 +41,14 @@ pub struct StrataTable {
     paths: Arc<PathIndex>,
     columns: Vec<PathColumn>,
     schema: SchemaRef,
+    metadata_cache: Arc<PartMetadataCache>,
 }
 
 impl StrataTable {
     pub fn open(
         data_dir: &DataDir,
         name: &str,
+        metadata_cache: Arc<PartMetadataCache>,
     ) -> Result<Option<StrataTable>, strata_engine::EngineError> {
         let dir = data_dir.table_dir(name)?;
         let Some(manifest) = Manifest::load(&dir)? else {
@@ -59,6 +61,7 @@ impl StrataTable {
             Arc::new(manifest),
             paths,
             Vec::new(),
+            metadata_cache,
         )))
     }
 
@@ -68,6 +71,7 @@ impl StrataTable {
         manifest: Arc<Manifest>,
         paths: Arc<PathIndex>,
         columns: Vec<PathColumn>,
+        metadata_cache: Arc<PartMetadataCache>,
     ) -> StrataTable {
         let mut fields = vec![
             json_field(DATA_COLUMN).with_metadata(
@@ -94,6 +98,7 @@ impl StrataTable {
             paths,
             columns,
             schema: Arc::new(Schema::new(fields)),
+            metadata_cache,
         }
     }
 
@@ -105,6 +110,7 @@ impl StrataTable {
             self.manifest.clone(),
             self.paths.clone(),
             columns.into_iter().collect(),
+            self.metadata_cache.clone(),
         )
     }
 
@@ -176,6 +182,7 @@ impl TableProvider for StrataTable {
             filters,
             limit,
             partitions,
+            &self.metadata_cache,
         )?;
         Ok(Arc::new(exec))
     }
@@ -186,11 +193,17 @@ impl TableProvider for StrataTable {
 pub struct DataDirSchema {
     data_dir: DataDir,
     registry: PathRegistry,
+    /// Shared by every statement of the session: parts never change once written.
+    metadata_cache: Arc<PartMetadataCache>,
 }
 
 impl DataDirSchema {
     pub fn new(data_dir: DataDir, registry: PathRegistry) -> Self {
-        DataDirSchema { data_dir, registry }
+        DataDirSchema {
+            data_dir,
+            registry,
+            metadata_cache: Arc::new(PartMetadataCache::default()),
+        }
     }
 }
 
@@ -208,7 +221,9 @@ impl SchemaProvider for DataDirSchema {
         if strata_engine::table::validate_table_name(name).is_err() {
             return Ok(None);
         }
-        let Some(table) = StrataTable::open(&self.data_dir, name).map_err(external)? else {
+        let Some(table) = StrataTable::open(&self.data_dir, name, self.metadata_cache.clone())
+            .map_err(external)?
+        else {
             return Ok(None);
         };
         if let Ok(mut registry) = self.registry.write() {

@@ -92,6 +92,14 @@ fn explain_analyze_reports_pruned_parts_granules_rows_and_bytes() {
         assert!(plan.contains(metric), "no {metric} in\n{plan}");
     }
 
+    // IN lists (which DataFusion turns into OR chains) prune like equality.
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT count(*) FROM events WHERE data.kind IN ('alpha', 'gamma')",
+    );
+    assert_eq!(pruned(&plan, "parts"), (2, 3), "{plan}");
+    assert_eq!(pruned(&plan, "rows pruned"), (40_000, 42_000), "{plan}");
+
     // Page statistics exist for every column, so equality on another path prunes too...
     let plan = explain_analyze(
         tmp.path(),
