@@ -75,13 +75,14 @@ impl KindValues {
         self.offsets.push(self.bytes.len());
     }
 
+    /// Heap bytes reserved (capacities, not lengths: that is what the process holds).
     fn heap_bytes(&self) -> usize {
-        self.rows.len() * 4
-            + self.ints.len() * 8
-            + self.floats.len() * 8
-            + self.bools.len()
-            + self.bytes.len()
-            + self.offsets.len() * 8
+        self.rows.capacity() * 4
+            + self.ints.capacity() * 8
+            + self.floats.capacity() * 8
+            + self.bools.capacity()
+            + self.bytes.capacity()
+            + self.offsets.capacity() * 8
     }
 }
 
@@ -208,16 +209,17 @@ impl Shredder {
     }
 
     /// Chooses columns, sorts rows by the sort key, and builds the record batch.
-    pub fn finish(self) -> Result<ShreddedBatch, JsonError> {
+    pub fn finish(mut self) -> Result<ShreddedBatch, JsonError> {
         let rows = self.rows as usize;
         let chosen = self.choose_columns();
 
-        // Dense, unsorted arrays of the chosen columns.
+        // Dense, unsorted arrays of the chosen columns. Each column's buffer is released as soon
+        // as its array exists, so the batch is never held twice in full (ingest memory bound).
         let mut columns: Vec<(LayoutColumn, ArrayRef)> = Vec::with_capacity(chosen.len());
         for &(node, kind) in &chosen {
-            let n = &self.nodes[node];
+            let n = &mut self.nodes[node];
             let values = n.values[kind.index()]
-                .as_deref()
+                .take()
                 .ok_or_else(|| JsonError::Layout {
                     column: n.path.encode(),
                     message: "chosen column has no values".into(),
@@ -228,14 +230,13 @@ impl Shredder {
                     path: n.path.clone(),
                     kind,
                 },
-                dense_array(values, kind, rows),
+                dense_array(&values, kind, rows),
             ));
         }
 
         let order = self.sort_order(&chosen, &columns)?;
 
-        // Remainder entries, in final row order.
-        let chosen_set: BTreeSet<(usize, Kind)> = chosen.iter().copied().collect();
+        // Remainder entries, in final row order (chosen columns' buffers are gone by now).
         let mut entries: Vec<(u32, usize, Kind, usize)> = Vec::new();
         let mut remainder_paths: BTreeMap<String, BTreeSet<Kind>> = BTreeMap::new();
         let mut truncated = false;
@@ -244,9 +245,6 @@ impl Shredder {
                 let Some(values) = node.values[kind.index()].as_deref() else {
                     continue;
                 };
-                if chosen_set.contains(&(node_id, kind)) {
-                    continue;
-                }
                 let name = node.path.encode();
                 if remainder_paths.len() < MAX_LISTED_REMAINDER_PATHS
                     || remainder_paths.contains_key(&name)

@@ -7,6 +7,7 @@
 //! ([`scan`]) and a few functions ([`udf`]). DataFusion does the rest: SQL, optimisation,
 //! parallel vectorised execution, spilling aggregation.
 
+pub mod distinct;
 pub mod paths;
 pub mod planner;
 pub mod rule;
@@ -93,7 +94,12 @@ impl Session {
         if let Some(planners) = builder.expr_planners() {
             planners.insert(0, Arc::new(JsonPathPlanner::new(registry.clone())));
         }
-        let state = builder.with_analyzer_rules(analyzer_rules).build();
+        let mut optimizer_rules = datafusion::optimizer::Optimizer::new().rules;
+        optimizer_rules.insert(0, Arc::new(distinct::SpillableCountDistinct));
+        let state = builder
+            .with_analyzer_rules(analyzer_rules)
+            .with_optimizer_rules(optimizer_rules)
+            .build();
         let context = SessionContext::new_with_state(state);
         for function in udf::all_functions() {
             context.register_udf(function);
