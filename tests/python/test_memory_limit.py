@@ -37,6 +37,12 @@ def test_count_distinct_spills_under_a_small_memory_limit(strata, tmp_path):
         assert [r["g"] for r in rows] == [f"group-{k}" for k in range(4)]
         assert all(r.get("n", DOCS // 4) == DOCS // 4 for r in rows)
 
+    # Empty input and absent paths through the same (rewritten) plan: counts are 0, not NULL.
+    proc = run("SELECT count(*) AS n, count(DISTINCT data.user) AS users, count(data.g) AS g, min(data.g) AS m, "
+               "count(DISTINCT data.no_such_path) AS none FROM t WHERE data.g = 'no such group'")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"n": 0, "users": 0, "g": 0, "m": None, "none": 0}
+
     # The limit was binding: the aggregation spilled.
     proc = run("EXPLAIN ANALYZE " + sql)
     assert proc.returncode == 0, proc.stderr

@@ -27,7 +27,7 @@ use crate::table::{DataDir, collect_garbage, new_part_file};
 
 /// Buffered value bytes at which a part is cut. With the part being written in the background
 /// and the next one filling, peak memory is a small multiple of this (see docs/architecture.md).
-pub const DEFAULT_PART_TARGET_BYTES: usize = 160 * 1024 * 1024;
+pub const DEFAULT_PART_TARGET_BYTES: usize = 96 * 1024 * 1024;
 
 const CHUNK_BYTES: usize = 8 * 1024 * 1024;
 const CHUNK_LINES: usize = 32 * 1024;
@@ -189,7 +189,7 @@ pub fn ingest(
             if shredder.buffered_bytes() >= options.part_target_bytes {
                 let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
                 if let Some(handle) = in_flight.take() {
-                    new_parts.push(join_writer(handle)?);
+                    new_parts.push(full_part(join_writer(handle)?));
                 }
                 in_flight = Some(spawn_part_writer(
                     table.to_owned(),
@@ -206,7 +206,7 @@ pub fn ingest(
         }
     }
     if let Some(handle) = in_flight.take() {
-        new_parts.push(join_writer(handle)?);
+        new_parts.push(full_part(join_writer(handle)?));
     }
     if !shredder.is_empty() {
         new_parts.push(write_shredded(
@@ -310,6 +310,12 @@ pub(crate) fn write_shredded(
         sort_key,
         &PartWriterOptions::default(),
     )?)
+}
+
+/// Parts written because the buffer reached the target size (see [`PartEntry::full`]).
+pub(crate) fn full_part(mut entry: PartEntry) -> PartEntry {
+    entry.full = true;
+    entry
 }
 
 fn spawn_part_writer(

@@ -14,7 +14,7 @@ use strata_json::reconstruct::reconstruct;
 use strata_json::{JsonPath, ShredOptions, Shredder};
 
 use crate::error::EngineError;
-use crate::ingest::{DEFAULT_PART_TARGET_BYTES, write_shredded};
+use crate::ingest::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
 use crate::table::{DataDir, collect_garbage, new_part_file, unix_now};
 
 /// Parts smaller than this on disk are merge candidates.
@@ -69,7 +69,7 @@ pub(crate) fn merge_locked(
     let mut candidates: Vec<PartEntry> = manifest
         .parts
         .iter()
-        .filter(|p| p.bytes < SMALL_PART_BYTES)
+        .filter(|p| !p.full && p.bytes < SMALL_PART_BYTES)
         .cloned()
         .collect();
     let minimum = if options.only_when_many {
@@ -115,13 +115,13 @@ pub(crate) fn merge_locked(
             }
             if shredder.buffered_bytes() >= options.part_target_bytes {
                 let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
-                outputs.push(write_shredded(
+                outputs.push(full_part(write_shredded(
                     table,
                     table_dir,
                     &new_part_file(manifest.version),
                     full,
                     &sort_key,
-                )?);
+                )?));
             }
         }
     }

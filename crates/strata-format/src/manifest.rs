@@ -46,6 +46,11 @@ pub struct PartEntry {
     /// Min and max of each sort-key column in this part (JSON values; absent when all null).
     pub sort_key_min: BTreeMap<String, serde_json::Value>,
     pub sort_key_max: BTreeMap<String, serde_json::Value>,
+    /// True when the writer cut this part because its buffer reached the part size target:
+    /// merging it would only rewrite it at the same size, so it is never a merge candidate.
+    /// Omitted when false (manifests written before this field read as false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub full: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -139,6 +139,7 @@ pub fn write_part(
         remainder_paths_truncated: shredded.remainder_paths_truncated,
         sort_key_min: Default::default(),
         sort_key_max: Default::default(),
+        full: false,
     };
     for name in sort_key {
         if let Ok(index) = shredded.batch.schema().index_of(name)

@@ -17,13 +17,18 @@
 //! ```
 //! Both aggregates are ordinary hash aggregations, which spill under memory pressure.
 //!
+//! The in-memory sets are faster (DataFusion has specialised string sets), so the rewrite is
+//! only applied when the aggregate's input could hold more distinct values than fit in a
+//! fraction of the memory pool: its row count, from the manifests of the Strata tables it scans,
+//! times [`BYTES_PER_DISTINCT_VALUE`]. Inputs of unknown size are always rewritten.
+//!
 //! Invariants: the output schema (names, qualifiers, types) is the original one; `count` of an
 //! empty input stays 0 (hence `coalesce`); only `count`, `min` and `max` ride along, because
 //! re-summing a `sum` could widen decimal types; filters and ordered aggregates are left alone.
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::functions_aggregate::count::count_udaf;
 use datafusion::functions_aggregate::sum::sum_udaf;
@@ -32,10 +37,45 @@ use datafusion::logical_expr::{Aggregate, Expr, LogicalPlan, LogicalPlanBuilder,
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
+use crate::rule::strata_table;
+
 const DISTINCT_ALIAS: &str = "__strata_distinct";
 
-#[derive(Debug, Default)]
-pub struct SpillableCountDistinct;
+/// Generous memory estimate of one distinct value in a hash set (string, hash, slot).
+pub const BYTES_PER_DISTINCT_VALUE: u64 = 100;
+
+#[derive(Debug)]
+pub struct SpillableCountDistinct {
+    /// The session's memory pool size.
+    memory_limit: u64,
+}
+
+impl SpillableCountDistinct {
+    pub fn new(memory_limit: usize) -> Self {
+        SpillableCountDistinct {
+            memory_limit: memory_limit as u64,
+        }
+    }
+
+    /// Whether in-memory distinct sets over `input` could outgrow half of the memory pool.
+    fn may_outgrow_memory(&self, input: &LogicalPlan) -> bool {
+        let mut rows = Some(0u64);
+        let _ = input.apply(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                rows = match (rows, strata_table(scan)) {
+                    (Some(total), Some(table)) => {
+                        Some(total + table.manifest().parts.iter().map(|p| p.rows).sum::<u64>())
+                    }
+                    _ => None,
+                };
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        rows.is_none_or(|rows| {
+            rows.saturating_mul(BYTES_PER_DISTINCT_VALUE) > self.memory_limit / 2
+        })
+    }
+}
 
 /// What each original aggregate becomes.
 enum Role {
@@ -122,6 +162,9 @@ impl OptimizerRule for SpillableCountDistinct {
         let (Some(roles), Some(distinct_arg)) = (roles, distinct_arg) else {
             return Ok(Transformed::no(plan));
         };
+        if !self.may_outgrow_memory(&aggregate.input) {
+            return Ok(Transformed::no(plan));
+        }
         let schema = aggregate.schema.clone();
         let groups = aggregate.group_expr.len();
 

@@ -95,7 +95,10 @@ impl Session {
             planners.insert(0, Arc::new(JsonPathPlanner::new(registry.clone())));
         }
         let mut optimizer_rules = datafusion::optimizer::Optimizer::new().rules;
-        optimizer_rules.insert(0, Arc::new(distinct::SpillableCountDistinct));
+        optimizer_rules.insert(
+            0,
+            Arc::new(distinct::SpillableCountDistinct::new(memory_limit)),
+        );
         let state = builder
             .with_analyzer_rules(analyzer_rules)
             .with_optimizer_rules(optimizer_rules)

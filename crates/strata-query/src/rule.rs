@@ -27,7 +27,7 @@ use crate::udf::StrataPath;
 #[derive(Debug, Default)]
 pub struct ReadPathsFromColumns;
 
-fn strata_table(scan: &TableScan) -> Option<Arc<StrataTable>> {
+pub(crate) fn strata_table(scan: &TableScan) -> Option<Arc<StrataTable>> {
     let provider = source_as_provider(&scan.source).ok()?;
     let any: Arc<dyn std::any::Any + Send + Sync> = provider;
     any.downcast::<StrataTable>().ok()
