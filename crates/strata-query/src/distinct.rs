@@ -20,7 +20,8 @@
 //! The in-memory sets are faster (DataFusion has specialised string sets), so the rewrite is
 //! only applied when the aggregate's input could hold more distinct values than fit in a
 //! fraction of the memory pool: its row count, from the manifests of the Strata tables it scans,
-//! times [`BYTES_PER_DISTINCT_VALUE`]. Inputs of unknown size are always rewritten.
+//! times [`BYTES_PER_DISTINCT_VALUE`]. Inputs of unknown size (other sources, joins, unnests)
+//! are always rewritten.
 //!
 //! Invariants: the output schema (names, qualifiers, types) is the original one; `count` of an
 //! empty input stays 0 (hence `coalesce`); only `count`, `min` and `max` ride along, because
@@ -61,6 +62,11 @@ impl SpillableCountDistinct {
     fn may_outgrow_memory(&self, input: &LogicalPlan) -> bool {
         let mut rows = Some(0u64);
         let _ = input.apply(|node| {
+            // Joins and unnests can output more rows than their inputs hold: size unknown.
+            if matches!(node, LogicalPlan::Join(_) | LogicalPlan::Unnest(_)) {
+                rows = None;
+                return Ok(TreeNodeRecursion::Stop);
+            }
             if let LogicalPlan::TableScan(scan) = node {
                 rows = match (rows, strata_table(scan)) {
                     (Some(total), Some(table)) => {
