@@ -8,6 +8,7 @@
 //! parallel vectorised execution, spilling aggregation.
 
 pub mod distinct;
+pub mod group_count;
 pub mod paths;
 pub mod planner;
 pub mod rule;
@@ -102,6 +103,7 @@ impl Session {
         let state = builder
             .with_analyzer_rules(analyzer_rules)
             .with_optimizer_rules(optimizer_rules)
+            .with_physical_optimizer_rule(Arc::new(group_count::CountByKey))
             .build();
         let context = SessionContext::new_with_state(state);
         for function in udf::all_functions() {

@@ -8,22 +8,27 @@
 //! through (zero copy, or one cast); only values in the remainder, sub-objects and whole
 //! documents are rebuilt from JSON.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringBuilder};
+use arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, Int64Array, RecordBatch, RecordBatchOptions,
+    StringBuilder, StringViewArray,
+};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Fields, Int32Type, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{Expr, Operator};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -31,7 +36,8 @@ use datafusion::physical_plan::{
 };
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
@@ -770,68 +776,16 @@ impl ExecutionPlan for StrataScanExec {
         builder.spawn_blocking(move || {
             let mut produced = 0usize;
             for unit in units {
-                let part = &unit.part;
                 let plans: Vec<OutputPlan> = outputs
                     .iter()
-                    .map(|o| plan_output(&part.entry, o))
+                    .map(|o| plan_output(&unit.part.entry, o))
                     .collect();
-                let mut needed = BTreeSet::new();
-                let mut all = false;
-                for plan in &plans {
-                    all |= needed_columns(&part.entry, plan, &mut needed);
-                }
-                let file_schema = part.metadata.schema().clone();
-                let roots: Vec<usize> = file_schema
-                    .fields()
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, f)| all || needed.contains(f.name()))
-                    .map(|(i, _)| i)
-                    .collect();
-                let parquet = part.metadata.metadata().clone();
-                let descr = parquet.file_metadata().schema_descr_ptr();
-                let mask = ProjectionMask::roots(&descr, roots.iter().copied());
-                for (rg, _) in &unit.row_groups {
-                    let meta = parquet.row_group(*rg);
-                    for (i, chunk) in meta.columns().iter().enumerate() {
-                        if mask.leaf_included(i) {
-                            bytes_scanned.add(chunk.compressed_size().max(0) as usize);
-                        }
-                    }
-                }
-                let file = File::open(&part.path).map_err(|e| {
-                    DataFusionError::Execution(format!(
-                        "table {table}: {}: {e}",
-                        part.path.display()
-                    ))
-                })?;
-                let mut builder =
-                    ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.metadata.clone())
-                        .with_projection(mask)
-                        .with_row_groups(unit.row_groups.iter().map(|(rg, _)| *rg).collect())
-                        .with_batch_size(BATCH_ROWS);
-                if unit.row_groups.iter().any(|(_, s)| s.is_some()) {
-                    builder = builder.with_row_selection(row_selection(&parquet, &unit.row_groups));
-                }
-                let reader = builder.build().map_err(|e| {
-                    DataFusionError::Execution(format!(
-                        "table {table}: {}: {e}",
-                        part.path.display()
-                    ))
-                })?;
+                let reader = open_unit(&unit, &plans, &table, &bytes_scanned, None)?;
                 for batch in reader {
-                    let batch = batch.map_err(|e| {
-                        DataFusionError::Execution(format!(
-                            "table {table}: {}: {e}",
-                            part.path.display()
-                        ))
-                    })?;
-                    let out = build_outputs(&batch, &plans, &schema).map_err(|e| {
-                        DataFusionError::Execution(format!(
-                            "table {table}: {}: {e}",
-                            part.path.display()
-                        ))
-                    })?;
+                    let out = batch
+                        .map_err(DataFusionError::from)
+                        .and_then(|batch| build_outputs(&batch, &plans, &schema))
+                        .map_err(|e| part_error(&table, &unit.part.path, e))?;
                     produced += out.num_rows();
                     output_rows.add(out.num_rows());
                     if tx.blocking_send(Ok(out)).is_err() {
@@ -845,6 +799,311 @@ impl ExecutionPlan for StrataScanExec {
             Ok(())
         });
         Ok(builder.build())
+    }
+}
+
+impl StrataScanExec {
+    /// The row limit pushed into the scan.
+    pub(crate) fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// The scan's outputs, in schema order.
+    pub(crate) fn outputs(&self) -> &[ScanOutput] {
+        &self.outputs
+    }
+
+    /// The first phase of `GROUP BY <output> ... count(*)` over this scan, for one partition:
+    /// rows counted per distinct value of string output `group`, emitted as batches of
+    /// `result_schema` (the group value, then the count once per count aggregate).
+    ///
+    /// Where a part stores the path as a dictionary-encoded string column (the usual case for
+    /// low-cardinality paths), the column is read as dictionary keys and counted per key, so no
+    /// string is materialised or hashed per row. The result is a partial aggregate: a value may
+    /// appear in several batches (the count table is emitted whenever it reaches
+    /// [`GroupCounter::MAX_GROUPS`], which bounds memory), and the final phase adds them up.
+    pub(crate) fn execute_count_by(
+        &self,
+        partition: usize,
+        group: usize,
+        result_schema: SchemaRef,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = self.partitions.get(partition).cloned().unwrap_or_default();
+        let output = self
+            .outputs
+            .get(group)
+            .cloned()
+            .ok_or_else(|| DataFusionError::Internal(format!("scan has no output {group}")))?;
+        let table = self.table.clone();
+        let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let rows_by_key =
+            MetricBuilder::new(&self.metrics).counter("rows_counted_by_key", partition);
+        let mut builder = RecordBatchReceiverStreamBuilder::new(result_schema.clone(), 2);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            let mut counter = GroupCounter::default();
+            for unit in units {
+                let plan = plan_output(&unit.part.entry, &output);
+                let dictionary = dictionary_source(&unit.part.entry, &plan);
+                let reader = open_unit(
+                    &unit,
+                    std::slice::from_ref(&plan),
+                    &table,
+                    &bytes_scanned,
+                    dictionary,
+                )?;
+                for batch in reader {
+                    let batch = batch
+                        .map_err(DataFusionError::from)
+                        .map_err(|e| part_error(&table, &unit.part.path, e))?;
+                    output_rows.add(batch.num_rows());
+                    let keys = dictionary
+                        .and_then(|c| batch.column_by_name(c))
+                        .and_then(|a| a.as_dictionary_opt::<Int32Type>());
+                    match keys {
+                        Some(keys) => {
+                            rows_by_key.add(keys.len());
+                            counter.add_dictionary(keys);
+                        }
+                        None => {
+                            let values = build_output(&batch, &plan)
+                                .map_err(|e| part_error(&table, &unit.part.path, e))?;
+                            counter.add_strings(&values)?;
+                        }
+                    }
+                    if counter.len() >= GroupCounter::MAX_GROUPS {
+                        let out = counter.emit(&result_schema)?;
+                        if tx.blocking_send(Ok(out)).is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            let out = counter.emit(&result_schema)?;
+            let _ = tx.blocking_send(Ok(out)); // Err: the consumer has gone away
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+}
+
+fn part_error(table: &str, path: &Path, e: DataFusionError) -> DataFusionError {
+    DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
+}
+
+/// Opens the selected row groups of one part, reading the physical columns `plans` need.
+/// `dictionary_column`, when given, is read as dictionary-encoded strings (keys into each
+/// column chunk's dictionary) instead of one string per row.
+fn open_unit(
+    unit: &ScanUnit,
+    plans: &[OutputPlan],
+    table: &str,
+    bytes_scanned: &Count,
+    dictionary_column: Option<&str>,
+) -> Result<ParquetRecordBatchReader> {
+    let part = &unit.part;
+    let mut needed = BTreeSet::new();
+    let mut all = false;
+    for plan in plans {
+        all |= needed_columns(&part.entry, plan, &mut needed);
+    }
+    let file_schema = part.metadata.schema().clone();
+    let roots: Vec<usize> = file_schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| all || needed.contains(f.name()))
+        .map(|(i, _)| i)
+        .collect();
+    let parquet = part.metadata.metadata().clone();
+    let descr = parquet.file_metadata().schema_descr_ptr();
+    let mask = ProjectionMask::roots(&descr, roots.iter().copied());
+    for (rg, _) in &unit.row_groups {
+        let meta = parquet.row_group(*rg);
+        for (i, chunk) in meta.columns().iter().enumerate() {
+            if mask.leaf_included(i) {
+                bytes_scanned.add(chunk.compressed_size().max(0) as usize);
+            }
+        }
+    }
+    let metadata = match dictionary_column {
+        None => part.metadata.clone(),
+        Some(column) => {
+            let fields: Fields = file_schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    if f.name() == column {
+                        Arc::new(f.as_ref().clone().with_data_type(DataType::Dictionary(
+                            Box::new(DataType::Int32),
+                            Box::new(DataType::Utf8),
+                        )))
+                    } else {
+                        f.clone()
+                    }
+                })
+                .collect();
+            let options = ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(fields)));
+            ArrowReaderMetadata::try_new(parquet.clone(), options)
+                .map_err(|e| part_error(table, &part.path, e.into()))?
+        }
+    };
+    let file = File::open(&part.path)
+        .map_err(|e| part_error(table, &part.path, DataFusionError::IoError(e)))?;
+    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
+        .with_projection(mask)
+        .with_row_groups(unit.row_groups.iter().map(|(rg, _)| *rg).collect())
+        .with_batch_size(BATCH_ROWS);
+    if unit.row_groups.iter().any(|(_, s)| s.is_some()) {
+        builder = builder.with_row_selection(row_selection(&parquet, &unit.row_groups));
+    }
+    builder
+        .build()
+        .map_err(|e| part_error(table, &part.path, e.into()))
+}
+
+/// The physical column an output can be counted from by dictionary key: a string column passed
+/// through unchanged (no cast, no remainder values to overlay).
+fn dictionary_source<'a>(entry: &PartEntry, plan: &'a OutputPlan) -> Option<&'a str> {
+    let column = match plan {
+        OutputPlan::Typed {
+            column: Some(column),
+            mode: PathMode::String,
+            overlay: false,
+            ..
+        } => column,
+        OutputPlan::TextDirect { column } => column,
+        _ => return None,
+    };
+    (entry.columns.get(column) == Some(&Kind::String)).then_some(column.as_str())
+}
+
+/// Row counts per distinct string value (NULL included), the state of a partial
+/// `GROUP BY ... count(*)`.
+#[derive(Default)]
+struct GroupCounter {
+    counts: HashMap<String, i64>,
+    nulls: i64,
+    /// The dictionary whose keys `key_counts` counts: consecutive batches of one column chunk
+    /// share it, so per-key counts are folded into `counts` only when it changes.
+    dictionary: Option<ArrayRef>,
+    key_counts: Vec<i64>,
+}
+
+impl GroupCounter {
+    /// Distinct values held before the table is emitted and started afresh.
+    const MAX_GROUPS: usize = 1 << 16;
+
+    /// Distinct values folded so far (the current dictionary's keys are folded when it changes,
+    /// so memory stays within `MAX_GROUPS` plus one column chunk's dictionary).
+    fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    fn add_dictionary(&mut self, array: &DictionaryArray<Int32Type>) {
+        let same = self
+            .dictionary
+            .as_ref()
+            .is_some_and(|d| std::ptr::addr_eq(Arc::as_ptr(d), Arc::as_ptr(array.values())));
+        if !same {
+            self.fold_dictionary();
+            self.dictionary = Some(array.values().clone());
+            self.key_counts = vec![0; array.values().len()];
+        }
+        let keys = array.keys();
+        if keys.null_count() == 0 {
+            for key in keys.values() {
+                if let Some(count) = self.key_counts.get_mut(*key as usize) {
+                    *count += 1;
+                }
+            }
+        } else {
+            for key in keys.iter() {
+                match key.and_then(|k| self.key_counts.get_mut(k as usize)) {
+                    Some(count) => *count += 1,
+                    None => self.nulls += 1,
+                }
+            }
+        }
+    }
+
+    fn fold_dictionary(&mut self) {
+        let Some(values) = self.dictionary.take() else {
+            return;
+        };
+        let key_counts = std::mem::take(&mut self.key_counts);
+        for (i, n) in key_counts.into_iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            match string_at(&values, i) {
+                Some(value) => self.add(value, n),
+                None => self.nulls += n,
+            }
+        }
+    }
+
+    fn add_strings(&mut self, array: &ArrayRef) -> Result<()> {
+        let array = match array.data_type() {
+            DataType::Utf8View => array.clone(),
+            _ => arrow::compute::cast(array, &DataType::Utf8View)?,
+        };
+        for value in array.as_string_view().iter() {
+            match value {
+                Some(value) => self.add(value, 1),
+                None => self.nulls += 1,
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, value: &str, n: i64) {
+        match self.counts.get_mut(value) {
+            Some(count) => *count += n,
+            None => {
+                self.counts.insert(value.to_owned(), n);
+            }
+        }
+    }
+
+    /// The counted groups as one batch of `schema` (value, then the count per aggregate),
+    /// leaving the counter empty.
+    fn emit(&mut self, schema: &SchemaRef) -> Result<RecordBatch> {
+        self.fold_dictionary();
+        let mut values: Vec<Option<String>> = Vec::with_capacity(self.counts.len() + 1);
+        let mut counts: Vec<i64> = Vec::with_capacity(self.counts.len() + 1);
+        for (value, n) in self.counts.drain() {
+            values.push(Some(value));
+            counts.push(n);
+        }
+        if self.nulls > 0 {
+            values.push(None);
+            counts.push(std::mem::take(&mut self.nulls));
+        }
+        let group_type = schema.field(0).data_type();
+        let values: ArrayRef = Arc::new(StringViewArray::from_iter(values));
+        let values = if values.data_type() == group_type {
+            values
+        } else {
+            arrow::compute::cast(&values, group_type)?
+        };
+        let counts: ArrayRef = Arc::new(Int64Array::from(counts));
+        let mut columns = vec![values];
+        columns.extend((1..schema.fields().len()).map(|_| counts.clone()));
+        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    }
+}
+
+fn string_at(values: &ArrayRef, i: usize) -> Option<&str> {
+    if values.is_null(i) {
+        return None;
+    }
+    match values.data_type() {
+        DataType::Utf8 => Some(values.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Some(values.as_string::<i64>().value(i)),
+        DataType::Utf8View => Some(values.as_string_view().value(i)),
+        _ => None,
     }
 }
 

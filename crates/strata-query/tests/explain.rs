@@ -115,3 +115,27 @@ fn explain_analyze_reports_pruned_parts_granules_rows_and_bytes() {
     assert_eq!(pruned(&plan, "parts"), (3, 3), "{plan}");
     assert_eq!(pruned(&plan, "rows pruned"), (0, 42_000), "{plan}");
 }
+
+#[test]
+fn grouped_counts_over_several_parts_count_dictionary_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    for part in 0..3 {
+        let lines: Vec<String> = (0..5_000)
+            .map(|n| format!(r#"{{"kind":"k{}","n":{n}}}"#, (n * 7 + part) % 5))
+            .collect();
+        ingest_lines(&dir, "events", &lines);
+    }
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT data.kind, count(*) FROM events GROUP BY data.kind",
+    );
+    assert!(plan.contains("CountByKeyExec"), "{plan}");
+    assert!(plan.contains("rows_counted_by_key=15.00 K"), "{plan}");
+    // Other aggregates keep DataFusion's own partial aggregation.
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT data.kind, count(*), max(data.n) FROM events GROUP BY data.kind",
+    );
+    assert!(!plan.contains("CountByKeyExec"), "{plan}");
+}

@@ -1,6 +1,6 @@
 //! Runs every `tests/slt/*.slt` file (sqllogictest format) against tables loaded from the
 //! repository's sample data: `edge` (edge cases), `bluesky` (real Jetstream sample, JSONBench
-//! sort key), `gh` (real GH Archive 2015 sample).
+//! sort key), `gh` (real GH Archive 2015 sample), `keys` (three parts, `k` of every JSON type).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
@@ -127,6 +127,11 @@ fn sqllogictest_files() {
         "gharchive_2015-01-01_sample.ndjson",
         Some("type,repo.name"),
     );
+    // Three parts (so aggregation runs in two phases): one with every JSON type under `k`, one
+    // with strings only, one without `k` at all.
+    load(&dir, "keys", "group_keys.ndjson", None);
+    load(&dir, "keys", "group_keys_strings.ndjson", None);
+    load(&dir, "keys", "jetstream_sample.ndjson", None);
     let root = tmp.path().to_owned();
 
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("tests/slt"))
