@@ -12,7 +12,7 @@ pub mod manifest;
 pub mod part;
 
 pub use error::FormatError;
-pub use manifest::{Manifest, PartEntry, RetiredPart, TableSettings};
+pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{PartWriterOptions, read_part, read_part_batches, write_part};
 
 /// Version of the on-disk format written by this build. Readers accept this version only;

@@ -51,6 +51,32 @@ pub struct PartEntry {
     /// Omitted when false (manifests written before this field read as false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full: bool,
+    /// Where each combination of the leading sort-key values lies in the part (absent when no
+    /// sort-key path qualifies; manifests written before this field read as absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_runs: Option<KeyRuns>,
+}
+
+/// The rows of a part grouped by the values of a prefix of the sort key: every row belongs to
+/// exactly one run, runs are listed in row order, and all rows of a run have the run's values.
+///
+/// Because parts are sorted by the sort key, rows sharing the leading sort-key values are
+/// contiguous; the scan selects exactly the runs an equality or IN filter on those paths can
+/// match, instead of whole 8,192-row granules around them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyRuns {
+    /// The leading sort-key paths (encoded) the runs are over.
+    pub paths: Vec<String>,
+    pub runs: Vec<KeyRun>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyRun {
+    /// One JSON scalar per path (`null` for rows without a value).
+    pub values: Vec<serde_json::Value>,
+    /// First row of the run in the part, and its row count.
+    pub start: u64,
+    pub rows: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

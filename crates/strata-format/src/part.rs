@@ -10,7 +10,7 @@
 use std::fs;
 use std::path::Path;
 
-use arrow::array::{ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::kernels::aggregate;
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use arrow::record_batch::RecordBatch;
@@ -25,7 +25,7 @@ use strata_json::{Kind, ShreddedBatch};
 
 use crate::FORMAT_VERSION;
 use crate::error::FormatError;
-use crate::manifest::{PartEntry, sync_dir};
+use crate::manifest::{KeyRun, KeyRuns, PartEntry, sync_dir};
 
 /// Rows per Parquet row group: the unit of parallel scanning.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
@@ -140,6 +140,10 @@ pub fn write_part(
         sort_key_min: Default::default(),
         sort_key_max: Default::default(),
         full: false,
+        key_runs: key_runs(shredded, sort_key).map_err(|source| FormatError::Arrow {
+            path: final_path.clone(),
+            source,
+        })?,
     };
     for name in sort_key {
         if let Ok(index) = shredded.batch.schema().index_of(name)
@@ -150,6 +154,104 @@ pub fn write_part(
         }
     }
     Ok(entry)
+}
+
+/// Runs per part are bounded so manifests stay small: at most this many, and on average at least
+/// [`MIN_KEY_RUN_ROWS`] rows each (but 16 runs are always allowed). Runs much shorter than a
+/// granule would add manifest bytes for little pruning; a prefix of the sort key with more
+/// combinations in a part is not indexed (its granules still prune by page statistics).
+pub const MAX_KEY_RUNS: usize = 256;
+pub const MIN_KEY_RUN_ROWS: usize = 64;
+
+/// The runs of the longest sort-key prefix within the bounds above. Only paths held
+/// entirely in one typed string, integer or boolean column qualify (a value in the remainder
+/// would be invisible to the runs), and the prefix stops at the first path that does not.
+fn key_runs(
+    shredded: &ShreddedBatch,
+    sort_key: &[String],
+) -> Result<Option<KeyRuns>, arrow::error::ArrowError> {
+    let batch = &shredded.batch;
+    let rows = batch.num_rows();
+    if rows == 0 || shredded.remainder_paths_truncated {
+        return Ok(None);
+    }
+    let mut paths = Vec::new();
+    let mut columns: Vec<&ArrayRef> = Vec::new();
+    for name in sort_key {
+        let in_remainder = shredded
+            .remainder_paths
+            .get(name)
+            .is_some_and(|kinds| kinds.iter().any(|k| *k != Kind::Null));
+        let column = batch.schema().index_of(name).ok().map(|i| batch.column(i));
+        let Some(column) = column.filter(|c| {
+            matches!(
+                c.data_type(),
+                DataType::Utf8 | DataType::Utf8View | DataType::Int64 | DataType::Boolean
+            )
+        }) else {
+            break;
+        };
+        if in_remainder {
+            break;
+        }
+        paths.push(name.clone());
+        columns.push(column);
+    }
+    // starts[i]: row i + 1 begins a new run of the prefix examined so far.
+    let mut starts = vec![false; rows - 1];
+    let mut chosen: Option<(usize, Vec<usize>)> = None;
+    for (depth, column) in columns.iter().enumerate() {
+        if rows > 1 {
+            let changed = arrow::compute::kernels::cmp::distinct(
+                &column.slice(1, rows - 1),
+                &column.slice(0, rows - 1),
+            )?;
+            for (start, changed) in starts.iter_mut().zip(changed.values().iter()) {
+                *start |= changed;
+            }
+        }
+        let first_rows: Vec<usize> = std::iter::once(0)
+            .chain((1..rows).filter(|&row| starts[row - 1]))
+            .collect();
+        if first_rows.len() > (rows / MIN_KEY_RUN_ROWS).clamp(16, MAX_KEY_RUNS) {
+            break;
+        }
+        chosen = Some((depth + 1, first_rows));
+    }
+    let Some((depth, first_rows)) = chosen else {
+        return Ok(None);
+    };
+    let runs = first_rows
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| {
+            let end = first_rows.get(i + 1).copied().unwrap_or(rows);
+            KeyRun {
+                values: columns[..depth]
+                    .iter()
+                    .map(|c| scalar_json(c, start))
+                    .collect(),
+                start: start as u64,
+                rows: (end - start) as u64,
+            }
+        })
+        .collect();
+    paths.truncate(depth);
+    Ok(Some(KeyRuns { paths, runs }))
+}
+
+/// The value at `row` of a string, integer or boolean column as JSON.
+fn scalar_json(array: &ArrayRef, row: usize) -> Value {
+    if array.is_null(row) {
+        return Value::Null;
+    }
+    match array.data_type() {
+        DataType::Utf8 => array.as_string::<i32>().value(row).into(),
+        DataType::Utf8View => array.as_string_view().value(row).into(),
+        DataType::Int64 => array.as_primitive::<Int64Type>().value(row).into(),
+        DataType::Boolean => array.as_boolean().value(row).into(),
+        _ => Value::Null,
+    }
 }
 
 /// Min and max of a typed column as JSON values (None when all null or not comparable).

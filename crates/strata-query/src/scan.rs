@@ -187,8 +187,13 @@ impl StrataScanExec {
                 DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
             })?;
             let parquet = metadata.metadata().clone();
+            let runs = run_selection(entry, &predicates);
             let mut row_groups = Vec::new();
+            let mut first_row = 0usize;
             for (index, rg) in parquet.row_groups().iter().enumerate() {
+                let group_rows = rg.num_rows() as usize;
+                let group_start = first_row;
+                first_row += group_rows;
                 counts.row_groups_total += 1;
                 if !predicates.iter().all(|p| row_group_may_match(entry, rg, p)) {
                     counts.row_groups_pruned += 1;
@@ -198,7 +203,22 @@ impl StrataScanExec {
                         (rg.num_rows() as usize).div_ceil(strata_format::part::GRANULE_ROWS);
                     continue;
                 }
-                let selection = page_selection(entry, &parquet, index, &predicates, &mut counts);
+                let mut selection =
+                    page_selection(entry, &parquet, index, &predicates, &mut counts);
+                if let Some(runs) = &runs {
+                    let local: Vec<Range<usize>> = runs
+                        .iter()
+                        .filter_map(|r| {
+                            let start = r.start.max(group_start);
+                            let end = r.end.min(group_start + group_rows);
+                            (start < end).then(|| start - group_start..end - group_start)
+                        })
+                        .collect();
+                    selection = Some(match selection {
+                        None => local,
+                        Some(pages) => intersect(&pages, &local),
+                    });
+                }
                 if selection.as_ref().is_some_and(|ranges| ranges.is_empty()) {
                     counts.row_groups_pruned += 1;
                     continue;
@@ -480,6 +500,44 @@ fn part_may_match(entry: &PartEntry, predicate: &Predicate) -> bool {
         return true;
     };
     range_may_match(predicate, &min, &max)
+}
+
+/// Rows of the part (ranges in part row numbers) whose leading sort-key values can satisfy the
+/// predicates on those paths, from the part's key runs; `None` when the runs cannot narrow
+/// the scan (no runs, or no predicate on their paths).
+fn run_selection(entry: &PartEntry, predicates: &[Predicate]) -> Option<Vec<Range<usize>>> {
+    let runs = entry.key_runs.as_ref()?;
+    let applicable: Vec<(usize, &Predicate)> = predicates
+        .iter()
+        .filter_map(|p| {
+            let column = p.column();
+            let position = runs.paths.iter().position(|path| *path == column.path)?;
+            // Runs describe the typed column; a mode it does not feed is decided elsewhere.
+            let kind = entry.columns.get(&column.path)?;
+            kind_feeds_mode(*kind, column.mode).then_some((position, p))
+        })
+        .collect();
+    if applicable.is_empty() {
+        return None;
+    }
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    for run in &runs.runs {
+        let matches = applicable.iter().all(|(position, predicate)| {
+            match run.values.get(*position).and_then(bound_from_json) {
+                Some(value) => range_may_match(predicate, &value, &value),
+                // NULL satisfies no pruning predicate (comparisons, IN, IS NOT NULL).
+                None => run.values.get(*position).is_none_or(|v| !v.is_null()),
+            }
+        });
+        if matches {
+            let (start, end) = (run.start as usize, (run.start + run.rows) as usize);
+            match ranges.last_mut() {
+                Some(last) if last.end == start => last.end = end,
+                _ => ranges.push(start..end),
+            }
+        }
+    }
+    Some(ranges)
 }
 
 fn bound_from_json(value: &Value) -> Option<Bound> {

@@ -139,3 +139,27 @@ fn grouped_counts_over_several_parts_count_dictionary_keys() {
     );
     assert!(!plan.contains("CountByKeyExec"), "{plan}");
 }
+
+#[test]
+fn equality_on_the_leading_sort_key_selects_exactly_its_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    // One part sorted by (kind, n): 10,000 rows of each kind, so `beta` spans rows 10,000..20,000,
+    // which straddle granule boundaries at 8,192 and 16,384.
+    let lines: Vec<String> = ["gamma", "alpha", "beta"]
+        .iter()
+        .flat_map(|kind| (0..10_000).map(move |n| format!(r#"{{"kind":"{kind}","n":{n}}}"#)))
+        .collect();
+    ingest_lines(&dir, "events", &lines);
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT count(*) FROM events WHERE data.kind = 'beta'",
+    );
+    assert_eq!(pruned(&plan, "rows pruned"), (20_000, 30_000), "{plan}");
+    assert!(plan.contains("output_rows=10.00 K"), "{plan}");
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT count(*) FROM events WHERE data.kind IN ('alpha', 'gamma') AND data.n >= 0",
+    );
+    assert_eq!(pruned(&plan, "rows pruned"), (10_000, 30_000), "{plan}");
+}
