@@ -129,19 +129,24 @@ impl Manifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(FormatError::io(path, e)),
         };
+        Manifest::parse(&path, &bytes).map(Some)
+    }
+
+    /// Parses the bytes of the manifest file at `path` (named in errors).
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Manifest, FormatError> {
         let manifest: Manifest =
-            serde_json::from_slice(&bytes).map_err(|e| FormatError::Manifest {
-                path: path.clone(),
+            serde_json::from_slice(bytes).map_err(|e| FormatError::Manifest {
+                path: path.to_owned(),
                 message: e.to_string(),
             })?;
         if manifest.format_version != FORMAT_VERSION {
             return Err(FormatError::Version {
-                path,
+                path: path.to_owned(),
                 found: manifest.format_version,
                 supported: FORMAT_VERSION,
             });
         }
-        Ok(Some(manifest))
+        Ok(manifest)
     }
 
     /// Atomically replaces the table's manifest with `self` (see the module docs).

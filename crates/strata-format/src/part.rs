@@ -97,8 +97,10 @@ fn writer_properties(
     // Paths with key runs hold a few hundred runs of a small dictionary per part: a few
     // kilobytes that zstd makes larger, not smaller.
     for path in key_runs.iter().flat_map(|runs| runs.paths.iter()) {
-        builder = builder
-            .set_column_compression(ColumnPath::new(vec![path.clone()]), Compression::UNCOMPRESSED);
+        builder = builder.set_column_compression(
+            ColumnPath::new(vec![path.clone()]),
+            Compression::UNCOMPRESSED,
+        );
     }
     Ok(builder.build())
 }

@@ -1044,7 +1044,8 @@ struct GroupCounter {
     counts: HashMap<String, i64>,
     nulls: i64,
     /// The dictionary whose keys `key_counts` counts: consecutive batches of one column chunk
-    /// share it, so per-key counts are folded into `counts` only when it changes.
+    /// share its buffers (each batch wraps them in a new array), so per-key counts are folded
+    /// into `counts` only when they change.
     dictionary: Option<ArrayRef>,
     key_counts: Vec<i64>,
 }
@@ -1060,10 +1061,10 @@ impl GroupCounter {
     }
 
     fn add_dictionary(&mut self, array: &DictionaryArray<Int32Type>) {
-        let same = self
-            .dictionary
-            .as_ref()
-            .is_some_and(|d| std::ptr::addr_eq(Arc::as_ptr(d), Arc::as_ptr(array.values())));
+        let same = self.dictionary.as_ref().is_some_and(|d| {
+            let identity = dictionary_identity(array.values());
+            identity.is_some() && identity == dictionary_identity(d)
+        });
         if !same {
             self.fold_dictionary();
             self.dictionary = Some(array.values().clone());
@@ -1151,6 +1152,17 @@ impl GroupCounter {
         columns.extend((1..schema.fields().len()).map(|_| counts.clone()));
         Ok(RecordBatch::try_new(schema.clone(), columns)?)
     }
+}
+
+/// The buffers behind a string dictionary: equal identities mean the same dictionary (buffers
+/// are immutable, and the counter holds the compared one alive, so an address cannot be reused).
+fn dictionary_identity(values: &ArrayRef) -> Option<(*const u8, *const u8, usize)> {
+    let strings = values.as_string_opt::<i32>()?;
+    Some((
+        strings.offsets().inner().inner().as_ptr(),
+        strings.values().as_ptr(),
+        strings.len(),
+    ))
 }
 
 fn string_at(values: &ArrayRef, i: usize) -> Option<&str> {

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
@@ -30,6 +30,45 @@ pub const TABLE_FIELD_METADATA: &str = "strata.table";
 /// Name of the document column.
 pub const DATA_COLUMN: &str = "data";
 
+/// The last manifest read per table in a session, parsed and indexed.
+///
+/// Every statement reads the manifest file (its snapshot); only when the bytes differ from the
+/// last ones are they parsed and the path index rebuilt, which on a table of many parts costs
+/// more than a small query itself.
+#[derive(Debug, Default)]
+pub struct SnapshotCache {
+    tables: Mutex<HashMap<String, CachedSnapshot>>,
+}
+
+type CachedSnapshot = (Vec<u8>, Arc<Manifest>, Arc<PathIndex>);
+
+impl SnapshotCache {
+    fn load(
+        &self,
+        table: &str,
+        dir: &Path,
+    ) -> Result<Option<(Arc<Manifest>, Arc<PathIndex>)>, strata_format::FormatError> {
+        let path = dir.join(strata_format::manifest::MANIFEST_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(strata_format::FormatError::io(path, e)),
+        };
+        if let Ok(tables) = self.tables.lock()
+            && let Some((cached, manifest, paths)) = tables.get(table)
+            && *cached == bytes
+        {
+            return Ok(Some((manifest.clone(), paths.clone())));
+        }
+        let manifest = Arc::new(Manifest::parse(&path, &bytes)?);
+        let paths = Arc::new(PathIndex::from_manifest(&manifest));
+        if let Ok(mut tables) = self.tables.lock() {
+            tables.insert(table.to_owned(), (bytes, manifest.clone(), paths.clone()));
+        }
+        Ok(Some((manifest, paths)))
+    }
+}
+
 /// Path facts of the tables resolved by the statement being planned, by table name.
 pub type PathRegistry = Arc<RwLock<HashMap<String, Arc<PathIndex>>>>;
 
@@ -48,17 +87,17 @@ impl StrataTable {
     pub fn open(
         data_dir: &DataDir,
         name: &str,
+        snapshots: &SnapshotCache,
         metadata_cache: Arc<PartMetadataCache>,
     ) -> Result<Option<StrataTable>, strata_engine::EngineError> {
         let dir = data_dir.table_dir(name)?;
-        let Some(manifest) = Manifest::load(&dir)? else {
+        let Some((manifest, paths)) = snapshots.load(name, &dir)? else {
             return Ok(None);
         };
-        let paths = Arc::new(PathIndex::from_manifest(&manifest));
         Ok(Some(StrataTable::build(
             name.to_owned(),
             dir,
-            Arc::new(manifest),
+            manifest,
             paths,
             Vec::new(),
             metadata_cache,
@@ -195,6 +234,7 @@ pub struct DataDirSchema {
     registry: PathRegistry,
     /// Shared by every statement of the session: parts never change once written.
     metadata_cache: Arc<PartMetadataCache>,
+    snapshots: SnapshotCache,
 }
 
 impl DataDirSchema {
@@ -203,6 +243,7 @@ impl DataDirSchema {
             data_dir,
             registry,
             metadata_cache: Arc::new(PartMetadataCache::default()),
+            snapshots: SnapshotCache::default(),
         }
     }
 }
@@ -221,8 +262,13 @@ impl SchemaProvider for DataDirSchema {
         if strata_engine::table::validate_table_name(name).is_err() {
             return Ok(None);
         }
-        let Some(table) = StrataTable::open(&self.data_dir, name, self.metadata_cache.clone())
-            .map_err(external)?
+        let Some(table) = StrataTable::open(
+            &self.data_dir,
+            name,
+            &self.snapshots,
+            self.metadata_cache.clone(),
+        )
+        .map_err(external)?
         else {
             return Ok(None);
         };
