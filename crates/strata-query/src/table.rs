@@ -41,13 +41,15 @@ pub struct SnapshotCache {
 }
 
 type CachedSnapshot = (Vec<u8>, Arc<Manifest>, Arc<PathIndex>);
+/// A table's manifest and the path facts indexed from it.
+type Snapshot = (Arc<Manifest>, Arc<PathIndex>);
 
 impl SnapshotCache {
     fn load(
         &self,
         table: &str,
         dir: &Path,
-    ) -> Result<Option<(Arc<Manifest>, Arc<PathIndex>)>, strata_format::FormatError> {
+    ) -> Result<Option<Snapshot>, strata_format::FormatError> {
         let path = dir.join(strata_format::manifest::MANIFEST_FILE);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
