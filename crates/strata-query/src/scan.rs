@@ -384,6 +384,36 @@ fn bound_of(expr: &Expr) -> Option<Bound> {
     })
 }
 
+/// Whether the scan applies `filter` exactly in every part of `manifest`, so that DataFusion
+/// needs no filter above it: an equality or IN list of strings on a string path that every
+/// part holds in a typed string column and indexes in its key runs. Run values are exact and
+/// the scan reads only the runs that match (see `run_selection`), so the rows it returns are
+/// exactly the rows satisfying the filter.
+pub(crate) fn filter_is_exact(filter: &Expr, columns: &[PathColumn], manifest: &Manifest) -> bool {
+    let Some(predicate) = predicate_from_expr(filter, columns) else {
+        return false;
+    };
+    let string_values = match &predicate {
+        Predicate::Compare {
+            op: Operator::Eq,
+            value: Bound::Str(_),
+            ..
+        } => true,
+        Predicate::In { values, .. } => values.iter().all(|v| matches!(v, Bound::Str(_))),
+        _ => false,
+    };
+    let column = predicate.column();
+    string_values
+        && column.mode == PathMode::String
+        && manifest.parts.iter().all(|part| {
+            part.columns.get(&column.path) == Some(&Kind::String)
+                && part
+                    .key_runs
+                    .as_ref()
+                    .is_some_and(|runs| runs.paths.contains(&column.path))
+        })
+}
+
 fn predicate_from_expr(expr: &Expr, columns: &[PathColumn]) -> Option<Predicate> {
     match expr {
         // DataFusion rewrites short IN lists to OR chains of equalities; fold them back.

@@ -186,8 +186,18 @@ impl TableProvider for StrataTable {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        // Filters prune parts and row groups by statistics; DataFusion still applies them.
-        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+        // Filters prune parts, row groups and granules by statistics and DataFusion still
+        // applies them, except equalities the parts' key runs decide row by row.
+        Ok(filters
+            .iter()
+            .map(|filter| {
+                if crate::scan::filter_is_exact(filter, &self.columns, &self.manifest) {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Inexact
+                }
+            })
+            .collect())
     }
 
     async fn scan(
