@@ -1,5 +1,5 @@
 # Strata — the two commands of the README:
-#   make demo   build, generate 1M Bluesky events, ingest them, run the JSONBench queries
+#   make demo   build, generate 1M Bluesky events, ingest and optimize them, run the JSONBench queries
 #   make test   the whole test suite (Rust unit/property/golden/slt/e2e tests, Python client tests,
 #               the benchmark suite's tests, lints)
 
@@ -29,6 +29,7 @@ demo: build
 	@test -f $(DEMO_DIR)/bluesky.ndjson || $(STRATA) generate bluesky --docs $(DEMO_DOCS) --seed 1 -o $(DEMO_DIR)/bluesky.ndjson
 	rm -rf $(DEMO_DIR)/db
 	$(STRATA) --data-dir $(DEMO_DIR)/db ingest bluesky --sort-key kind,commit.operation,commit.collection,did,time_us $(DEMO_DIR)/bluesky.ndjson
+	$(STRATA) --data-dir $(DEMO_DIR)/db optimize bluesky
 	$(STRATA) --data-dir $(DEMO_DIR)/db tables
 	$(STRATA) --data-dir $(DEMO_DIR)/db query --timing "$$(cat bench/queries/jsonbench/strata.sql)"
 

@@ -6,9 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use strata_engine::input::Input;
-use strata_engine::{
-    DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_small_parts,
-};
+use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
 
 use crate::output::{Format, write_batches};
 use crate::progress::IngestBar;
@@ -52,7 +50,7 @@ pub fn run(cli: Cli) -> CliResult {
             Ok(())
         }
         Command::Optimize { table } => {
-            let summary = merge_small_parts(&data_dir, &table, &MergeOptions::default())?;
+            let summary = merge_parts(&data_dir, &table, &MergeOptions::default())?;
             eprintln!(
                 "optimize {table}: {} parts before, {} after ({} merged into {})",
                 summary.parts_before,

@@ -55,7 +55,7 @@ pub enum Command {
     Export { table: String },
     /// List tables with documents, parts and bytes on disk.
     Tables,
-    /// Merge the small parts of a table now.
+    /// Merge a table's parts into large sorted parts now (streaming; parts over 1 GiB stay).
     Optimize { table: String },
     /// Generate a deterministic benchmark dataset as NDJSON.
     Generate {

@@ -12,6 +12,13 @@ pub enum EngineError {
         #[source]
         source: strata_json::JsonError,
     },
+    #[error("table {table}: arrow error while {context}: {source}")]
+    Arrow {
+        table: String,
+        context: &'static str,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

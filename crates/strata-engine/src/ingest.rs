@@ -22,7 +22,7 @@ use strata_json::{
 
 use crate::error::EngineError;
 use crate::input::Input;
-use crate::merge::{MergeOptions, MergeSummary, merge_locked};
+use crate::merge::{MergeOptions, MergeScope, MergeSummary, merge_locked};
 use crate::table::{DataDir, collect_garbage, new_part_file};
 
 /// Buffered value bytes at which a part is cut. With the part being written in the background
@@ -226,7 +226,7 @@ pub fn ingest(
     let merge = if options.auto_merge {
         let merge_options = MergeOptions {
             part_target_bytes: options.part_target_bytes,
-            only_when_many: true,
+            scope: MergeScope::SmallParts,
         };
         Some(merge_locked(
             table,

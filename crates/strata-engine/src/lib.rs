@@ -19,5 +19,5 @@ pub mod table;
 
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest};
-pub use merge::{MergeOptions, MergeSummary, merge_small_parts};
+pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
 pub use table::{DataDir, TableInfo, export_table};

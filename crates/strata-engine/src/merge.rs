@@ -1,39 +1,76 @@
-//! Merges: many small parts become fewer, larger sorted parts, atomically.
+//! Merges: many parts become fewer, larger sorted parts, atomically.
 //!
-//! The documents of the input parts are reconstructed and shredded again, so the output parts
-//! choose their columns and types from all their documents (the per-part typing rule holds after
-//! a merge exactly as after an ingest). Outputs are written first; one manifest commit then
-//! swaps them in and retires the inputs, so a reader sees either the inputs or the outputs and
-//! never a document twice or not at all.
+//! A merge streams: the input parts are already sorted by the sort key, so their rows are
+//! interleaved in key order (a k-way merge) and written to one output part row group by row
+//! group. Memory holds one batch per input and one output row group, whatever the parts' sizes.
+//! Before interleaving, every input batch is conformed to the output's layout, chosen from all
+//! inputs' typed values by the shredder's rule (see `strata_json::conform`), so the per-part
+//! typing rule holds after a merge exactly as after an ingest.
+//!
+//! When the inputs type a sort-key path differently, their row orders are not comparable; those
+//! merges fall back to rebuilding the documents and shredding them again, in parts of the
+//! ingest's target size.
+//!
+//! Outputs are written first; one manifest commit then swaps them in and retires the inputs, so
+//! a reader sees either the inputs or the outputs and never a document twice or not at all.
 
+use std::collections::HashSet;
 use std::path::Path;
 
+use arrow::array::{Array, ArrayRef};
+use arrow::compute::{SortOptions, interleave};
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, Rows, SortField};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use serde_json::Value;
-use strata_format::{Manifest, PartEntry, RetiredPart, read_part};
+use strata_format::{
+    FormatError, Manifest, PartEntry, PartSchema, PartWriter, PartWriterOptions, RetiredPart,
+    column_value_counts, read_part,
+};
+use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
+use strata_json::shred::MAX_LISTED_REMAINDER_PATHS;
 use strata_json::{JsonPath, ShredOptions, Shredder};
 
 use crate::error::EngineError;
 use crate::ingest::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
 use crate::table::{DataDir, collect_garbage, new_part_file, unix_now};
 
-/// Parts smaller than this on disk are merge candidates.
+/// Parts smaller than this on disk are candidates for the automatic merge after an ingest.
 pub const SMALL_PART_BYTES: u64 = 16 * 1024 * 1024;
 /// Automatic merges start when at least this many small parts exist.
 pub const AUTO_MERGE_MIN_PARTS: usize = 8;
+/// A merge combines inputs of at most this many bytes on disk into one part. Parts this large
+/// are never merged again: rewriting them would cost more than the per-part overhead it saves.
+pub const MAX_MERGED_PART_BYTES: u64 = 1024 * 1024 * 1024;
+/// Inputs of one merge: each holds one decoded batch in memory while the merge runs.
+pub const MAX_MERGE_INPUTS: usize = 32;
+/// Rows per output batch handed to the part writer.
+const OUTPUT_BATCH_ROWS: usize = 8192;
+
+/// Which parts a merge considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeScope {
+    /// After an ingest: parts under [`SMALL_PART_BYTES`] that were not cut at the ingest's target
+    /// size, and only when there are at least [`AUTO_MERGE_MIN_PARTS`] of them.
+    SmallParts,
+    /// `strata optimize`: every part under [`MAX_MERGED_PART_BYTES`], merged round after round
+    /// until no two neighbouring parts fit into one.
+    All,
+}
 
 #[derive(Debug, Clone)]
 pub struct MergeOptions {
+    /// Part size of the re-shredding fallback.
     pub part_target_bytes: usize,
-    /// Only merge when there are at least [`AUTO_MERGE_MIN_PARTS`] small parts.
-    pub only_when_many: bool,
+    pub scope: MergeScope,
 }
 
 impl Default for MergeOptions {
     fn default() -> Self {
         MergeOptions {
             part_target_bytes: DEFAULT_PART_TARGET_BYTES,
-            only_when_many: false,
+            scope: MergeScope::All,
         }
     }
 }
@@ -46,8 +83,8 @@ pub struct MergeSummary {
     pub outputs_written: usize,
 }
 
-/// Merges the small parts of `table` (takes the table's write lock).
-pub fn merge_small_parts(
+/// Merges parts of `table` as `options` say (takes the table's write lock).
+pub fn merge_parts(
     data_dir: &DataDir,
     table: &str,
     options: &MergeOptions,
@@ -65,27 +102,434 @@ pub(crate) fn merge_locked(
     manifest: &mut Manifest,
     options: &MergeOptions,
 ) -> Result<MergeSummary, EngineError> {
-    let parts_before = manifest.parts.len();
-    let mut candidates: Vec<PartEntry> = manifest
-        .parts
-        .iter()
-        .filter(|p| !p.full && p.bytes < SMALL_PART_BYTES)
-        .cloned()
-        .collect();
-    let minimum = if options.only_when_many {
-        AUTO_MERGE_MIN_PARTS
-    } else {
-        2
+    let mut summary = MergeSummary {
+        parts_before: manifest.parts.len(),
+        parts_after: manifest.parts.len(),
+        ..Default::default()
     };
-    if candidates.len() < minimum {
-        return Ok(MergeSummary {
-            parts_before,
-            parts_after: parts_before,
-            ..Default::default()
+    // Outputs of the re-shredding fallback are as large as its inputs; merging them again in the
+    // next round would never end.
+    let mut settled: HashSet<String> = HashSet::new();
+    loop {
+        let groups = plan_merges(&manifest.parts, options.scope, &settled);
+        if groups.is_empty() {
+            break;
+        }
+        let mut outputs = Vec::new();
+        let mut merged: Vec<String> = Vec::new();
+        for group in &groups {
+            match merge_group(table, table_dir, manifest, group)? {
+                Some(output) => outputs.push(output),
+                None => {
+                    let rewritten =
+                        merge_by_reshredding(table, table_dir, manifest, group, options)?;
+                    settled.extend(rewritten.iter().map(|p| p.file.clone()));
+                    outputs.extend(rewritten);
+                }
+            }
+            merged.extend(group.iter().map(|p| p.file.clone()));
+        }
+        // Outputs take the place of their inputs, keeping the table in ingest (time) order.
+        let now = unix_now();
+        let first_input = manifest
+            .parts
+            .iter()
+            .position(|p| merged.contains(&p.file))
+            .unwrap_or(manifest.parts.len());
+        manifest.parts.retain(|p| !merged.contains(&p.file));
+        summary.inputs_merged += merged.len();
+        summary.outputs_written += outputs.len();
+        let at = first_input.min(manifest.parts.len());
+        manifest.parts.splice(at..at, outputs);
+        manifest
+            .retired
+            .extend(merged.into_iter().map(|file| RetiredPart {
+                file,
+                retired_at: now,
+            }));
+        manifest.version += 1;
+        manifest.commit(table_dir)?;
+        if options.scope == MergeScope::SmallParts {
+            break;
+        }
+    }
+    if summary.inputs_merged > 0 && collect_garbage(table_dir, manifest)? {
+        manifest.version += 1;
+        manifest.commit(table_dir)?;
+    }
+    summary.parts_after = manifest.parts.len();
+    Ok(summary)
+}
+
+/// Groups of neighbouring candidate parts, each of at least two parts and at most
+/// [`MAX_MERGE_INPUTS`] parts and [`MAX_MERGED_PART_BYTES`] bytes.
+fn plan_merges(
+    parts: &[PartEntry],
+    scope: MergeScope,
+    settled: &HashSet<String>,
+) -> Vec<Vec<PartEntry>> {
+    let candidate = |p: &PartEntry| {
+        !settled.contains(&p.file)
+            && match scope {
+                MergeScope::SmallParts => !p.full && p.bytes < SMALL_PART_BYTES,
+                MergeScope::All => p.bytes < MAX_MERGED_PART_BYTES,
+            }
+    };
+    if scope == MergeScope::SmallParts
+        && parts.iter().filter(|p| candidate(p)).count() < AUTO_MERGE_MIN_PARTS
+    {
+        return Vec::new();
+    }
+    let mut groups = Vec::new();
+    let mut current: Vec<PartEntry> = Vec::new();
+    let mut bytes = 0u64;
+    let mut close = |current: &mut Vec<PartEntry>, bytes: &mut u64| {
+        if current.len() >= 2 {
+            groups.push(std::mem::take(current));
+        }
+        current.clear();
+        *bytes = 0;
+    };
+    for part in parts {
+        if !candidate(part) {
+            if scope == MergeScope::All {
+                close(&mut current, &mut bytes);
+            }
+            continue;
+        }
+        if !current.is_empty()
+            && (bytes + part.bytes > MAX_MERGED_PART_BYTES || current.len() >= MAX_MERGE_INPUTS)
+        {
+            close(&mut current, &mut bytes);
+        }
+        bytes += part.bytes;
+        current.push(part.clone());
+    }
+    close(&mut current, &mut bytes);
+    groups
+}
+
+/// Merges one group of parts into one output part by interleaving their sorted rows; None when
+/// their sort-key columns cannot be interleaved (see the module doc).
+fn merge_group(
+    table: &str,
+    table_dir: &Path,
+    manifest: &Manifest,
+    group: &[PartEntry],
+) -> Result<Option<PartEntry>, EngineError> {
+    let sort_key = &manifest.settings.sort_key;
+    let mut counts = Vec::new();
+    for part in group {
+        let path = Manifest::part_path(table_dir, &part.file);
+        for (name, values) in column_value_counts(&path)? {
+            if let Some(kind) = part.columns.get(&name) {
+                counts.push(ColumnCount {
+                    name,
+                    kind: *kind,
+                    values,
+                });
+            }
+        }
+    }
+    let layout = merged_layout(&counts, sort_key, manifest.settings.max_columns).filter(|layout| {
+        // A sort-key value waiting in some input's remainder with the output column's kind
+        // would move into the key column and break that input's order.
+        layout
+            .iter()
+            .filter(|c| sort_key.contains(&c.name))
+            .all(|c| {
+                group.iter().all(|p| {
+                    p.remainder_paths_truncated
+                        || !p
+                            .remainder_paths
+                            .get(&c.name)
+                            .is_some_and(|kinds| kinds.contains(&c.kind))
+                })
+            })
+            && group.iter().all(|p| !p.remainder_paths_truncated)
+    });
+    let Some(layout) = layout else {
+        return Ok(None);
+    };
+
+    let mut remainder_paths =
+        merged_remainder_paths(&layout, group.iter().map(|p| &p.remainder_paths), &counts);
+    let truncated = remainder_paths.len() > MAX_LISTED_REMAINDER_PATHS;
+    if truncated {
+        remainder_paths = remainder_paths
+            .into_iter()
+            .take(MAX_LISTED_REMAINDER_PATHS)
+            .collect();
+    }
+    let conformer = Conformer::new(layout);
+    // Key-run columns stay uncompressed (see the part writer); the output's runs are at most as
+    // deep as the shallowest input's.
+    let uncompressed = group
+        .iter()
+        .map(|p| p.key_runs.as_ref().map_or(&[][..], |r| &r.paths[..]))
+        .min_by_key(|paths| paths.len())
+        .unwrap_or_default()
+        .to_vec();
+    let file = new_part_file(manifest.version);
+    let mut writer = PartWriter::create(
+        table_dir,
+        &file,
+        PartSchema {
+            schema: conformer.schema(),
+            columns: conformer.layout().to_vec(),
+            remainder_paths,
+            remainder_paths_truncated: truncated,
+        },
+        sort_key,
+        &uncompressed,
+        &PartWriterOptions::default(),
+    )?;
+
+    let key_fields: Vec<(usize, SortField)> = sort_key
+        .iter()
+        .filter_map(|name| conformer.schema().index_of(name).ok())
+        .map(|index| {
+            let data_type = conformer.schema().field(index).data_type().clone();
+            let options = SortOptions {
+                descending: false,
+                nulls_first: true,
+            };
+            (index, SortField::new_with_options(data_type, options))
+        })
+        .collect();
+    let converter = if key_fields.is_empty() {
+        None
+    } else {
+        Some(
+            RowConverter::new(key_fields.iter().map(|(_, f)| f.clone()).collect()).map_err(
+                |source| EngineError::Arrow {
+                    table: table.to_owned(),
+                    context: "ordering merge inputs",
+                    source,
+                },
+            )?,
+        )
+    };
+    let batch_rows = (64 * 1024 / group.len()).clamp(1024, OUTPUT_BATCH_ROWS);
+    let mut cursors = Vec::with_capacity(group.len());
+    for part in group {
+        let path = Manifest::part_path(table_dir, &part.file);
+        cursors.push(Cursor {
+            reader: read_part(&path, batch_rows)?,
+            path,
+            current: None,
         });
     }
-    candidates.sort_by_key(|p| p.rows);
+    let mut merge = KWayMerge {
+        table,
+        conformer: &conformer,
+        converter: converter.as_ref(),
+        key_columns: key_fields.iter().map(|(i, _)| *i).collect(),
+        held: Vec::new(),
+        picks: Vec::with_capacity(OUTPUT_BATCH_ROWS),
+    };
+    // Encoding and compressing the output costs about as much as reading and interleaving the
+    // inputs: the writer gets its own thread, fed through a short queue.
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<RecordBatch>(2);
+    std::thread::scope(|scope| {
+        let writing = scope.spawn(move || -> Result<PartEntry, EngineError> {
+            for batch in receiver {
+                writer.write(&batch)?;
+            }
+            Ok(writer.finish()?)
+        });
+        let merged = (|| -> Result<(), EngineError> {
+            for cursor in &mut cursors {
+                merge.advance(cursor)?;
+            }
+            while let Some((best, runner_up)) = merge.two_smallest(&cursors) {
+                merge.take_run(&mut cursors, best, runner_up)?;
+                if merge.picks.len() >= OUTPUT_BATCH_ROWS || merge.all_done(&cursors) {
+                    let batch = merge.flush(&mut cursors)?;
+                    if sender.send(batch).is_err() {
+                        // The writer stopped; its error is reported below.
+                        break;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        drop(sender);
+        let written = writing.join().map_err(|_| {
+            EngineError::Invalid(format!("table {table}: the merge writer thread panicked"))
+        })?;
+        merged?;
+        written.map(Some)
+    })
+}
 
+/// One input of a k-way merge: its reader and the batch being consumed.
+struct Cursor {
+    reader: ParquetRecordBatchReader,
+    path: std::path::PathBuf,
+    /// (slot in `KWayMerge::held`, sort keys as rows, next row); None once exhausted.
+    current: Option<(usize, Option<Rows>, usize)>,
+}
+
+struct KWayMerge<'a> {
+    table: &'a str,
+    conformer: &'a Conformer,
+    converter: Option<&'a RowConverter>,
+    key_columns: Vec<usize>,
+    /// Batches referenced by `picks` (and the cursors' current batches).
+    held: Vec<RecordBatch>,
+    /// Output rows so far: (slot in `held`, row).
+    picks: Vec<(usize, usize)>,
+}
+
+impl KWayMerge<'_> {
+    /// Loads the cursor's next non-empty batch, conformed, or marks it exhausted.
+    fn advance(&mut self, cursor: &mut Cursor) -> Result<(), EngineError> {
+        cursor.current = None;
+        for batch in cursor.reader.by_ref() {
+            let batch = batch.map_err(|source| FormatError::Arrow {
+                path: cursor.path.clone(),
+                source,
+            })?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let batch = self
+                .conformer
+                .conform(&batch)
+                .map_err(|source| EngineError::Json {
+                    table: self.table.to_owned(),
+                    source,
+                })?;
+            let rows =
+                match self.converter {
+                    Some(converter) => {
+                        let keys: Vec<ArrayRef> = self
+                            .key_columns
+                            .iter()
+                            .map(|&i| batch.column(i).clone())
+                            .collect();
+                        Some(converter.convert_columns(&keys).map_err(|source| {
+                            EngineError::Arrow {
+                                table: self.table.to_owned(),
+                                context: "ordering merge inputs",
+                                source,
+                            }
+                        })?)
+                    }
+                    None => None,
+                };
+            self.held.push(batch);
+            cursor.current = Some((self.held.len() - 1, rows, 0));
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// Whether every input is consumed.
+    fn all_done(&self, cursors: &[Cursor]) -> bool {
+        cursors.iter().all(|c| c.current.is_none())
+    }
+
+    /// Whether the next row of cursor `a` goes before that of cursor `b` (ties: lower input).
+    fn before(cursors: &[Cursor], a: usize, b: usize) -> bool {
+        match (&cursors[a].current, &cursors[b].current) {
+            (Some((_, Some(ra), ia)), Some((_, Some(rb), ib))) => {
+                let (x, y) = (ra.row(*ia), rb.row(*ib));
+                x < y || (x == y && a < b)
+            }
+            _ => a < b,
+        }
+    }
+
+    /// The cursor holding the smallest next row, and the one holding the second smallest.
+    fn two_smallest(&self, cursors: &[Cursor]) -> Option<(usize, Option<usize>)> {
+        let mut best: Option<usize> = None;
+        let mut second: Option<usize> = None;
+        for i in (0..cursors.len()).filter(|&i| cursors[i].current.is_some()) {
+            match best {
+                Some(b) if !Self::before(cursors, i, b) => {
+                    if second.is_none_or(|s| Self::before(cursors, i, s)) {
+                        second = Some(i);
+                    }
+                }
+                _ => {
+                    second = best;
+                    best = Some(i);
+                }
+            }
+        }
+        best.map(|b| (b, second))
+    }
+
+    /// Takes rows from `best` while they still go before the runner-up's next row.
+    fn take_run(
+        &mut self,
+        cursors: &mut [Cursor],
+        best: usize,
+        runner_up: Option<usize>,
+    ) -> Result<(), EngineError> {
+        loop {
+            let Some((slot, _, row)) = cursors[best].current.as_ref() else {
+                return Ok(());
+            };
+            self.picks.push((*slot, *row));
+            let rows_in_batch = self.held[*slot].num_rows();
+            if let Some((_, _, row)) = cursors[best].current.as_mut() {
+                *row += 1;
+                if *row == rows_in_batch {
+                    self.advance(&mut cursors[best])?;
+                    return Ok(());
+                }
+            }
+            if self.picks.len() >= OUTPUT_BATCH_ROWS
+                || runner_up.is_some_and(|r| !Self::before(cursors, best, r))
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The picked rows as one batch; releases batches no cursor needs any more.
+    fn flush(&mut self, cursors: &mut [Cursor]) -> Result<RecordBatch, EngineError> {
+        let arrow_err = |source| EngineError::Arrow {
+            table: self.table.to_owned(),
+            context: "interleaving merge inputs",
+            source,
+        };
+        let schema = self.conformer.schema();
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for column in 0..schema.fields().len() {
+            let arrays: Vec<&dyn Array> = self
+                .held
+                .iter()
+                .map(|b| b.column(column).as_ref())
+                .collect();
+            columns.push(interleave(&arrays, &self.picks).map_err(arrow_err)?);
+        }
+        let batch = RecordBatch::try_new(schema, columns).map_err(arrow_err)?;
+        self.picks.clear();
+        let mut held = Vec::with_capacity(cursors.len());
+        for cursor in cursors.iter_mut() {
+            if let Some((slot, _, _)) = cursor.current.as_mut() {
+                held.push(self.held[*slot].clone());
+                *slot = held.len() - 1;
+            }
+        }
+        self.held = held;
+        Ok(batch)
+    }
+}
+
+/// The fallback merge: rebuild every document and shred them again (bounded by
+/// `options.part_target_bytes` per output part).
+fn merge_by_reshredding(
+    table: &str,
+    table_dir: &Path,
+    manifest: &Manifest,
+    group: &[PartEntry],
+    options: &MergeOptions,
+) -> Result<Vec<PartEntry>, EngineError> {
     let sort_key = manifest.settings.sort_key.clone();
     let shred_options = ShredOptions {
         sort_key: sort_key.iter().map(|s| JsonPath::decode(s)).collect(),
@@ -97,10 +541,10 @@ pub(crate) fn merge_locked(
     };
     let mut outputs = Vec::new();
     let mut shredder = Shredder::new(shred_options.clone());
-    for part in &candidates {
+    for part in group {
         let path = Manifest::part_path(table_dir, &part.file);
         for batch in read_part(&path, 8192)? {
-            let batch = batch.map_err(|source| strata_format::FormatError::Arrow {
+            let batch = batch.map_err(|source| FormatError::Arrow {
                 path: path.clone(),
                 source,
             })?;
@@ -134,28 +578,5 @@ pub(crate) fn merge_locked(
             &sort_key,
         )?);
     }
-
-    let now = unix_now();
-    let merged: Vec<String> = candidates.iter().map(|p| p.file.clone()).collect();
-    manifest.parts.retain(|p| !merged.contains(&p.file));
-    let outputs_written = outputs.len();
-    manifest.parts.extend(outputs);
-    manifest
-        .retired
-        .extend(merged.iter().map(|file| RetiredPart {
-            file: file.clone(),
-            retired_at: now,
-        }));
-    manifest.version += 1;
-    manifest.commit(table_dir)?;
-    if collect_garbage(table_dir, manifest)? {
-        manifest.version += 1;
-        manifest.commit(table_dir)?;
-    }
-    Ok(MergeSummary {
-        parts_before,
-        parts_after: manifest.parts.len(),
-        inputs_merged: merged.len(),
-        outputs_written,
-    })
+    Ok(outputs)
 }

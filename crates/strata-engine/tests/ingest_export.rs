@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use strata_engine::input::Input;
-use strata_engine::{
-    DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_small_parts,
-};
+use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
 use strata_json::run_with_deep_stack;
 
 fn repo_file(name: &str) -> PathBuf {
@@ -181,7 +179,7 @@ fn small_ingests_merge_without_losing_or_duplicating() {
     assert_eq!(dir.manifest("bsky").unwrap().parts.len(), 5);
     let before = export_sorted(&dir, "bsky");
     assert_eq!(before.len(), 5 * 152);
-    let summary = merge_small_parts(&dir, "bsky", &MergeOptions::default()).unwrap();
+    let summary = merge_parts(&dir, "bsky", &MergeOptions::default()).unwrap();
     assert_eq!(summary.inputs_merged, 5);
     assert_eq!(summary.parts_after, 1);
     let manifest = dir.manifest("bsky").unwrap();

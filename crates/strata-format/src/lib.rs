@@ -13,7 +13,10 @@ pub mod part;
 
 pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
-pub use part::{PartWriterOptions, read_part, read_part_batches, write_part};
+pub use part::{
+    PartSchema, PartWriter, PartWriterOptions, column_value_counts, read_part, read_part_batches,
+    write_part,
+};
 
 /// Version of the on-disk format written by this build. Readers accept this version only;
 /// a future version bump comes with a migration note in `docs/format.md`.

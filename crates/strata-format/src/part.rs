@@ -7,21 +7,23 @@
 //! compressed, dictionary encoded while the dictionary stays small, and integers fall back to
 //! delta bit-packing when it does not.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::kernels::aggregate;
-use arrow::datatypes::{DataType, Float64Type, Int64Type};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::schema::types::ColumnPath;
 use serde_json::Value;
-use strata_json::{Kind, ShreddedBatch};
+use strata_json::{Kind, LayoutColumn, ShreddedBatch};
 
 use crate::FORMAT_VERSION;
 use crate::error::FormatError;
@@ -44,12 +46,12 @@ impl Default for PartWriterOptions {
 }
 
 fn writer_properties(
-    shredded: &ShreddedBatch,
+    schema: &Schema,
+    columns: &[LayoutColumn],
     sort_key: &[String],
-    key_runs: Option<&KeyRuns>,
+    uncompressed: &[String],
     options: &PartWriterOptions,
 ) -> Result<WriterProperties, parquet::errors::ParquetError> {
-    let schema = shredded.batch.schema();
     let sorting: Vec<SortingColumn> = sort_key
         .iter()
         .filter_map(|name| schema.index_of(name).ok())
@@ -72,7 +74,7 @@ fn writer_properties(
     if !sorting.is_empty() {
         builder = builder.set_sorting_columns(Some(sorting));
     }
-    for column in &shredded.columns {
+    for column in columns {
         let path = ColumnPath::new(vec![column.name.clone()]);
         builder = match column.kind {
             // Numbers are mostly high-cardinality (ids, timestamps, sizes): a dictionary of up to
@@ -96,7 +98,7 @@ fn writer_properties(
     }
     // Paths with key runs hold a few hundred runs of a small dictionary per part: a few
     // kilobytes that zstd makes larger, not smaller.
-    for path in key_runs.iter().flat_map(|runs| runs.paths.iter()) {
+    for path in uncompressed {
         builder = builder.set_column_compression(
             ColumnPath::new(vec![path.clone()]),
             Compression::UNCOMPRESSED,
@@ -106,9 +108,6 @@ fn writer_properties(
 }
 
 /// Writes `shredded` as `parts/<file>` of `table_dir` and returns its manifest entry.
-///
-/// The bytes go to `<file>.tmp` first and are fsynced and renamed, so a visible part file is
-/// always complete; it only becomes part of the table when a manifest listing it is committed.
 pub fn write_part(
     table_dir: &Path,
     file: &str,
@@ -116,58 +115,187 @@ pub fn write_part(
     sort_key: &[String],
     options: &PartWriterOptions,
 ) -> Result<PartEntry, FormatError> {
-    let parts_dir = table_dir.join(crate::manifest::PARTS_DIR);
-    fs::create_dir_all(&parts_dir).map_err(|e| FormatError::io(&parts_dir, e))?;
-    let final_path = parts_dir.join(file);
-    let tmp_path = parts_dir.join(format!("{file}.tmp"));
-    let parquet_err = |source| FormatError::Parquet {
-        path: tmp_path.clone(),
-        source,
-    };
-    let key_runs = key_runs(shredded, sort_key).map_err(|source| FormatError::Arrow {
-        path: final_path.clone(),
-        source,
-    })?;
-    let props =
-        writer_properties(shredded, sort_key, key_runs.as_ref(), options).map_err(parquet_err)?;
-    let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
-    let mut writer =
-        ArrowWriter::try_new(out, shredded.batch.schema(), Some(props)).map_err(parquet_err)?;
-    writer.write(&shredded.batch).map_err(parquet_err)?;
-    let out = writer.into_inner().map_err(parquet_err)?;
-    out.sync_all().map_err(|e| FormatError::io(&tmp_path, e))?;
-    drop(out);
-    fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
-    sync_dir(&parts_dir)?;
-    let bytes = fs::metadata(&final_path)
-        .map_err(|e| FormatError::io(&final_path, e))?
-        .len();
-
-    let mut entry = PartEntry {
-        file: file.to_owned(),
-        rows: shredded.batch.num_rows() as u64,
-        bytes,
-        columns: shredded
-            .columns
-            .iter()
-            .map(|c| (c.name.clone(), c.kind))
-            .collect(),
+    let layout = PartSchema {
+        schema: shredded.batch.schema(),
+        columns: shredded.columns.clone(),
         remainder_paths: shredded.remainder_paths.clone(),
         remainder_paths_truncated: shredded.remainder_paths_truncated,
-        sort_key_min: Default::default(),
-        sort_key_max: Default::default(),
-        full: false,
-        key_runs,
     };
-    for name in sort_key {
-        if let Ok(index) = shredded.batch.schema().index_of(name)
-            && let Some((min, max)) = min_max(shredded.batch.column(index))
-        {
-            entry.sort_key_min.insert(name.clone(), min);
-            entry.sort_key_max.insert(name.clone(), max);
-        }
+    // The runs are known before writing here, so exactly their columns stay uncompressed.
+    let mut runs = KeyRunTracker::new(&layout, sort_key);
+    runs.observe(&shredded.batch)
+        .map_err(|source| FormatError::Arrow {
+            path: table_dir.join(file),
+            source,
+        })?;
+    let uncompressed = runs.finish().map(|r| r.paths).unwrap_or_default();
+    let mut writer = PartWriter::create(table_dir, file, layout, sort_key, &uncompressed, options)?;
+    writer.write(&shredded.batch)?;
+    writer.finish()
+}
+
+/// What a part holds, known before its rows are written.
+#[derive(Debug, Clone)]
+pub struct PartSchema {
+    pub schema: SchemaRef,
+    pub columns: Vec<LayoutColumn>,
+    pub remainder_paths: BTreeMap<String, BTreeSet<Kind>>,
+    pub remainder_paths_truncated: bool,
+}
+
+/// Writes one part from batches already sorted by the sort key, streaming: memory holds one
+/// row group, whatever the part's size. Statistics and key runs are gathered on the way.
+///
+/// The bytes go to `<file>.tmp` first and are fsynced and renamed by [`PartWriter::finish`], so
+/// a visible part file is always complete; it only becomes part of the table when a manifest
+/// listing it is committed.
+pub struct PartWriter {
+    writer: ArrowWriter<fs::File>,
+    tmp_path: PathBuf,
+    final_path: PathBuf,
+    file: String,
+    layout: PartSchema,
+    sort_key: Vec<String>,
+    rows: u64,
+    bounds: BTreeMap<String, (Value, Value)>,
+    runs: KeyRunTracker,
+}
+
+impl PartWriter {
+    /// Starts `parts/<file>` of `table_dir`; `uncompressed` lists columns written without zstd.
+    pub fn create(
+        table_dir: &Path,
+        file: &str,
+        layout: PartSchema,
+        sort_key: &[String],
+        uncompressed: &[String],
+        options: &PartWriterOptions,
+    ) -> Result<Self, FormatError> {
+        let parts_dir = table_dir.join(crate::manifest::PARTS_DIR);
+        fs::create_dir_all(&parts_dir).map_err(|e| FormatError::io(&parts_dir, e))?;
+        let final_path = parts_dir.join(file);
+        let tmp_path = parts_dir.join(format!("{file}.tmp"));
+        let parquet_err = |source| FormatError::Parquet {
+            path: tmp_path.clone(),
+            source,
+        };
+        let props = writer_properties(
+            &layout.schema,
+            &layout.columns,
+            sort_key,
+            uncompressed,
+            options,
+        )
+        .map_err(parquet_err)?;
+        let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
+        let writer =
+            ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
+        Ok(PartWriter {
+            writer,
+            runs: KeyRunTracker::new(&layout, sort_key),
+            tmp_path,
+            final_path,
+            file: file.to_owned(),
+            layout,
+            sort_key: sort_key.to_vec(),
+            rows: 0,
+            bounds: BTreeMap::new(),
+        })
     }
-    Ok(entry)
+
+    /// Appends rows; they must sort after (or equal to) every row written before.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
+        self.runs
+            .observe(batch)
+            .map_err(|source| FormatError::Arrow {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        for name in &self.sort_key {
+            if let Some(column) = batch.column_by_name(name)
+                && let Some((min, max)) = min_max(column)
+            {
+                match self.bounds.get_mut(name) {
+                    Some((low, high)) => {
+                        if json_order(&min, low).is_some_and(|o| o.is_lt()) {
+                            *low = min;
+                        }
+                        if json_order(&max, high).is_some_and(|o| o.is_gt()) {
+                            *high = max;
+                        }
+                    }
+                    None => {
+                        self.bounds.insert(name.clone(), (min, max));
+                    }
+                }
+            }
+        }
+        self.writer
+            .write(batch)
+            .map_err(|source| FormatError::Parquet {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Closes, fsyncs and renames the file; returns its manifest entry.
+    pub fn finish(self) -> Result<PartEntry, FormatError> {
+        let out = self
+            .writer
+            .into_inner()
+            .map_err(|source| FormatError::Parquet {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        out.sync_all()
+            .map_err(|e| FormatError::io(&self.tmp_path, e))?;
+        drop(out);
+        fs::rename(&self.tmp_path, &self.final_path)
+            .map_err(|e| FormatError::io(&self.final_path, e))?;
+        if let Some(parts_dir) = self.final_path.parent() {
+            sync_dir(parts_dir)?;
+        }
+        let bytes = fs::metadata(&self.final_path)
+            .map_err(|e| FormatError::io(&self.final_path, e))?
+            .len();
+        let (sort_key_min, sort_key_max) = self
+            .bounds
+            .into_iter()
+            .map(|(name, (min, max))| ((name.clone(), min), (name, max)))
+            .unzip();
+        Ok(PartEntry {
+            file: self.file,
+            rows: self.rows,
+            bytes,
+            columns: self
+                .layout
+                .columns
+                .iter()
+                .map(|c| (c.name.clone(), c.kind))
+                .collect(),
+            remainder_paths: self.layout.remainder_paths,
+            remainder_paths_truncated: self.layout.remainder_paths_truncated,
+            sort_key_min,
+            sort_key_max,
+            full: false,
+            key_runs: self.runs.finish(),
+        })
+    }
+}
+
+/// Order of two JSON scalars of the same type (None across types).
+fn json_order(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => Some(x.cmp(&y)),
+            _ => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        },
+        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
 }
 
 /// Runs per part are bounded so manifests stay small: at most this many, and on average at least
@@ -177,81 +305,135 @@ pub fn write_part(
 pub const MAX_KEY_RUNS: usize = 256;
 pub const MIN_KEY_RUN_ROWS: usize = 64;
 
-/// The runs of the longest sort-key prefix within the bounds above. Only paths held
-/// entirely in one typed string, integer or boolean column qualify (a value in the remainder
-/// would be invisible to the runs), and the prefix stops at the first path that does not.
-fn key_runs(
-    shredded: &ShreddedBatch,
-    sort_key: &[String],
-) -> Result<Option<KeyRuns>, arrow::error::ArrowError> {
-    let batch = &shredded.batch;
-    let rows = batch.num_rows();
-    if rows == 0 || shredded.remainder_paths_truncated {
-        return Ok(None);
-    }
-    let mut paths = Vec::new();
-    let mut columns: Vec<&ArrayRef> = Vec::new();
-    for name in sort_key {
-        let in_remainder = shredded
-            .remainder_paths
-            .get(name)
-            .is_some_and(|kinds| kinds.iter().any(|k| *k != Kind::Null));
-        let column = batch.schema().index_of(name).ok().map(|i| batch.column(i));
-        let Some(column) = column.filter(|c| {
-            matches!(
-                c.data_type(),
-                DataType::Utf8 | DataType::Utf8View | DataType::Int64 | DataType::Boolean
-            )
-        }) else {
-            break;
-        };
-        if in_remainder {
-            break;
-        }
-        paths.push(name.clone());
-        columns.push(column);
-    }
-    // starts[i]: row i + 1 begins a new run of the prefix examined so far.
-    let mut starts = vec![false; rows - 1];
-    let mut chosen: Option<(usize, Vec<usize>)> = None;
-    for (depth, column) in columns.iter().enumerate() {
-        if rows > 1 {
-            let changed = arrow::compute::kernels::cmp::distinct(
-                &column.slice(1, rows - 1),
-                &column.slice(0, rows - 1),
-            )?;
-            for (start, changed) in starts.iter_mut().zip(changed.values().iter()) {
-                *start |= changed;
+/// Finds the runs of the longest sort-key prefix within the bounds above, batch by batch.
+///
+/// Only paths held entirely in one typed string, integer or boolean column qualify (a value in
+/// the remainder would be invisible to the runs), and the prefix stops at the first path that
+/// does not. Per prefix length, run starts are kept until there are more than [`MAX_KEY_RUNS`];
+/// longer prefixes have at least as many runs, so tracking stops there too.
+struct KeyRunTracker {
+    paths: Vec<String>,
+    /// Run starts (row, values of the prefix) per prefix length - 1, for the lengths still
+    /// within bounds.
+    starts: Vec<Vec<(u64, Vec<Value>)>>,
+    /// The previous batch's last row of each qualifying column.
+    last: Option<Vec<ArrayRef>>,
+    rows: u64,
+}
+
+impl KeyRunTracker {
+    fn new(layout: &PartSchema, sort_key: &[String]) -> Self {
+        let mut paths = Vec::new();
+        if !layout.remainder_paths_truncated {
+            for name in sort_key {
+                let in_remainder = layout
+                    .remainder_paths
+                    .get(name)
+                    .is_some_and(|kinds| kinds.iter().any(|k| *k != Kind::Null));
+                let typed = layout.schema.field_with_name(name).is_ok_and(|f| {
+                    matches!(
+                        f.data_type(),
+                        DataType::Utf8 | DataType::Utf8View | DataType::Int64 | DataType::Boolean
+                    )
+                });
+                if in_remainder || !typed {
+                    break;
+                }
+                paths.push(name.clone());
             }
         }
-        let first_rows: Vec<usize> = std::iter::once(0)
-            .chain((1..rows).filter(|&row| starts[row - 1]))
-            .collect();
-        if first_rows.len() > (rows / MIN_KEY_RUN_ROWS).clamp(16, MAX_KEY_RUNS) {
-            break;
+        KeyRunTracker {
+            starts: vec![Vec::new(); paths.len()],
+            paths,
+            last: None,
+            rows: 0,
         }
-        chosen = Some((depth + 1, first_rows));
     }
-    let Some((depth, first_rows)) = chosen else {
-        return Ok(None);
-    };
-    let runs = first_rows
-        .iter()
-        .enumerate()
-        .map(|(i, &start)| {
-            let end = first_rows.get(i + 1).copied().unwrap_or(rows);
-            KeyRun {
-                values: columns[..depth]
+
+    fn observe(&mut self, batch: &RecordBatch) -> Result<(), arrow::error::ArrowError> {
+        let n = batch.num_rows();
+        if n == 0 || self.starts.is_empty() {
+            self.rows += n as u64;
+            return Ok(());
+        }
+        let mut columns = Vec::with_capacity(self.starts.len());
+        for name in &self.paths[..self.starts.len()] {
+            columns.push(batch.column_by_name(name).cloned().ok_or_else(|| {
+                arrow::error::ArrowError::SchemaError(format!("sort-key column {name} missing"))
+            })?);
+        }
+        // changed[i]: row i starts a run of the prefix examined so far.
+        let mut changed = vec![false; n];
+        changed[0] = self.last.is_none();
+        for depth in 0..columns.len() {
+            let column = &columns[depth];
+            if let Some(last) = &self.last {
+                changed[0] |=
+                    arrow::compute::kernels::cmp::distinct(&column.slice(0, 1), &last[depth])?
+                        .value(0);
+            }
+            if n > 1 {
+                let differs = arrow::compute::kernels::cmp::distinct(
+                    &column.slice(1, n - 1),
+                    &column.slice(0, n - 1),
+                )?;
+                for (flag, differs) in changed[1..].iter_mut().zip(differs.values().iter()) {
+                    *flag |= differs;
+                }
+            }
+            let starts = &mut self.starts[depth];
+            for row in (0..n).filter(|&row| changed[row]) {
+                if starts.len() > MAX_KEY_RUNS {
+                    break;
+                }
+                let values = columns[..=depth]
                     .iter()
-                    .map(|c| scalar_json(c, start))
-                    .collect(),
-                start: start as u64,
-                rows: (end - start) as u64,
+                    .map(|c| scalar_json(c, row))
+                    .collect();
+                starts.push((self.rows + row as u64, values));
             }
-        })
-        .collect();
-    paths.truncate(depth);
-    Ok(Some(KeyRuns { paths, runs }))
+            if starts.len() > MAX_KEY_RUNS {
+                self.starts.truncate(depth);
+                break;
+            }
+        }
+        self.last = Some(
+            columns[..self.starts.len()]
+                .iter()
+                .map(|c| c.slice(n - 1, 1))
+                .collect(),
+        );
+        self.rows += n as u64;
+        Ok(())
+    }
+
+    fn finish(self) -> Option<KeyRuns> {
+        let rows = self.rows;
+        if rows == 0 {
+            return None;
+        }
+        let limit = ((rows as usize) / MIN_KEY_RUN_ROWS).clamp(16, MAX_KEY_RUNS);
+        let depth = self.starts.iter().rposition(|s| s.len() <= limit)?;
+        let mut paths = self.paths;
+        paths.truncate(depth + 1);
+        let starts = self.starts.into_iter().nth(depth)?;
+        let ends: Vec<u64> = starts
+            .iter()
+            .skip(1)
+            .map(|(start, _)| *start)
+            .chain(std::iter::once(rows))
+            .collect();
+        let runs = starts
+            .into_iter()
+            .zip(ends)
+            .map(|((start, values), end)| KeyRun {
+                values,
+                start,
+                rows: end - start,
+            })
+            .collect();
+        Some(KeyRuns { paths, runs })
+    }
 }
 
 /// The value at `row` of a string, integer or boolean column as JSON.
@@ -297,6 +479,30 @@ fn min_max(array: &ArrayRef) -> Option<(Value, Value)> {
         }
         _ => None,
     }
+}
+
+/// Non-null values per top-level column of a part, from its footer statistics (a column chunk
+/// without statistics counts all its rows).
+pub fn column_value_counts(path: &Path) -> Result<BTreeMap<String, u64>, FormatError> {
+    let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
+    let reader = SerializedFileReader::new(file).map_err(|source| FormatError::Parquet {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut counts = BTreeMap::new();
+    for row_group in reader.metadata().row_groups() {
+        let rows = row_group.num_rows().max(0) as u64;
+        for column in row_group.columns() {
+            if let [name] = column.column_path().parts() {
+                let nulls = column
+                    .statistics()
+                    .and_then(|s| s.null_count_opt())
+                    .unwrap_or(0);
+                *counts.entry(name.clone()).or_default() += rows.saturating_sub(nulls);
+            }
+        }
+    }
+    Ok(counts)
 }
 
 /// Opens a part for reading, batch by batch, with all its columns.

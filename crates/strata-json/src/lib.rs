@@ -3,7 +3,8 @@
 //! This crate owns the mapping between JSON documents and typed, per-path Arrow columns:
 //! parsing one document ([`document`]), naming paths ([`path`]), classifying leaf values
 //! ([`kind`]), turning a batch of documents into one sorted [`arrow::record_batch::RecordBatch`]
-//! ([`shred`]) and turning rows back into documents ([`reconstruct`]).
+//! ([`shred`]), turning rows back into documents ([`reconstruct`]) and rewriting parts to a common
+//! layout so that they can be merged ([`conform`]).
 //!
 //! Invariants every module keeps:
 //! - nothing is lost: every leaf value of every accepted document is stored either in the typed
@@ -11,6 +12,7 @@
 //! - a column is typed per path *per batch* and never unified across batches;
 //! - no I/O happens here; callers hand bytes in and get Arrow data out.
 
+pub mod conform;
 pub mod document;
 pub mod error;
 pub mod kind;

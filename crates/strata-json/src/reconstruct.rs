@@ -122,7 +122,7 @@ pub fn column_value(
     Ok(Some(value))
 }
 
-fn string_value(array: &dyn Array, row: usize) -> Option<&str> {
+pub(crate) fn string_value(array: &dyn Array, row: usize) -> Option<&str> {
     match array.data_type() {
         DataType::Utf8 => array
             .as_any()

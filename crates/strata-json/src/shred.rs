@@ -473,7 +473,7 @@ pub fn kind_data_type(kind: Kind) -> DataType {
     }
 }
 
-fn column_field(column: &LayoutColumn) -> Field {
+pub(crate) fn column_field(column: &LayoutColumn) -> Field {
     Field::new(&column.name, kind_data_type(column.kind), true).with_metadata(
         [(
             KIND_METADATA_KEY.to_owned(),
@@ -484,7 +484,7 @@ fn column_field(column: &LayoutColumn) -> Field {
     )
 }
 
-fn remainder_builder() -> MapBuilder<StringBuilder, StringBuilder> {
+pub(crate) fn remainder_builder() -> MapBuilder<StringBuilder, StringBuilder> {
     MapBuilder::new(None, StringBuilder::new(), StringBuilder::new())
 }
 

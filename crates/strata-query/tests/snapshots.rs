@@ -8,7 +8,7 @@ use std::io::Write;
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
 use strata_engine::input::Input;
-use strata_engine::merge::{MergeOptions, merge_small_parts};
+use strata_engine::merge::{MergeOptions, merge_parts};
 use strata_engine::{DataDir, IngestOptions, ingest};
 use strata_query::Session;
 
@@ -53,7 +53,7 @@ fn each_statement_sees_the_table_as_last_committed() {
         assert_eq!(count_and_sum(&session).await, (10, 45));
         ingest_rows(&dir, 10, 20);
         assert_eq!(count_and_sum(&session).await, (20, 190));
-        merge_small_parts(&dir, "t", &MergeOptions::default()).unwrap();
+        merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
         assert_eq!(count_and_sum(&session).await, (20, 190));
     });
 }
