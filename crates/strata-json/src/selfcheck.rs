@@ -5,15 +5,20 @@
 //! violation when a document does not come back exactly (numbers compared by their text).
 //! Rejections are fine — they are the documented outcome for bad input — but a panic or a
 //! stack overflow anywhere on this path is a bug, and the fuzz targets in `fuzz/` exist to find
-//! one. Callers must run it on a stack sized by [`crate::DEEP_STACK_BYTES`] when inputs may nest
+//! one. [`check_merge_round_trip`] does the same for a merge: two parts typed from different
+//! documents, conformed to their merged layout. Callers must run it on a stack sized by [`crate::DEEP_STACK_BYTES`] when inputs may nest
 //! up to [`crate::MAX_NESTING_DEPTH`] levels.
 
+use arrow::array::{Array, AsArray};
+use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
+use crate::conform::{ColumnCount, Conformer, merged_layout};
+use crate::kind::classify;
 use crate::path::JsonPath;
-use crate::reconstruct::reconstruct;
+use crate::reconstruct::{PartLayout, parse_stored, reconstruct};
 use crate::shred::{ShredOptions, Shredder};
-use crate::{DocumentError, parse_document};
+use crate::{DocumentError, REMAINDER_COLUMN, parse_document};
 
 /// What one checked input held.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -79,4 +84,120 @@ pub fn check_ingest_round_trip(
         return Err(format!("document changed: stored {want}, got back {got}"));
     }
     Ok(outcome)
+}
+
+/// Shreds the accepted lines of `input` into two parts (alternate lines), conforms both to their
+/// merged layout as a merge does, and checks that every document comes back exactly and that no
+/// remainder value has its path's typed-column kind. Inputs whose parts type a sort-key path
+/// differently are skipped (merges re-shred those).
+pub fn check_merge_round_trip(
+    input: &[u8],
+    max_columns: usize,
+    sort_key: &[&str],
+) -> Result<CheckOutcome, String> {
+    let options = ShredOptions {
+        sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
+        max_columns,
+    };
+    let mut outcome = CheckOutcome::default();
+    let mut expected = Vec::new();
+    let mut shredders = [Shredder::new(options.clone()), Shredder::new(options)];
+    for line in input.split(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        match parse_document(line) {
+            Ok(document) => {
+                shredders[outcome.accepted % 2].push(&document);
+                expected.push(Value::Object(document).to_string());
+                outcome.accepted += 1;
+            }
+            Err(DocumentError::Empty) => {}
+            Err(reason) => outcome.rejected.push(reason),
+        }
+    }
+    let mut parts = Vec::new();
+    for shredder in shredders {
+        if !shredder.is_empty() {
+            let shredded = shredder
+                .finish()
+                .map_err(|e| format!("shredding accepted documents failed: {e}"))?;
+            parts.push(shredded.batch);
+        }
+    }
+    let mut counts = Vec::new();
+    for batch in &parts {
+        let layout = PartLayout::from_schema(batch.schema_ref()).map_err(|e| e.to_string())?;
+        for (column, index) in layout.columns {
+            let array = batch.column(index);
+            counts.push(ColumnCount {
+                name: column.name,
+                kind: column.kind,
+                values: (array.len() - array.null_count()) as u64,
+            });
+        }
+    }
+    let sort_names: Vec<String> = sort_key
+        .iter()
+        .map(|p| JsonPath::parse_dotted(p).encode())
+        .collect();
+    let Some(layout) = merged_layout(&counts, &sort_names, max_columns) else {
+        return Ok(outcome);
+    };
+    let conformer = Conformer::new(layout);
+    let mut actual = Vec::with_capacity(expected.len());
+    for batch in &parts {
+        let conformed = conformer
+            .conform(batch)
+            .map_err(|e| format!("conforming failed: {e}"))?;
+        check_remainder_holds_no_typed_value(&conformed)?;
+        for (row, document) in reconstruct(&conformed, &JsonPath::default())
+            .map_err(|e| format!("reconstruction failed: {e}"))?
+            .into_iter()
+            .enumerate()
+        {
+            match document {
+                Some(document) => actual.push(document.to_string()),
+                None => return Err(format!("row {row} reconstructed as absent")),
+            }
+        }
+    }
+    expected.sort_unstable();
+    actual.sort_unstable();
+    if expected.len() != actual.len() {
+        return Err(format!(
+            "{} documents merged into {} rows",
+            expected.len(),
+            actual.len()
+        ));
+    }
+    if let Some((want, got)) = expected.iter().zip(&actual).find(|(w, g)| w != g) {
+        return Err(format!("document changed by a merge: stored {want}, got back {got}"));
+    }
+    Ok(outcome)
+}
+
+fn check_remainder_holds_no_typed_value(batch: &RecordBatch) -> Result<(), String> {
+    let layout = PartLayout::from_schema(batch.schema_ref()).map_err(|e| e.to_string())?;
+    let Some(remainder) = batch
+        .column_by_name(REMAINDER_COLUMN)
+        .and_then(|c| c.as_map_opt())
+    else {
+        return Err("merged batch has no remainder map".into());
+    };
+    let keys = remainder.keys().as_string::<i32>();
+    let values = remainder.values().as_string::<i32>();
+    for entry in 0..keys.len() {
+        let value = parse_stored(values.value(entry), keys.value(entry)).map_err(|e| e.to_string())?;
+        let kind = classify(&value).kind();
+        if layout
+            .columns
+            .iter()
+            .any(|(c, _)| c.name == keys.value(entry) && c.kind == kind)
+        {
+            return Err(format!(
+                "remainder holds a {kind} of path {} that has a {kind} column",
+                keys.value(entry)
+            ));
+        }
+    }
+    Ok(())
 }

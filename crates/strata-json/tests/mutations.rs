@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use strata_json::run_with_deep_stack;
-use strata_json::selfcheck::check_ingest_round_trip;
+use strata_json::selfcheck::{check_ingest_round_trip, check_merge_round_trip};
 
 const CORPUS: &[u8] = include_bytes!("../../../tests/data/edge_cases.ndjson");
 
@@ -117,7 +117,8 @@ proptest! {
             apply(&mut input, m);
         }
         let result = run_with_deep_stack(move || {
-            check_ingest_round_trip(&input, max_columns, &["kind", "a.b"])
+            check_ingest_round_trip(&input, max_columns, &["kind", "a.b"])?;
+            check_merge_round_trip(&input, max_columns, &["kind", "a.b"])
         });
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }
