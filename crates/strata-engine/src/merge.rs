@@ -44,7 +44,7 @@ pub const AUTO_MERGE_MIN_PARTS: usize = 8;
 /// are never merged again: rewriting them would cost more than the per-part overhead it saves.
 pub const MAX_MERGED_PART_BYTES: u64 = 1024 * 1024 * 1024;
 /// Inputs of one merge: each holds one decoded batch in memory while the merge runs.
-pub const MAX_MERGE_INPUTS: usize = 32;
+pub const MAX_MERGE_INPUTS: usize = 16;
 /// Rows per output batch handed to the part writer.
 const OUTPUT_BATCH_ROWS: usize = 8192;
 

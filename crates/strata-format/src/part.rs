@@ -67,6 +67,10 @@ fn writer_properties(
         .set_data_page_row_count_limit(GRANULE_ROWS)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_dictionary_enabled(true)
+        // Small dictionaries: a high-cardinality column falls back to delta encoding early
+        // instead of carrying 1 MiB of dictionary per column chunk, which every reader (and
+        // each input of a merge) decodes. Measured at 1M Bluesky: 98.1 -> 96.2 MB on disk.
+        .set_dictionary_page_size_limit(64 * 1024)
         .set_key_value_metadata(Some(vec![KeyValue::new(
             "strata.format_version".to_owned(),
             FORMAT_VERSION.to_string(),

@@ -170,7 +170,9 @@ pub fn check_merge_round_trip(
         ));
     }
     if let Some((want, got)) = expected.iter().zip(&actual).find(|(w, g)| w != g) {
-        return Err(format!("document changed by a merge: stored {want}, got back {got}"));
+        return Err(format!(
+            "document changed by a merge: stored {want}, got back {got}"
+        ));
     }
     Ok(outcome)
 }
@@ -186,7 +188,8 @@ fn check_remainder_holds_no_typed_value(batch: &RecordBatch) -> Result<(), Strin
     let keys = remainder.keys().as_string::<i32>();
     let values = remainder.values().as_string::<i32>();
     for entry in 0..keys.len() {
-        let value = parse_stored(values.value(entry), keys.value(entry)).map_err(|e| e.to_string())?;
+        let value =
+            parse_stored(values.value(entry), keys.value(entry)).map_err(|e| e.to_string())?;
         let kind = classify(&value).kind();
         if layout
             .columns
