@@ -5,7 +5,7 @@ from html import escape
 
 from . import svg
 from .markdown import header
-from .model import color, mb, ms, ratio, sections
+from .model import color, mb, ms, optimize_note, ratio, sections
 from .svg import REFERENCE_GREY
 
 CSS = """
@@ -121,6 +121,8 @@ def render(results):
             body.append(_table(["system", "version", "loaded (quality)", "load s", "docs/s", "storage MB", "× zstd -1",
                                 "× Strata storage", "load peak RSS MB", "query peak RSS MB", "answers = reference"],
                                _load_rows(sec), numeric_from=2))
+            for note in filter(None, map(optimize_note, sec.runs)):
+                body.append(f"<p>{escape(note)}</p>")
             for kind, what in (("hot", "min of runs 2 and 3"), ("cold", "run 1, fresh process after a cold start")):
                 body.append(f"<h3>{kind.capitalize()} times, ms ({what}; in brackets system ÷ Strata)</h3>")
                 body.append(_table(["system"] + list(sec.queries) + ["geomean", "geomean ÷ Strata"], _time_rows(sec, kind)))

@@ -1,6 +1,6 @@
 """summary.md: per workload and scale, load/storage/memory, hot and cold times per query with the
 ratio to Strata, geometric means, answer checks, and the systems that failed or could not run."""
-from .model import mb, ms, ratio, sections
+from .model import mb, ms, optimize_note, ratio, sections
 
 
 def header(results):
@@ -24,15 +24,8 @@ def load_table(sec):
             f"{r['load_docs_per_second']:,.0f} | {mb(r.get('total_size'))} | {_x(r.get('ratio_to_zstd_1'))} | "
             f"{ratio(sec.storage_ratio(r))} | {mb(r.get('load_peak_rss'), 0)} | {mb(sec.max_query_rss(r), 0)} | "
             f"{answers} |")
-    for r in sec.runs:
-        if r.get("optimize_seconds") is not None:
-            total = r["load_time"] + r["optimize_seconds"]
-            rows.append("")
-            rows.append(
-                f"{r.get('label', r['system'])}: load s is `ingest` alone ({r.get('parts_after_ingest')} parts); "
-                f"`optimize` then merged them into {r.get('parts')} in {r['optimize_seconds']:.2f} s "
-                f"(peak RSS {mb(r.get('optimize_peak_rss'), 0)} MB), and storage and queries are measured after "
-                f"it. Ingest + optimize: {total:.2f} s, {r['num_loaded_documents'] / total:,.0f} docs/s.")
+    for note in filter(None, map(optimize_note, sec.runs)):
+        rows += ["", note]
     return rows
 
 

@@ -115,3 +115,15 @@ def ms(seconds):
 
 def ratio(x):
     return "—" if x is None else f"{x:.2f}×"
+
+
+def optimize_note(r):
+    """For a run that merged its parts after loading (Strata's `optimize`): what the load time
+    covers and what the merge cost; None for other runs."""
+    if r.get("optimize_seconds") is None:
+        return None
+    total = r["load_time"] + r["optimize_seconds"]
+    return (f"{r.get('label', r['system'])}: load s is `ingest` alone ({r.get('parts_after_ingest')} parts); "
+            f"`optimize` then merged them into {r.get('parts')} in {r['optimize_seconds']:.2f} s "
+            f"(peak RSS {mb(r.get('optimize_peak_rss'), 0)} MB), and storage and queries are measured after "
+            f"it. Ingest + optimize: {total:.2f} s, {r['num_loaded_documents'] / total:,.0f} docs/s.")
