@@ -119,32 +119,42 @@ pub(crate) fn merge_locked(
         if groups.is_empty() {
             break;
         }
-        let mut outputs = Vec::new();
-        let mut merged: Vec<String> = Vec::new();
+        // Outputs per group; each takes the place of its group's first input, so the parts stay
+        // in ingest (time) order and later rounds merge neighbours in time.
+        let mut outputs: Vec<Vec<PartEntry>> = Vec::with_capacity(groups.len());
         for group in &groups {
-            match merge_group(table, table_dir, manifest, group)? {
-                Some(output) => outputs.push(output),
+            outputs.push(match merge_group(table, table_dir, manifest, group)? {
+                Some(output) => vec![output],
                 None => {
                     let rewritten =
                         merge_by_reshredding(table, table_dir, manifest, group, options)?;
                     settled.extend(rewritten.iter().map(|p| p.file.clone()));
-                    outputs.extend(rewritten);
+                    rewritten
                 }
-            }
-            merged.extend(group.iter().map(|p| p.file.clone()));
+            });
         }
-        // Outputs take the place of their inputs, keeping the table in ingest (time) order.
-        let now = unix_now();
-        let first_input = manifest
-            .parts
+        let group_of: std::collections::HashMap<&str, usize> = groups
             .iter()
-            .position(|p| merged.contains(&p.file))
-            .unwrap_or(manifest.parts.len());
-        manifest.parts.retain(|p| !merged.contains(&p.file));
+            .enumerate()
+            .flat_map(|(g, group)| group.iter().map(move |p| (p.file.as_str(), g)))
+            .collect();
+        let mut parts = Vec::with_capacity(manifest.parts.len());
+        let mut placed = vec![false; groups.len()];
+        for part in std::mem::take(&mut manifest.parts) {
+            match group_of.get(part.file.as_str()) {
+                Some(&g) if !placed[g] => {
+                    placed[g] = true;
+                    summary.outputs_written += outputs[g].len();
+                    parts.append(&mut outputs[g]);
+                }
+                Some(_) => {}
+                None => parts.push(part),
+            }
+        }
+        manifest.parts = parts;
+        let now = unix_now();
+        let merged: Vec<String> = groups.iter().flatten().map(|p| p.file.clone()).collect();
         summary.inputs_merged += merged.len();
-        summary.outputs_written += outputs.len();
-        let at = first_input.min(manifest.parts.len());
-        manifest.parts.splice(at..at, outputs);
         manifest
             .retired
             .extend(merged.into_iter().map(|file| RetiredPart {
