@@ -200,6 +200,11 @@ pub fn ingest(
                 )?);
             }
             on_progress(&progress);
+            // One huge line grows the chunk buffer to its size; give that memory back rather
+            // than hold it while the part is sorted and written.
+            if buffer.capacity() > 2 * CHUNK_BYTES {
+                buffer = Vec::with_capacity(CHUNK_BYTES + 4096);
+            }
             if eof {
                 break;
             }
