@@ -1,4 +1,5 @@
-//! Part files: one shredded, sorted batch as one standard Parquet file.
+//! Part files: sorted rows as one standard Parquet file, written from one shredded batch
+//! ([`write_part`]) or streamed batch by batch by a merge ([`PartWriter`]).
 //!
 //! Layout (see `docs/format.md`): one column per typed path, named by its encoded path, carrying
 //! its kind in Arrow field metadata; then the remainder map column. Row groups hold up to

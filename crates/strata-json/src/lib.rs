@@ -9,7 +9,8 @@
 //! Invariants every module keeps:
 //! - nothing is lost: every leaf value of every accepted document is stored either in the typed
 //!   column of its path or in the per-part remainder, with its exact JSON text;
-//! - a column is typed per path *per batch* and never unified across batches;
+//! - a column is typed per path *per part*: never unified across parts, and a merged part
+//!   chooses again over all its rows ([`conform`]);
 //! - no I/O happens here; callers hand bytes in and get Arrow data out.
 
 pub mod conform;
