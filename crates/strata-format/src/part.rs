@@ -4,9 +4,9 @@
 //! Layout (see `docs/format.md`): one column per typed path, named by its encoded path, carrying
 //! its kind in Arrow field metadata; then the remainder map column. Row groups hold up to
 //! [`ROW_GROUP_ROWS`] rows and data pages up to [`GRANULE_ROWS`] rows; page-level min/max
-//! statistics (the Parquet page index) make each page a prunable granule. Columns are zstd
-//! compressed, dictionary encoded while the dictionary stays small, and integers fall back to
-//! delta bit-packing when it does not.
+//! statistics (the Parquet page index) make each page a prunable granule. String columns are
+//! zstd compressed and dictionary encoded while the dictionary page stays under 64 KiB, then
+//! delta encoded; integers are delta bit-packed and left uncompressed (docs/format.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
