@@ -21,7 +21,7 @@ use arrow::datatypes::{Float64Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::error::JsonError;
-use crate::kind::{Kind, Leaf, canonical_float_text, classify};
+use crate::kind::{Kind, Leaf, Stored, classify, push_json_text};
 use crate::path::JsonPath;
 use crate::reconstruct::{LayoutColumn, PartLayout, parse_stored, string_value};
 use crate::shred::{column_field, remainder_builder, remainder_field};
@@ -382,32 +382,24 @@ fn typed_json_text(
         column: column.name.clone(),
         message: format!("kind {} stored as {}", column.kind, array.data_type()),
     };
-    match column.kind {
-        Kind::String => {
-            let s = string_value(array, row).ok_or_else(mismatch)?;
-            let quoted = serde_json::to_string(s).map_err(|e| JsonError::Layout {
-                column: column.name.clone(),
-                message: e.to_string(),
-            })?;
-            out.push_str(&quoted);
+    let value = match column.kind {
+        Kind::String | Kind::Number | Kind::Json | Kind::Null => {
+            Stored::Text(string_value(array, row).ok_or_else(mismatch)?)
         }
-        Kind::Number | Kind::Json | Kind::Null => {
-            out.push_str(string_value(array, row).ok_or_else(mismatch)?)
-        }
-        Kind::Int => {
-            let a = array.as_primitive_opt::<Int64Type>().ok_or_else(mismatch)?;
-            out.push_str(&a.value(row).to_string());
-        }
-        Kind::Float => {
-            let a = array
+        Kind::Int => Stored::Int(
+            array
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(mismatch)?
+                .value(row),
+        ),
+        Kind::Float => Stored::Float(
+            array
                 .as_primitive_opt::<Float64Type>()
-                .ok_or_else(mismatch)?;
-            out.push_str(&canonical_float_text(a.value(row)));
-        }
-        Kind::Bool => {
-            let a = array.as_boolean_opt().ok_or_else(mismatch)?;
-            out.push_str(if a.value(row) { "true" } else { "false" });
-        }
-    }
+                .ok_or_else(mismatch)?
+                .value(row),
+        ),
+        Kind::Bool => Stored::Bool(array.as_boolean_opt().ok_or_else(mismatch)?.value(row)),
+    };
+    push_json_text(column.kind, value, out);
     Ok(())
 }

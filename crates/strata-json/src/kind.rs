@@ -134,6 +134,31 @@ fn classify_number(n: &Number) -> Leaf<'_> {
     Leaf::Number(text)
 }
 
+/// A value as a column or the shredder's buffers hold it: the text of strings, numbers and JSON.
+pub(crate) enum Stored<'a> {
+    Text(&'a str),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Null,
+}
+
+/// Appends the exact JSON text of a stored value of `kind`: a string quoted, number and JSON
+/// texts as stored, integers and floats in their canonical text. The one rule by which typed
+/// values become remainder entries, at shredding and at merging alike.
+pub(crate) fn push_json_text(kind: Kind, value: Stored<'_>, out: &mut String) {
+    match value {
+        Stored::Text(text) if kind == Kind::String => {
+            out.push_str(&serde_json::to_string(text).unwrap_or_default())
+        }
+        Stored::Text(text) => out.push_str(text),
+        Stored::Int(i) => out.push_str(&canonical_int_text(i)),
+        Stored::Float(f) => out.push_str(&canonical_float_text(f)),
+        Stored::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+        Stored::Null => out.push_str("null"),
+    }
+}
+
 /// The JSON text an `Int` column value is written back as.
 pub fn canonical_int_text(i: i64) -> String {
     i.to_string()

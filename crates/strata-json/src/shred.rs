@@ -22,7 +22,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use serde_json::{Map, Value};
 
 use crate::error::JsonError;
-use crate::kind::{Kind, Leaf, canonical_float_text, classify};
+use crate::kind::{Kind, Leaf, Stored, classify, push_json_text};
 use crate::path::{JsonPath, push_escaped};
 use crate::reconstruct::LayoutColumn;
 use crate::{KIND_METADATA_KEY, REMAINDER_COLUMN, RESERVED_PREFIX};
@@ -408,17 +408,14 @@ struct RowOrder {
 
 /// Writes the exact JSON text of the `i`-th buffered value.
 fn leaf_json_text(values: &KindValues, kind: Kind, i: usize, out: &mut String) {
-    match kind {
-        Kind::String => {
-            let quoted = serde_json::to_string(values.text(i)).unwrap_or_default();
-            out.push_str(&quoted);
-        }
-        Kind::Number | Kind::Json => out.push_str(values.text(i)),
-        Kind::Int => out.push_str(&values.ints[i].to_string()),
-        Kind::Float => out.push_str(&canonical_float_text(values.floats[i])),
-        Kind::Bool => out.push_str(if values.bools[i] { "true" } else { "false" }),
-        Kind::Null => out.push_str("null"),
-    }
+    let value = match kind {
+        Kind::String | Kind::Number | Kind::Json => Stored::Text(values.text(i)),
+        Kind::Int => Stored::Int(values.ints[i]),
+        Kind::Float => Stored::Float(values.floats[i]),
+        Kind::Bool => Stored::Bool(values.bools[i]),
+        Kind::Null => Stored::Null,
+    };
+    push_json_text(kind, value, out);
 }
 
 fn dense_array(values: &KindValues, kind: Kind, rows: usize) -> ArrayRef {
