@@ -6,8 +6,8 @@
 //! Rejections are fine — they are the documented outcome for bad input — but a panic or a
 //! stack overflow anywhere on this path is a bug, and the fuzz targets in `fuzz/` exist to find
 //! one. [`check_merge_round_trip`] does the same for a merge: two parts typed from different
-//! documents, conformed to their merged layout. Callers must run it on a stack sized by [`crate::DEEP_STACK_BYTES`] when inputs may nest
-//! up to [`crate::MAX_NESTING_DEPTH`] levels.
+//! documents, conformed to their merged layout. Callers must run both on a stack sized by
+//! [`crate::DEEP_STACK_BYTES`] when inputs may nest up to [`crate::MAX_NESTING_DEPTH`] levels.
 
 use arrow::array::{Array, AsArray};
 use arrow::record_batch::RecordBatch;
@@ -36,25 +36,11 @@ pub fn check_ingest_round_trip(
     max_columns: usize,
     sort_key: &[&str],
 ) -> Result<CheckOutcome, String> {
-    let mut outcome = CheckOutcome::default();
-    let mut expected = Vec::new();
     let mut shredder = Shredder::new(ShredOptions {
         sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
         max_columns,
     });
-    for line in input.split(|b| *b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        match parse_document(line) {
-            Ok(document) => {
-                shredder.push(&document);
-                expected.push(Value::Object(document).to_string());
-                outcome.accepted += 1;
-            }
-            // Ingest skips blank lines without counting them.
-            Err(DocumentError::Empty) => {}
-            Err(reason) => outcome.rejected.push(reason),
-        }
-    }
+    let (outcome, mut expected) = parse_lines(input, |_, document| shredder.push(document));
     if expected.is_empty() {
         return Ok(outcome);
     }
@@ -68,22 +54,69 @@ pub fn check_ingest_round_trip(
             shredded.batch.num_rows()
         ));
     }
-    let rebuilt = reconstruct(&shredded.batch, &JsonPath::default())
+    let mut actual = Vec::with_capacity(expected.len());
+    push_rebuilt(&shredded.batch, &mut actual)?;
+    // The batch is sorted by the sort key, so compare as multisets.
+    compare_as_multisets(&mut expected, &mut actual, "document changed")?;
+    Ok(outcome)
+}
+
+/// Splits `input` into lines as ingest does and parses each; hands every accepted document (and
+/// its index among them) to `accept`. Returns the outcome and the accepted documents' texts.
+fn parse_lines(
+    input: &[u8],
+    mut accept: impl FnMut(usize, &serde_json::Map<String, Value>),
+) -> (CheckOutcome, Vec<String>) {
+    let mut outcome = CheckOutcome::default();
+    let mut expected = Vec::new();
+    for line in input.split(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        match parse_document(line) {
+            Ok(document) => {
+                accept(outcome.accepted, &document);
+                expected.push(Value::Object(document).to_string());
+                outcome.accepted += 1;
+            }
+            // Ingest skips blank lines without counting them.
+            Err(DocumentError::Empty) => {}
+            Err(reason) => outcome.rejected.push(reason),
+        }
+    }
+    (outcome, expected)
+}
+
+/// Appends the text of every document rebuilt from `batch`; a row rebuilt as absent is an error.
+fn push_rebuilt(batch: &RecordBatch, out: &mut Vec<String>) -> Result<(), String> {
+    let rebuilt = reconstruct(batch, &JsonPath::default())
         .map_err(|e| format!("reconstruction failed: {e}"))?;
-    let mut actual = Vec::with_capacity(rebuilt.len());
     for (row, document) in rebuilt.into_iter().enumerate() {
         match document {
-            Some(document) => actual.push(document.to_string()),
+            Some(document) => out.push(document.to_string()),
             None => return Err(format!("row {row} reconstructed as absent")),
         }
     }
-    // The batch is sorted by the sort key, so compare as multisets.
+    Ok(())
+}
+
+/// `Err(what: stored …, got back …)` unless both hold the same documents in any order.
+fn compare_as_multisets(
+    expected: &mut [String],
+    actual: &mut [String],
+    what: &str,
+) -> Result<(), String> {
     expected.sort_unstable();
     actual.sort_unstable();
-    if let Some((want, got)) = expected.iter().zip(&actual).find(|(w, g)| w != g) {
-        return Err(format!("document changed: stored {want}, got back {got}"));
+    if expected.len() != actual.len() {
+        return Err(format!(
+            "{what}: {} documents stored, {} rows back",
+            expected.len(),
+            actual.len()
+        ));
     }
-    Ok(outcome)
+    match expected.iter().zip(actual.iter()).find(|(w, g)| w != g) {
+        Some((want, got)) => Err(format!("{what}: stored {want}, got back {got}")),
+        None => Ok(()),
+    }
 }
 
 /// Shreds the accepted lines of `input` into two parts (alternate lines), conforms both to their
@@ -99,21 +132,9 @@ pub fn check_merge_round_trip(
         sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
         max_columns,
     };
-    let mut outcome = CheckOutcome::default();
-    let mut expected = Vec::new();
     let mut shredders = [Shredder::new(options.clone()), Shredder::new(options)];
-    for line in input.split(|b| *b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        match parse_document(line) {
-            Ok(document) => {
-                shredders[outcome.accepted % 2].push(&document);
-                expected.push(Value::Object(document).to_string());
-                outcome.accepted += 1;
-            }
-            Err(DocumentError::Empty) => {}
-            Err(reason) => outcome.rejected.push(reason),
-        }
-    }
+    let (outcome, mut expected) =
+        parse_lines(input, |index, document| shredders[index % 2].push(document));
     let mut parts = Vec::new();
     for shredder in shredders {
         if !shredder.is_empty() {
@@ -149,31 +170,9 @@ pub fn check_merge_round_trip(
             .conform(batch)
             .map_err(|e| format!("conforming failed: {e}"))?;
         check_remainder_holds_no_typed_value(&conformed)?;
-        for (row, document) in reconstruct(&conformed, &JsonPath::default())
-            .map_err(|e| format!("reconstruction failed: {e}"))?
-            .into_iter()
-            .enumerate()
-        {
-            match document {
-                Some(document) => actual.push(document.to_string()),
-                None => return Err(format!("row {row} reconstructed as absent")),
-            }
-        }
+        push_rebuilt(&conformed, &mut actual)?;
     }
-    expected.sort_unstable();
-    actual.sort_unstable();
-    if expected.len() != actual.len() {
-        return Err(format!(
-            "{} documents merged into {} rows",
-            expected.len(),
-            actual.len()
-        ));
-    }
-    if let Some((want, got)) = expected.iter().zip(&actual).find(|(w, g)| w != g) {
-        return Err(format!(
-            "document changed by a merge: stored {want}, got back {got}"
-        ));
-    }
+    compare_as_multisets(&mut expected, &mut actual, "document changed by a merge")?;
     Ok(outcome)
 }
 
