@@ -248,20 +248,19 @@ fn merge_group(
     }
     let layout = merged_layout(&counts, sort_key, manifest.settings.max_columns).filter(|layout| {
         // A sort-key value waiting in some input's remainder with the output column's kind
-        // would move into the key column and break that input's order.
-        layout
-            .iter()
-            .filter(|c| sort_key.contains(&c.name))
-            .all(|c| {
-                group.iter().all(|p| {
-                    p.remainder_paths_truncated
-                        || !p
-                            .remainder_paths
+        // would move into the key column and break that input's order (an input whose
+        // remainder paths are truncated might hold one).
+        group.iter().all(|p| {
+            !p.remainder_paths_truncated
+                && layout
+                    .iter()
+                    .filter(|c| sort_key.contains(&c.name))
+                    .all(|c| {
+                        !p.remainder_paths
                             .get(&c.name)
                             .is_some_and(|kinds| kinds.contains(&c.kind))
-                })
-            })
-            && group.iter().all(|p| !p.remainder_paths_truncated)
+                    })
+        })
     });
     let Some(layout) = layout else {
         return Ok(None);
