@@ -14,10 +14,9 @@ use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
 use rayon::prelude::*;
-use serde_json::{Map, Value};
 use strata_format::{Manifest, PartEntry, PartWriterOptions, TableSettings, write_part};
 use strata_json::{
-    DEEP_STACK_BYTES, DocumentError, JsonPath, ShredOptions, Shredder, parse_document,
+    DEEP_STACK_BYTES, Document, DocumentError, JsonPath, ShredOptions, Shredder, parse_document,
 };
 
 use crate::error::EngineError;
@@ -163,7 +162,7 @@ pub fn ingest(
                     (trim_newline(&buffer[start..end]), line)
                 })
                 .collect();
-            let parsed: Vec<Result<Map<String, Value>, DocumentError>> =
+            let parsed: Vec<Result<Document, DocumentError>> =
                 parse_pool().install(|| lines.par_iter().map(|(l, _)| parse_document(l)).collect());
             for ((_, line), result) in lines.iter().zip(parsed) {
                 match result {

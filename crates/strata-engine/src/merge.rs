@@ -30,7 +30,7 @@ use strata_format::{
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
 use strata_json::shred::MAX_LISTED_REMAINDER_PATHS;
-use strata_json::{JsonPath, ShredOptions, Shredder};
+use strata_json::{Document, JsonPath, ShredOptions, Shredder};
 
 use crate::error::EngineError;
 use crate::ingest::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
@@ -568,7 +568,7 @@ fn merge_by_reshredding(
                 .flatten()
             {
                 if let Value::Object(map) = doc {
-                    shredder.push(&map);
+                    shredder.push(&Document::from_object(&map));
                 }
             }
             if shredder.buffered_bytes() >= options.part_target_bytes {

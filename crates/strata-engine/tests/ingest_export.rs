@@ -74,7 +74,7 @@ fn expected_docs(file: &Path) -> Vec<String> {
     let bytes = std::fs::read(file).unwrap();
     let mut docs: Vec<String> = bytes
         .split(|b| *b == b'\n')
-        .filter_map(|l| strata_json::parse_document(l).ok())
+        .filter_map(|l| strata_json::parse_document_tree(l).ok())
         .map(|m| Value::Object(m).to_string())
         .collect();
     docs.sort();

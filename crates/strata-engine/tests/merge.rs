@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use strata_engine::input::Input;
 use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
 use strata_format::{Manifest, read_part_batches};
-use strata_json::kind::classify;
+use strata_json::kind::value_kind;
 use strata_json::reconstruct::parse_stored;
 use strata_json::{Kind, REMAINDER_COLUMN, run_with_deep_stack};
 
@@ -109,7 +109,7 @@ fn assert_remainder_holds_no_typed_value(part: &strata_format::PartEntry, batche
         for i in 0..keys.len() {
             let key = keys.value(i);
             let value = parse_stored(values.value(i), key).unwrap();
-            let kind = classify(&value).kind();
+            let kind = value_kind(&value);
             assert_ne!(
                 part.columns.get(key),
                 Some(&kind),

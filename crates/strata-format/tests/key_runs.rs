@@ -14,7 +14,9 @@ fn runs_of(docs: &[Value], sort_key: &[&str]) -> Option<KeyRuns> {
         ..Default::default()
     });
     for doc in docs {
-        shredder.push(doc.as_object().unwrap());
+        shredder.push(&strata_json::Document::from_object(
+            doc.as_object().unwrap(),
+        ));
     }
     let shredded = shredder.finish().unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -19,9 +19,10 @@ use arrow::array::{
 };
 use arrow::datatypes::{Float64Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use serde_json::Value;
 
 use crate::error::JsonError;
-use crate::kind::{Kind, Leaf, Stored, classify, push_json_text};
+use crate::kind::{Kind, Leaf, Stored, classify_number, push_json_text, value_kind};
 use crate::path::JsonPath;
 use crate::reconstruct::{LayoutColumn, PartLayout, parse_stored, string_value};
 use crate::shred::{column_field, remainder_builder, remainder_field};
@@ -249,18 +250,21 @@ impl Conformer {
 /// The typed value of stored JSON `text` when its kind is `kind`.
 fn promote(text: &str, path: &str, kind: Kind) -> Result<Option<Promoted>, JsonError> {
     let value = parse_stored(text, path)?;
-    let leaf = classify(&value);
-    if leaf.kind() != kind {
+    if value_kind(&value) != kind {
         return Ok(None);
     }
-    Ok(match leaf {
-        Leaf::String(s) => Some(Promoted::Text(s.to_owned())),
-        // Number and JSON columns hold exactly the stored text.
-        Leaf::Number(_) | Leaf::Json(_) => Some(Promoted::Text(text.to_owned())),
-        Leaf::Int(i) => Some(Promoted::Int(i)),
-        Leaf::Float(f) => Some(Promoted::Float(f)),
-        Leaf::Bool(b) => Some(Promoted::Bool(b)),
-        Leaf::Null => None,
+    Ok(match value {
+        Value::String(s) => Some(Promoted::Text(s)),
+        Value::Number(n) => Some(match classify_number(n.as_str()) {
+            Leaf::Int(i) => Promoted::Int(i),
+            Leaf::Float(f) => Promoted::Float(f),
+            // Number columns hold exactly the stored text.
+            _ => Promoted::Text(text.to_owned()),
+        }),
+        // JSON columns hold exactly the stored text.
+        Value::Array(_) | Value::Object(_) => Some(Promoted::Text(text.to_owned())),
+        Value::Bool(b) => Some(Promoted::Bool(b)),
+        Value::Null => None,
     })
 }
 

@@ -82,7 +82,7 @@ impl FromStr for Kind {
 }
 
 /// A classified leaf value, borrowing from the parsed document.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Leaf<'a> {
     String(&'a str),
     Int(i64),
@@ -90,8 +90,8 @@ pub enum Leaf<'a> {
     Number(&'a str),
     Bool(bool),
     Null,
-    /// Array or empty object.
-    Json(&'a Value),
+    /// Array or empty object, as compact JSON text (keys of objects sorted, last duplicate wins).
+    Json(&'a str),
 }
 
 impl Leaf<'_> {
@@ -108,19 +108,20 @@ impl Leaf<'_> {
     }
 }
 
-/// Classifies a value that is not a non-empty object.
-pub fn classify(value: &Value) -> Leaf<'_> {
+/// The kind a value that is not a non-empty object is stored as.
+pub fn value_kind(value: &Value) -> Kind {
     match value {
-        Value::Null => Leaf::Null,
-        Value::Bool(b) => Leaf::Bool(*b),
-        Value::String(s) => Leaf::String(s),
-        Value::Number(n) => classify_number(n),
-        Value::Array(_) | Value::Object(_) => Leaf::Json(value),
+        Value::Null => Kind::Null,
+        Value::Bool(_) => Kind::Bool,
+        Value::String(_) => Kind::String,
+        Value::Number(n) => classify_number(n.as_str()).kind(),
+        Value::Array(_) | Value::Object(_) => Kind::Json,
     }
 }
 
-fn classify_number(n: &Number) -> Leaf<'_> {
-    let text = n.as_str();
+/// Classifies the exact text of a JSON number as [`Leaf::Int`], [`Leaf::Float`] or
+/// [`Leaf::Number`].
+pub fn classify_number(text: &str) -> Leaf<'_> {
     if let Ok(i) = text.parse::<i64>() {
         if canonical_int_text(i) == text {
             return Leaf::Int(i);
@@ -179,7 +180,7 @@ mod tests {
 
     fn leaf_kind(json: &str) -> Kind {
         let v: Value = serde_json::from_str(json).unwrap();
-        classify(&v).kind()
+        value_kind(&v)
     }
 
     #[test]

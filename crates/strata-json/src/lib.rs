@@ -22,7 +22,7 @@ pub mod reconstruct;
 pub mod selfcheck;
 pub mod shred;
 
-pub use document::{MAX_NESTING_DEPTH, parse_document};
+pub use document::{Document, Field, MAX_NESTING_DEPTH, parse_document, parse_document_tree};
 pub use error::{DocumentError, JsonError};
 pub use kind::Kind;
 pub use path::JsonPath;

@@ -2,7 +2,9 @@
 //!
 //! [`check_ingest_round_trip`] splits its input into lines exactly as ingest does, parses each
 //! line, shreds every accepted document into one batch and reconstructs it. It reports a
-//! violation when a document does not come back exactly (numbers compared by their text).
+//! violation when a document does not come back exactly as the tree parser
+//! ([`crate::parse_document_tree`]) reads it (numbers compared by their text), or when the
+//! streaming parser and the tree parser disagree on accepting a line.
 //! Rejections are fine — they are the documented outcome for bad input — but a panic or a
 //! stack overflow anywhere on this path is a bug, and the fuzz targets in `fuzz/` exist to find
 //! one. [`check_merge_round_trip`] does the same for a merge: two parts typed from different
@@ -14,11 +16,11 @@ use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
 use crate::conform::{ColumnCount, Conformer, merged_layout};
-use crate::kind::classify;
+use crate::kind::value_kind;
 use crate::path::JsonPath;
 use crate::reconstruct::{PartLayout, parse_stored, reconstruct};
 use crate::shred::{ShredOptions, Shredder};
-use crate::{DocumentError, REMAINDER_COLUMN, parse_document};
+use crate::{Document, DocumentError, REMAINDER_COLUMN, parse_document, parse_document_tree};
 
 /// What one checked input held.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -40,7 +42,7 @@ pub fn check_ingest_round_trip(
         sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
         max_columns,
     });
-    let (outcome, mut expected) = parse_lines(input, |_, document| shredder.push(document));
+    let (outcome, mut expected) = parse_lines(input, |_, document| shredder.push(document))?;
     if expected.is_empty() {
         return Ok(outcome);
     }
@@ -62,27 +64,37 @@ pub fn check_ingest_round_trip(
 }
 
 /// Splits `input` into lines as ingest does and parses each; hands every accepted document (and
-/// its index among them) to `accept`. Returns the outcome and the accepted documents' texts.
+/// its index among them) to `accept`. Returns the outcome and the accepted documents' texts as
+/// the tree parser reads them; `Err` when the streaming parser disagrees with it on accepting a
+/// line.
 fn parse_lines(
     input: &[u8],
-    mut accept: impl FnMut(usize, &serde_json::Map<String, Value>),
-) -> (CheckOutcome, Vec<String>) {
+    mut accept: impl FnMut(usize, &Document),
+) -> Result<(CheckOutcome, Vec<String>), String> {
     let mut outcome = CheckOutcome::default();
     let mut expected = Vec::new();
     for line in input.split(|b| *b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        match parse_document(line) {
-            Ok(document) => {
+        match (parse_document(line), parse_document_tree(line)) {
+            (Ok(document), Ok(tree)) => {
                 accept(outcome.accepted, &document);
-                expected.push(Value::Object(document).to_string());
+                expected.push(Value::Object(tree).to_string());
                 outcome.accepted += 1;
             }
             // Ingest skips blank lines without counting them.
-            Err(DocumentError::Empty) => {}
-            Err(reason) => outcome.rejected.push(reason),
+            (Err(DocumentError::Empty), Err(DocumentError::Empty)) => {}
+            (Err(reason), Err(_)) => outcome.rejected.push(reason),
+            (streamed, tree) => {
+                return Err(format!(
+                    "parsers disagree on line {:?}: streamed {:?}, tree {:?}",
+                    String::from_utf8_lossy(line),
+                    streamed.map(|_| "accepted"),
+                    tree.map(|_| "accepted")
+                ));
+            }
         }
     }
-    (outcome, expected)
+    Ok((outcome, expected))
 }
 
 /// Appends the text of every document rebuilt from `batch`; a row rebuilt as absent is an error.
@@ -134,7 +146,7 @@ pub fn check_merge_round_trip(
     };
     let mut shredders = [Shredder::new(options.clone()), Shredder::new(options)];
     let (outcome, mut expected) =
-        parse_lines(input, |index, document| shredders[index % 2].push(document));
+        parse_lines(input, |index, document| shredders[index % 2].push(document))?;
     let mut parts = Vec::new();
     for shredder in shredders {
         if !shredder.is_empty() {
@@ -189,7 +201,7 @@ fn check_remainder_holds_no_typed_value(batch: &RecordBatch) -> Result<(), Strin
     for entry in 0..keys.len() {
         let value =
             parse_stored(values.value(entry), keys.value(entry)).map_err(|e| e.to_string())?;
-        let kind = classify(&value).kind();
+        let kind = value_kind(&value);
         if layout
             .columns
             .iter()

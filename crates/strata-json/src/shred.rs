@@ -19,10 +19,10 @@ use arrow::array::{
 use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use serde_json::{Map, Value};
 
+use crate::document::{self, Document};
 use crate::error::JsonError;
-use crate::kind::{Kind, Leaf, Stored, classify, push_json_text};
+use crate::kind::{Kind, Leaf, Stored, push_json_text};
 use crate::path::{JsonPath, push_escaped};
 use crate::reconstruct::LayoutColumn;
 use crate::{KIND_METADATA_KEY, REMAINDER_COLUMN, RESERVED_PREFIX};
@@ -115,6 +115,8 @@ pub struct Shredder {
     nodes: Vec<PathNode>,
     rows: u32,
     buffered_bytes: usize,
+    /// Scratch stack of [`Shredder::push`], kept to spare an allocation per document.
+    open_nodes: Vec<usize>,
 }
 
 /// One shredded, sorted batch: what a part file holds.
@@ -134,6 +136,7 @@ impl Shredder {
             nodes: vec![PathNode::new(JsonPath::default())],
             rows: 0,
             buffered_bytes: 0,
+            open_nodes: Vec::new(),
         };
         // Sort-key paths exist from the start so that their columns are present (all null if
         // need be) and sort consistently in every part.
@@ -176,20 +179,27 @@ impl Shredder {
     }
 
     /// Adds one document as the next row.
-    pub fn push(&mut self, document: &Map<String, Value>) {
+    pub fn push(&mut self, document: &Document) {
         let row = self.rows;
-        self.push_object(0, document, row);
-        self.rows += 1;
-    }
-
-    fn push_object(&mut self, node: usize, object: &Map<String, Value>, row: u32) {
-        for (key, value) in object {
-            let child = self.child(node, key);
-            match value {
-                Value::Object(inner) if !inner.is_empty() => self.push_object(child, inner, row),
-                leaf => self.push_leaf(child, classify(leaf), row),
+        // Nodes of the objects open at this point of the walk; the root is always first.
+        let mut open = std::mem::take(&mut self.open_nodes);
+        open.clear();
+        open.push(0);
+        for field in document.fields() {
+            let parent = open.last().copied().unwrap_or(0);
+            match field {
+                document::Field::Open(key) => open.push(self.child(parent, key)),
+                document::Field::Close => {
+                    open.pop();
+                }
+                document::Field::Leaf(key, leaf) => {
+                    let node = self.child(parent, key);
+                    self.push_leaf(node, leaf, row);
+                }
             }
         }
+        self.open_nodes = open;
+        self.rows += 1;
     }
 
     fn push_leaf(&mut self, node: usize, leaf: Leaf<'_>, row: u32) {
@@ -198,12 +208,11 @@ impl Shredder {
         let before = slot.heap_bytes();
         slot.rows.push(row);
         match leaf {
-            Leaf::String(s) | Leaf::Number(s) => slot.push_text(s),
+            Leaf::String(s) | Leaf::Number(s) | Leaf::Json(s) => slot.push_text(s),
             Leaf::Int(i) => slot.ints.push(i),
             Leaf::Float(f) => slot.floats.push(f),
             Leaf::Bool(b) => slot.bools.push(b),
             Leaf::Null => {}
-            Leaf::Json(v) => slot.push_text(&v.to_string()),
         }
         self.buffered_bytes += slot.heap_bytes() - before;
     }

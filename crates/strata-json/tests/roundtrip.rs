@@ -82,8 +82,10 @@ fn round_trip(docs: &[Map<String, Value>], max_columns: usize, sort_key: Vec<Jso
         sort_key,
         max_columns,
     });
+    // Through the text and the streaming parser, as ingest does.
     for doc in docs {
-        shredder.push(doc);
+        let text = Value::Object(doc.clone()).to_string();
+        shredder.push(&strata_json::parse_document(text.as_bytes()).unwrap());
     }
     let shredded = shredder.finish().unwrap();
     assert_eq!(shredded.batch.num_rows(), docs.len());
@@ -139,7 +141,7 @@ fn subtree_reconstruction() {
     .collect();
     let mut shredder = Shredder::new(ShredOptions::default());
     for doc in &docs {
-        shredder.push(doc);
+        shredder.push(&strata_json::Document::from_object(doc));
     }
     let shredded = shredder.finish().unwrap();
     let record = reconstruct(
