@@ -16,9 +16,10 @@ use arrow::array::{
     Array, ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, MapBuilder, StringBuilder,
     UInt32Array,
 };
-use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take};
+use arrow::compute::{SortOptions, take};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow::row::{RowConverter, SortField};
 
 use crate::document::{self, Document};
 use crate::error::JsonError;
@@ -89,7 +90,9 @@ impl KindValues {
 /// A node of the path trie: one per distinct path seen in the batch.
 struct PathNode {
     path: JsonPath,
-    children: HashMap<String, usize>,
+    /// Keys are looked up once per value of every document: a fast hash pays (lookups were
+    /// 7% of a Bluesky ingest's CPU with SipHash).
+    children: HashMap<String, usize, foldhash::fast::RandomState>,
     values: [Option<Box<KindValues>>; 7],
 }
 
@@ -97,7 +100,7 @@ impl PathNode {
     fn new(path: JsonPath) -> Self {
         PathNode {
             path,
-            children: HashMap::new(),
+            children: HashMap::default(),
             values: Default::default(),
         }
     }
@@ -354,25 +357,36 @@ impl Shredder {
         chosen: &[(usize, Kind)],
         columns: &[(LayoutColumn, ArrayRef)],
     ) -> Result<Option<RowOrder>, JsonError> {
-        let mut sort_columns = Vec::new();
+        let options = SortOptions {
+            descending: false,
+            nulls_first: true,
+        };
+        let mut fields = Vec::new();
+        let mut arrays = Vec::new();
         for path in &self.options.sort_key {
             if let Some(node) = self.find(path)
                 && let Some(pos) = chosen.iter().position(|(n, _)| *n == node)
             {
-                sort_columns.push(SortColumn {
-                    values: columns[pos].1.clone(),
-                    options: Some(SortOptions {
-                        descending: false,
-                        nulls_first: true,
-                    }),
-                });
+                let array = &columns[pos].1;
+                fields.push(SortField::new_with_options(
+                    array.data_type().clone(),
+                    options,
+                ));
+                arrays.push(array.clone());
             }
         }
-        if sort_columns.is_empty() || self.rows == 0 {
+        if arrays.is_empty() || self.rows == 0 {
             return Ok(None);
         }
-        let indices = lexsort_to_indices(&sort_columns, None)
+        // Comparing row-format keys is one memcmp per pair of rows, where a lexicographic sort
+        // over the columns calls one comparator per column (measured: the sort was a tenth of a
+        // Bluesky ingest's CPU). The sort is stable: rows with equal keys keep ingest order.
+        let rows = RowConverter::new(fields)
+            .and_then(|converter| converter.convert_columns(&arrays))
             .map_err(|e| JsonError::arrow("sorting by the sort key", e))?;
+        let mut order: Vec<u32> = (0..self.rows).collect();
+        order.sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
+        let indices = UInt32Array::from(order);
         let mut inverse = vec![0u32; indices.len()];
         for (target, &source) in indices.values().iter().enumerate() {
             inverse[source as usize] = target as u32;
