@@ -179,6 +179,13 @@ pub fn parse_document(line: &[u8]) -> Result<Document, DocumentError> {
         return parse_document_tree(line).map(|object| Document::from_object(&object));
     }
     let mut builder = Builder::default();
+    // Keys and strings take less text than the line (no quotes, no punctuation), and a field
+    // takes at least a few bytes of it: reserving once spares the reallocations of growth.
+    builder.document.text.reserve(text.len());
+    builder
+        .document
+        .entries
+        .reserve((text.len() / 16).min(1024));
     let mut deserializer = serde_json::Deserializer::from_str(text);
     deserializer.disable_recursion_limit();
     deserializer
