@@ -122,6 +122,7 @@ pub fn ingest(
     let shred_options = ShredOptions {
         sort_key: sort_key.iter().map(|s| JsonPath::decode(s)).collect(),
         max_columns: manifest.settings.max_columns,
+        ..ShredOptions::default()
     };
 
     let mut progress = IngestProgress::default();

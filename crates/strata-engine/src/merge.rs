@@ -548,6 +548,7 @@ fn merge_by_reshredding(
     let shred_options = ShredOptions {
         sort_key: sort_key.iter().map(|s| JsonPath::decode(s)).collect(),
         max_columns: manifest.settings.max_columns,
+        ..ShredOptions::default()
     };
     let json_err = |source| EngineError::Json {
         table: table.to_owned(),

@@ -106,6 +106,18 @@ impl Leaf<'_> {
             Leaf::Json(_) => Kind::Json,
         }
     }
+
+    /// Appends the value's exact JSON text.
+    pub(crate) fn push_json_text(&self, out: &mut String) {
+        let stored = match *self {
+            Leaf::String(text) | Leaf::Number(text) | Leaf::Json(text) => Stored::Text(text),
+            Leaf::Int(i) => Stored::Int(i),
+            Leaf::Float(f) => Stored::Float(f),
+            Leaf::Bool(b) => Stored::Bool(b),
+            Leaf::Null => Stored::Null,
+        };
+        push_json_text(self.kind(), stored, out);
+    }
 }
 
 /// The kind a value that is not a non-empty object is stored as.

@@ -38,10 +38,7 @@ pub fn check_ingest_round_trip(
     max_columns: usize,
     sort_key: &[&str],
 ) -> Result<CheckOutcome, String> {
-    let mut shredder = Shredder::new(ShredOptions {
-        sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
-        max_columns,
-    });
+    let mut shredder = Shredder::new(shred_options(max_columns, sort_key));
     let (outcome, mut expected) = parse_lines(input, |_, document| shredder.push(document))?;
     if expected.is_empty() {
         return Ok(outcome);
@@ -61,6 +58,16 @@ pub fn check_ingest_round_trip(
     // The batch is sorted by the sort key, so compare as multisets.
     compare_as_multisets(&mut expected, &mut actual, "document changed")?;
     Ok(outcome)
+}
+
+/// Options of the checks: `max_columns` also caps the distinct paths a batch buffers, at twice its
+/// value, so that small limits from a fuzzer exercise the path overflow as well as the remainder.
+fn shred_options(max_columns: usize, sort_key: &[&str]) -> ShredOptions {
+    ShredOptions {
+        sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
+        max_columns,
+        max_paths: max_columns.saturating_mul(2),
+    }
 }
 
 /// Splits `input` into lines as ingest does and parses each; hands every accepted document (and
@@ -140,10 +147,7 @@ pub fn check_merge_round_trip(
     max_columns: usize,
     sort_key: &[&str],
 ) -> Result<CheckOutcome, String> {
-    let options = ShredOptions {
-        sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
-        max_columns,
-    };
+    let options = shred_options(max_columns, sort_key);
     let mut shredders = [Shredder::new(options.clone()), Shredder::new(options)];
     let (outcome, mut expected) =
         parse_lines(input, |index, document| shredders[index % 2].push(document))?;

@@ -8,6 +8,11 @@
 //! of its path, a `null`, a path beyond the limit, a reserved name) goes to the remainder column,
 //! a `Map<encoded path, exact JSON text>` per row, so one path can be read without parsing the
 //! rest of the document. That is the type-conflict rule of ADR 0002.
+//!
+//! A batch buffers at most `max_paths` distinct paths: each costs a node with its own buffers,
+//! and keys that are IDs would otherwise make millions of them. Values of paths seen after the
+//! cap go straight to the remainder with their encoded path (the sort-key paths always have a
+//! node).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -37,10 +42,24 @@ pub const DEFAULT_MAX_COLUMNS: usize = 1024;
 /// and readers must consult the remainder of that part for any path they do not find.
 pub const MAX_LISTED_REMAINDER_PATHS: usize = 10_000;
 
+/// Default bound on distinct paths buffered per batch. A path's node costs about
+/// [`PATH_NODE_BYTES`], so the nodes of a batch stay under ~50 MB, a fraction of the part target;
+/// real event schemas have hundreds of paths (GH Archive: ~500 per part).
+pub const DEFAULT_MAX_PATHS: usize = 100_000;
+
+/// Estimated heap bytes of one path node (its path, child map entry, slots and first buffers),
+/// counted in [`Shredder::buffered_bytes`] so that many paths cut a part as many values do.
+const PATH_NODE_BYTES: usize = 512;
+
+/// Marks a remainder entry that comes from [`Overflow`] rather than a path node.
+const OVERFLOW_NODE: usize = usize::MAX;
+
 #[derive(Debug, Clone)]
 pub struct ShredOptions {
     pub sort_key: Vec<JsonPath>,
     pub max_columns: usize,
+    /// Distinct paths buffered per batch; values of further paths go to the remainder.
+    pub max_paths: usize,
 }
 
 impl Default for ShredOptions {
@@ -48,8 +67,64 @@ impl Default for ShredOptions {
         ShredOptions {
             sort_key: Vec::new(),
             max_columns: DEFAULT_MAX_COLUMNS,
+            max_paths: DEFAULT_MAX_PATHS,
         }
     }
+}
+
+/// Values of paths beyond `max_paths`: row, kind, encoded path and exact JSON text of each.
+#[derive(Default)]
+struct Overflow {
+    rows: Vec<u32>,
+    kinds: Vec<Kind>,
+    paths: String,
+    path_ends: Vec<usize>,
+    texts: String,
+    text_ends: Vec<usize>,
+}
+
+impl Overflow {
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    fn path(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.path_ends[i - 1] };
+        self.paths.get(start..self.path_ends[i]).unwrap_or_default()
+    }
+
+    fn text(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.text_ends[i - 1] };
+        self.texts.get(start..self.text_ends[i]).unwrap_or_default()
+    }
+
+    fn push(&mut self, row: u32, path: &str, leaf: Leaf<'_>) {
+        self.rows.push(row);
+        self.kinds.push(leaf.kind());
+        self.paths.push_str(path);
+        self.path_ends.push(self.paths.len());
+        leaf.push_json_text(&mut self.texts);
+        self.text_ends.push(self.texts.len());
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.rows.capacity() * 4
+            + self.kinds.capacity()
+            + self.paths.capacity()
+            + self.texts.capacity()
+            + (self.path_ends.capacity() + self.text_ends.capacity()) * 8
+    }
+}
+
+/// Where [`Shredder::push`] is in a document: inside the object of a path node, or inside an
+/// object whose path has no node (beyond `max_paths`), whose encoded path is the walk's prefix.
+#[derive(Clone, Copy)]
+enum Position {
+    Node(usize),
+    /// The prefix is restored to this length when the object closes.
+    Overflow {
+        restore: usize,
+    },
 }
 
 /// Values of one (path, kind), stored sparsely.
@@ -118,8 +193,11 @@ pub struct Shredder {
     nodes: Vec<PathNode>,
     rows: u32,
     buffered_bytes: usize,
-    /// Scratch stack of [`Shredder::push`], kept to spare an allocation per document.
-    open_nodes: Vec<usize>,
+    overflow: Overflow,
+    /// Scratch of [`Shredder::push`], kept to spare allocations per document: the objects open
+    /// at this point of the walk, and the encoded path of the innermost one without a node.
+    open: Vec<Position>,
+    overflow_prefix: String,
 }
 
 /// One shredded, sorted batch: what a part file holds.
@@ -139,7 +217,9 @@ impl Shredder {
             nodes: vec![PathNode::new(JsonPath::default())],
             rows: 0,
             buffered_bytes: 0,
-            open_nodes: Vec::new(),
+            overflow: Overflow::default(),
+            open: Vec::new(),
+            overflow_prefix: String::new(),
         };
         // Sort-key paths exist from the start so that their columns are present (all null if
         // need be) and sort consistently in every part.
@@ -162,47 +242,108 @@ impl Shredder {
         self.buffered_bytes
     }
 
+    /// The node of a sort-key path, created whatever `max_paths` says.
     fn node_for(&mut self, path: &JsonPath) -> usize {
         let mut node = 0;
         for segment in path.segments() {
-            node = self.child(node, segment);
+            node = match self.nodes[node].children.get(segment.as_str()) {
+                Some(&id) => id,
+                None => self.add_child(node, segment),
+            };
         }
         node
     }
 
-    fn child(&mut self, parent: usize, key: &str) -> usize {
+    /// The node of `key` under `parent`; `None` when it does not exist and `max_paths` are.
+    fn child(&mut self, parent: usize, key: &str) -> Option<usize> {
         if let Some(&id) = self.nodes[parent].children.get(key) {
-            return id;
+            return Some(id);
         }
+        (self.nodes.len() < self.options.max_paths).then(|| self.add_child(parent, key))
+    }
+
+    fn add_child(&mut self, parent: usize, key: &str) -> usize {
         let id = self.nodes.len();
         let path = self.nodes[parent].path.child(key);
         self.nodes.push(PathNode::new(path));
         self.nodes[parent].children.insert(key.to_owned(), id);
+        self.buffered_bytes += PATH_NODE_BYTES;
         id
     }
 
     /// Adds one document as the next row.
     pub fn push(&mut self, document: &Document) {
         let row = self.rows;
-        // Nodes of the objects open at this point of the walk; the root is always first.
-        let mut open = std::mem::take(&mut self.open_nodes);
+        let mut open = std::mem::take(&mut self.open);
+        let mut prefix = std::mem::take(&mut self.overflow_prefix);
         open.clear();
-        open.push(0);
+        open.push(Position::Node(0));
+        prefix.clear();
         for field in document.fields() {
-            let parent = open.last().copied().unwrap_or(0);
+            let at = open.last().copied().unwrap_or(Position::Node(0));
             match field {
-                document::Field::Open(key) => open.push(self.child(parent, key)),
+                document::Field::Open(key) => {
+                    let inner = match at {
+                        Position::Node(parent) => match self.child(parent, key) {
+                            Some(node) => Position::Node(node),
+                            None => {
+                                self.overflow_path(parent, key, &mut prefix);
+                                Position::Overflow { restore: 0 }
+                            }
+                        },
+                        Position::Overflow { .. } => {
+                            let restore = prefix.len();
+                            prefix.push('.');
+                            push_escaped(&mut prefix, key);
+                            Position::Overflow { restore }
+                        }
+                    };
+                    open.push(inner);
+                }
                 document::Field::Close => {
-                    open.pop();
+                    if let Some(Position::Overflow { restore }) = open.pop() {
+                        prefix.truncate(restore);
+                    }
                 }
-                document::Field::Leaf(key, leaf) => {
-                    let node = self.child(parent, key);
-                    self.push_leaf(node, leaf, row);
-                }
+                document::Field::Leaf(key, leaf) => match at {
+                    Position::Node(parent) => match self.child(parent, key) {
+                        Some(node) => self.push_leaf(node, leaf, row),
+                        None => {
+                            self.overflow_path(parent, key, &mut prefix);
+                            self.push_overflow(&prefix, leaf, row);
+                            prefix.clear();
+                        }
+                    },
+                    Position::Overflow { .. } => {
+                        let restore = prefix.len();
+                        prefix.push('.');
+                        push_escaped(&mut prefix, key);
+                        self.push_overflow(&prefix, leaf, row);
+                        prefix.truncate(restore);
+                    }
+                },
             }
         }
-        self.open_nodes = open;
+        self.open = open;
+        self.overflow_prefix = prefix;
         self.rows += 1;
+    }
+
+    /// Sets `prefix` to the encoded path of `key` under the node `parent`.
+    fn overflow_path(&self, parent: usize, key: &str, prefix: &mut String) {
+        let path = &self.nodes[parent].path;
+        prefix.clear();
+        prefix.push_str(&path.encode());
+        if !path.is_empty() {
+            prefix.push('.');
+        }
+        push_escaped(prefix, key);
+    }
+
+    fn push_overflow(&mut self, path: &str, leaf: Leaf<'_>, row: u32) {
+        let before = self.overflow.heap_bytes();
+        self.overflow.push(row, path, leaf);
+        self.buffered_bytes += self.overflow.heap_bytes() - before;
     }
 
     fn push_leaf(&mut self, node: usize, leaf: Leaf<'_>, row: u32) {
@@ -270,6 +411,22 @@ impl Shredder {
                     entries.push((target, node_id, kind, i));
                 }
             }
+        }
+        for i in 0..self.overflow.len() {
+            let (row, kind, name) = (
+                self.overflow.rows[i],
+                self.overflow.kinds[i],
+                self.overflow.path(i),
+            );
+            if let Some(kinds) = remainder_paths.get_mut(name) {
+                kinds.insert(kind);
+            } else if remainder_paths.len() < MAX_LISTED_REMAINDER_PATHS {
+                remainder_paths.insert(name.to_owned(), BTreeSet::from([kind]));
+            } else {
+                truncated = true;
+            }
+            let target = order.as_ref().map_or(row, |o| o.inverse[row as usize]);
+            entries.push((target, OVERFLOW_NODE, kind, i));
         }
         entries.sort_unstable_by_key(|&(row, node, kind, _)| (row, node, kind));
         let remainder = self.remainder_array(&entries, rows)?;
@@ -408,6 +565,11 @@ impl Shredder {
                     break;
                 }
                 next.next();
+                if node == OVERFLOW_NODE {
+                    builder.keys().append_value(self.overflow.path(i));
+                    builder.values().append_value(self.overflow.text(i));
+                    continue;
+                }
                 let n = &self.nodes[node];
                 builder.keys().append_value(n.path.encode());
                 text.clear();

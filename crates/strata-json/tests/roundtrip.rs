@@ -77,10 +77,16 @@ fn document() -> impl Strategy<Value = Map<String, Value>> {
     prop::collection::btree_map(key(), json(), 0..6).prop_map(|m| m.into_iter().collect())
 }
 
-fn round_trip(docs: &[Map<String, Value>], max_columns: usize, sort_key: Vec<JsonPath>) {
+fn round_trip(
+    docs: &[Map<String, Value>],
+    max_columns: usize,
+    max_paths: usize,
+    sort_key: Vec<JsonPath>,
+) -> strata_json::ShreddedBatch {
     let mut shredder = Shredder::new(ShredOptions {
         sort_key,
         max_columns,
+        max_paths,
     });
     // Through the text and the streaming parser, as ingest does.
     for doc in docs {
@@ -98,6 +104,7 @@ fn round_trip(docs: &[Map<String, Value>], max_columns: usize, sort_key: Vec<Jso
     got.sort();
     want.sort();
     assert_eq!(got, want);
+    shredded
 }
 
 proptest! {
@@ -105,13 +112,40 @@ proptest! {
 
     #[test]
     fn shred_reconstruct_is_exact(docs in prop::collection::vec(document(), 1..24)) {
-        round_trip(&docs, 1024, vec![]);
+        round_trip(&docs, 1024, 100_000, vec![]);
     }
 
     #[test]
     fn exact_with_tight_column_limit_and_sort_key(docs in prop::collection::vec(document(), 1..24)) {
-        round_trip(&docs, 2, vec![JsonPath::parse_dotted("kind"), JsonPath::parse_dotted("a.b")]);
+        round_trip(&docs, 2, 100_000, vec![JsonPath::parse_dotted("kind"), JsonPath::parse_dotted("a.b")]);
     }
+
+    /// Paths beyond the cap (at any depth, under objects with and without a node) come back.
+    #[test]
+    fn exact_with_tight_path_limit(docs in prop::collection::vec(document(), 1..24), max_paths in 0usize..12) {
+        round_trip(&docs, 3, max_paths, vec![JsonPath::parse_dotted("kind")]);
+    }
+}
+
+#[test]
+fn paths_beyond_the_cap_go_to_the_remainder_and_are_listed() {
+    let docs: Vec<Map<String, Value>> = [
+        r#"{"id": 1, "scores": {"u1": 5}}"#,
+        r#"{"id": 2, "scores": {"u2": 6, "u3": {"deep": [1, 2]}}, "a.b": null}"#,
+    ]
+    .iter()
+    .map(|t| serde_json::from_str(t).unwrap())
+    .collect();
+    // Nodes: the root, `id`, `scores`, `scores.u1`; everything after goes to the remainder.
+    let shredded = round_trip(&docs, 1024, 4, vec![]);
+    let listed: Vec<&str> = shredded
+        .remainder_paths
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(listed, vec!["a\\.b", "scores.u2", "scores.u3.deep"]);
+    let columns: Vec<&str> = shredded.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(columns, vec!["id", "scores.u1"]);
 }
 
 #[test]
@@ -126,7 +160,7 @@ fn type_conflicts_keep_every_value() {
     .iter()
     .map(|t| serde_json::from_str(t).unwrap())
     .collect();
-    round_trip(&docs, 1024, vec![JsonPath::parse_dotted("n")]);
+    round_trip(&docs, 1024, 100_000, vec![JsonPath::parse_dotted("n")]);
 }
 
 #[test]
