@@ -14,7 +14,7 @@
 //! Outputs are written first; one manifest commit then swaps them in and retires the inputs, so
 //! a reader sees either the inputs or the outputs and never a document twice or not at all.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use arrow::array::{Array, ArrayRef};
@@ -24,8 +24,8 @@ use arrow::row::{RowConverter, Rows, SortField};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use serde_json::Value;
 use strata_format::{
-    FormatError, Manifest, PartEntry, PartSchema, PartWriter, PartWriterOptions, RetiredPart,
-    column_value_counts, read_part,
+    ColumnHints, FormatError, Manifest, PartEntry, PartSchema, PartWriter, PartWriterOptions,
+    RetiredPart, column_value_counts, read_part, sparse_columns,
 };
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
@@ -284,6 +284,22 @@ fn merge_group(
         .min_by_key(|paths| paths.len())
         .unwrap_or_default()
         .to_vec();
+    // Values per output column: the inputs' values of the column's kind (promotions out of
+    // remainders may add a few).
+    let mut values: BTreeMap<&str, u64> = BTreeMap::new();
+    for count in &counts {
+        if conformer
+            .layout()
+            .iter()
+            .any(|c| c.name == count.name && c.kind == count.kind)
+        {
+            *values.entry(count.name.as_str()).or_default() += count.values;
+        }
+    }
+    let hints = ColumnHints {
+        uncompressed,
+        sparse: sparse_columns(values, group.iter().map(|p| p.rows).sum()),
+    };
     let file = new_part_file(manifest.version);
     let mut writer = PartWriter::create(
         table_dir,
@@ -295,7 +311,7 @@ fn merge_group(
             remainder_paths_truncated: truncated,
         },
         sort_key,
-        &uncompressed,
+        &hints,
         &PartWriterOptions::default(),
     )?;
 

@@ -14,8 +14,8 @@ pub mod part;
 pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
-    PartSchema, PartWriter, PartWriterOptions, column_value_counts, read_part, read_part_batches,
-    write_part,
+    ColumnHints, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter, PartWriterOptions,
+    column_value_counts, read_part, read_part_batches, sparse_columns, write_part,
 };
 
 /// Version of the on-disk format written by this build. Readers accept this version only;

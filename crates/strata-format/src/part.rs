@@ -6,7 +6,8 @@
 //! [`ROW_GROUP_ROWS`] rows and data pages up to [`GRANULE_ROWS`] rows; page-level min/max
 //! statistics (the Parquet page index) make each page a prunable granule. String columns are
 //! zstd compressed and dictionary encoded while the dictionary page stays under 64 KiB, then
-//! delta encoded; integers are delta bit-packed and left uncompressed (docs/format.md).
+//! delta encoded; integers are delta bit-packed and left uncompressed; sparse columns (few values
+//! per row group, [`sparse_columns`]) keep parquet's defaults (docs/format.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -46,11 +47,46 @@ impl Default for PartWriterOptions {
     }
 }
 
+/// Columns whose values per row group are expected below this get no delta encoding.
+///
+/// Every delta encoder parquet creates reserves a 1 MiB buffer up front, per column per row group
+/// (a string column's delta byte-array fallback holds two). A part of wide documents (GH Archive:
+/// ~500 mostly sparse columns) paid that for every column: 860 MB of the 1.5 GB a 1M ingest
+/// peaked at (heaptrack). Below a page of values the encoding hardly changes a column's size.
+pub const MIN_DELTA_VALUES_PER_ROW_GROUP: u64 = GRANULE_ROWS as u64;
+
+/// What the writer is told about the data to come, beyond its schema.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnHints {
+    /// Columns written without zstd (the key-run columns, see [`writer_properties`]).
+    pub uncompressed: Vec<String>,
+    /// Columns with too few values for delta encodings ([`sparse_columns`]).
+    pub sparse: BTreeSet<String>,
+}
+
+/// The columns of `value_counts` (non-null values per column in a part of `rows` rows) that
+/// average fewer than [`MIN_DELTA_VALUES_PER_ROW_GROUP`] values per row group.
+pub fn sparse_columns<'a>(
+    value_counts: impl IntoIterator<Item = (&'a str, u64)>,
+    rows: u64,
+) -> BTreeSet<String> {
+    let rows = rows.max(1);
+    let rows_per_group = rows.min(ROW_GROUP_ROWS as u64);
+    value_counts
+        .into_iter()
+        .filter(|&(_, values)| {
+            (values as u128 * rows_per_group as u128) / (rows as u128)
+                < MIN_DELTA_VALUES_PER_ROW_GROUP as u128
+        })
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 fn writer_properties(
     schema: &Schema,
     columns: &[LayoutColumn],
     sort_key: &[String],
-    uncompressed: &[String],
+    hints: &ColumnHints,
     options: &PartWriterOptions,
 ) -> Result<WriterProperties, parquet::errors::ParquetError> {
     let sorting: Vec<SortingColumn> = sort_key
@@ -81,6 +117,10 @@ fn writer_properties(
     }
     for column in columns {
         let path = ColumnPath::new(vec![column.name.clone()]);
+        if hints.sparse.contains(&column.name) {
+            // Parquet's defaults (dictionary, plain fallback, zstd): no delta encoder buffers.
+            continue;
+        }
         builder = match column.kind {
             // Numbers are mostly high-cardinality (ids, timestamps, sizes): a dictionary of up to
             // a page of distinct values costs more than delta bit-packing under zstd.
@@ -103,7 +143,7 @@ fn writer_properties(
     }
     // Paths with key runs hold a few hundred runs of a small dictionary per part: a few
     // kilobytes that zstd makes larger, not smaller.
-    for path in uncompressed {
+    for path in &hints.uncompressed {
         builder = builder.set_column_compression(
             ColumnPath::new(vec![path.clone()]),
             Compression::UNCOMPRESSED,
@@ -133,8 +173,18 @@ pub fn write_part(
             path: table_dir.join(file),
             source,
         })?;
-    let uncompressed = runs.finish().map(|r| r.paths).unwrap_or_default();
-    let mut writer = PartWriter::create(table_dir, file, layout, sort_key, &uncompressed, options)?;
+    let batch = &shredded.batch;
+    let hints = ColumnHints {
+        uncompressed: runs.finish().map(|r| r.paths).unwrap_or_default(),
+        sparse: sparse_columns(
+            shredded.columns.iter().filter_map(|c| {
+                let array = batch.column_by_name(&c.name)?;
+                Some((c.name.as_str(), (array.len() - array.null_count()) as u64))
+            }),
+            batch.num_rows() as u64,
+        ),
+    };
+    let mut writer = PartWriter::create(table_dir, file, layout, sort_key, &hints, options)?;
     writer.write(&shredded.batch)?;
     writer.finish()
 }
@@ -167,13 +217,13 @@ pub struct PartWriter {
 }
 
 impl PartWriter {
-    /// Starts `parts/<file>` of `table_dir`; `uncompressed` lists columns written without zstd.
+    /// Starts `parts/<file>` of `table_dir`, encoding columns as `hints` say.
     pub fn create(
         table_dir: &Path,
         file: &str,
         layout: PartSchema,
         sort_key: &[String],
-        uncompressed: &[String],
+        hints: &ColumnHints,
         options: &PartWriterOptions,
     ) -> Result<Self, FormatError> {
         let parts_dir = table_dir.join(crate::manifest::PARTS_DIR);
@@ -184,14 +234,8 @@ impl PartWriter {
             path: tmp_path.clone(),
             source,
         };
-        let props = writer_properties(
-            &layout.schema,
-            &layout.columns,
-            sort_key,
-            uncompressed,
-            options,
-        )
-        .map_err(parquet_err)?;
+        let props = writer_properties(&layout.schema, &layout.columns, sort_key, hints, options)
+            .map_err(parquet_err)?;
         let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
         let writer =
             ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;

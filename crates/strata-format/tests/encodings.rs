@@ -1,0 +1,73 @@
+//! Column encodings of written parts: delta encodings for columns with enough values per row
+//! group, Parquet's defaults (dictionary, plain) for sparse ones, whose delta encoders would each
+//! reserve a megabyte per row group for a few values.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::collections::BTreeMap;
+
+use parquet::basic::Encoding;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use serde_json::json;
+use strata_format::{
+    MIN_DELTA_VALUES_PER_ROW_GROUP, PartWriterOptions, sparse_columns, write_part,
+};
+use strata_json::{Document, ShredOptions, Shredder};
+
+#[test]
+fn sparse_columns_average_few_values_per_row_group() {
+    let counts = [("dense", 100_000u64), ("edge", 8_192), ("rare", 8_191)];
+    // One row group of 100k rows: the threshold applies to the counts as they are.
+    assert_eq!(
+        sparse_columns(counts, 100_000),
+        ["rare".to_owned()].into_iter().collect()
+    );
+    // 1M rows make 8 row groups of 128k: 8,192 values per row group need 62,500 in total.
+    let counts = [("a", 62_500u64), ("b", 62_499)];
+    assert_eq!(
+        sparse_columns(counts, 1_000_000),
+        ["b".to_owned()].into_iter().collect()
+    );
+    assert_eq!(MIN_DELTA_VALUES_PER_ROW_GROUP, 8_192);
+}
+
+#[test]
+fn dense_columns_use_delta_encodings_and_sparse_ones_do_not() {
+    let rows = 20_000;
+    let mut shredder = Shredder::new(ShredOptions::default());
+    for i in 0..rows {
+        let mut doc = json!({"n": i, "s": format!("user-{:08}", i * 7919 % rows)});
+        if i % 1000 == 0 {
+            doc["rare_n"] = json!(i);
+            doc["rare_s"] = json!(format!("rare-{i}"));
+        }
+        shredder.push(&Document::from_object(doc.as_object().unwrap()));
+    }
+    let shredded = shredder.finish().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let entry = write_part(
+        dir.path(),
+        "part.parquet",
+        &shredded,
+        &[],
+        &PartWriterOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(entry.rows, rows);
+
+    let file = std::fs::File::open(dir.path().join("parts/part.parquet")).unwrap();
+    let reader = SerializedFileReader::new(file).unwrap();
+    let mut encodings: BTreeMap<String, Vec<Encoding>> = BTreeMap::new();
+    for column in reader.metadata().row_group(0).columns() {
+        encodings.insert(column.column_path().string(), column.encodings().collect());
+    }
+    let has = |column: &str, encoding: Encoding| encodings[column].contains(&encoding);
+    assert!(has("n", Encoding::DELTA_BINARY_PACKED), "{encodings:?}");
+    assert!(has("s", Encoding::DELTA_BYTE_ARRAY), "{encodings:?}");
+    for sparse in ["rare_n", "rare_s"] {
+        assert!(
+            !has(sparse, Encoding::DELTA_BINARY_PACKED) && !has(sparse, Encoding::DELTA_BYTE_ARRAY),
+            "{sparse}: {encodings:?}"
+        );
+    }
+}
