@@ -25,7 +25,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use serde_json::Value;
 use strata_format::{
     ColumnHints, FormatError, Manifest, PartEntry, PartSchema, PartWriter, PartWriterOptions,
-    RetiredPart, column_value_counts, read_part, sparse_columns,
+    RetiredPart, column_value_counts, read_part, read_part_within, sparse_columns,
 };
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
@@ -50,7 +50,12 @@ pub const MAX_MERGE_INPUTS: usize = 16;
 /// (about 80 KB each): 16 GH Archive parts of ~500 columns took 630 MB in zstd contexts alone.
 pub const MAX_MERGE_INPUT_COLUMNS: usize = 4096;
 /// Rows per output batch handed to the part writer.
-const OUTPUT_BATCH_ROWS: usize = 8192;
+/// Arrow data of the inputs' current batches together, and of one output batch, whatever the
+/// number and width of the parts: batches are as many rows as fit (GH Archive's 500 sparse
+/// columns made fixed batches of 4,096 input and 8,192 output rows cost 1.2 GB; heaptrack).
+const MERGE_INPUT_BATCH_BYTES: usize = 32 * 1024 * 1024;
+const OUTPUT_BATCH_BYTES: usize = 16 * 1024 * 1024;
+const MAX_OUTPUT_BATCH_ROWS: usize = 8192;
 
 /// Which parts a merge considers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,12 +345,15 @@ fn merge_group(
             )?,
         )
     };
-    let batch_rows = (64 * 1024 / group.len()).clamp(1024, OUTPUT_BATCH_ROWS);
+    let batch_bytes = MERGE_INPUT_BATCH_BYTES / group.len();
     let mut cursors = Vec::with_capacity(group.len());
+    let mut widest_row_bytes = 1;
     for part in group {
         let path = Manifest::part_path(table_dir, &part.file);
+        let (reader, row_bytes) = read_part_within(&path, batch_bytes)?;
+        widest_row_bytes = widest_row_bytes.max(row_bytes);
         cursors.push(Cursor {
-            reader: read_part(&path, batch_rows)?,
+            reader,
             path,
             current: None,
         });
@@ -356,7 +364,8 @@ fn merge_group(
         converter: converter.as_ref(),
         key_columns: key_fields.iter().map(|(i, _)| *i).collect(),
         held: Vec::new(),
-        picks: Vec::with_capacity(OUTPUT_BATCH_ROWS),
+        batch_rows: (OUTPUT_BATCH_BYTES / widest_row_bytes).clamp(256, MAX_OUTPUT_BATCH_ROWS),
+        picks: Vec::new(),
     };
     // Encoding and compressing the output costs about as much as reading and interleaving the
     // inputs: the writer gets its own thread, fed through a short queue.
@@ -374,7 +383,7 @@ fn merge_group(
             }
             while let Some((best, runner_up)) = merge.two_smallest(&cursors) {
                 merge.take_run(&mut cursors, best, runner_up)?;
-                if merge.picks.len() >= OUTPUT_BATCH_ROWS || merge.all_done(&cursors) {
+                if merge.picks.len() >= merge.batch_rows || merge.all_done(&cursors) {
                     let batch = merge.flush(&mut cursors)?;
                     if sender.send(batch).is_err() {
                         // The writer stopped; its error is reported below.
@@ -408,6 +417,8 @@ struct KWayMerge<'a> {
     key_columns: Vec<usize>,
     /// Batches referenced by `picks` (and the cursors' current batches).
     held: Vec<RecordBatch>,
+    /// Rows per output batch.
+    batch_rows: usize,
     /// Output rows so far: (slot in `held`, row).
     picks: Vec<(usize, usize)>,
 }
@@ -512,7 +523,7 @@ impl KWayMerge<'_> {
                     return Ok(());
                 }
             }
-            if self.picks.len() >= OUTPUT_BATCH_ROWS
+            if self.picks.len() >= self.batch_rows
                 || runner_up.is_some_and(|r| !Self::before(cursors, best, r))
             {
                 return Ok(());

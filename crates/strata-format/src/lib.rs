@@ -15,7 +15,8 @@ pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
     ColumnHints, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter, PartWriterOptions,
-    column_value_counts, read_part, read_part_batches, sparse_columns, write_part,
+    column_value_counts, read_part, read_part_batches, read_part_within, sparse_columns,
+    write_part,
 };
 
 /// Version of the on-disk format written by this build. Readers accept this version only;

@@ -565,6 +565,37 @@ pub fn read_part(path: &Path, batch_size: usize) -> Result<ParquetRecordBatchRea
         })
 }
 
+/// Opens a part for reading in batches of about `batch_bytes` of Arrow data each (between 256 and
+/// 8,192 rows); also returns the estimated bytes of one row. A row is estimated from the footer as
+/// its share of the uncompressed column data plus 8 bytes per column: Arrow arrays are dense, so
+/// every column costs an offset or a value slot in every row, null or not, which is what
+/// dominates batches of wide, sparse documents.
+pub fn read_part_within(
+    path: &Path,
+    batch_bytes: usize,
+) -> Result<(ParquetRecordBatchReader, usize), FormatError> {
+    let parquet_err = |source| FormatError::Parquet {
+        path: path.to_owned(),
+        source,
+    };
+    let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+    let metadata = builder.metadata();
+    let rows = metadata.file_metadata().num_rows().max(1) as usize;
+    let data: i64 = metadata
+        .row_groups()
+        .iter()
+        .map(|g| g.total_byte_size())
+        .sum();
+    let row_bytes = (data.max(0) as usize / rows + 8 * builder.schema().fields().len()).max(1);
+    let batch_rows = (batch_bytes / row_bytes).clamp(256, 8192);
+    let reader = builder
+        .with_batch_size(batch_rows)
+        .build()
+        .map_err(parquet_err)?;
+    Ok((reader, row_bytes))
+}
+
 /// Reads a whole part into memory (merges and tests).
 pub fn read_part_batches(path: &Path) -> Result<Vec<RecordBatch>, FormatError> {
     read_part(path, 64 * 1024)?
