@@ -16,19 +16,19 @@ use strata_json::{Document, ShredOptions, Shredder};
 
 #[test]
 fn sparse_columns_average_few_values_per_row_group() {
-    let counts = [("dense", 100_000u64), ("edge", 8_192), ("rare", 8_191)];
+    assert_eq!(MIN_DELTA_VALUES_PER_ROW_GROUP, 4_096);
+    let counts = [("dense", 100_000u64), ("edge", 4_096), ("rare", 4_095)];
     // One row group of 100k rows: the threshold applies to the counts as they are.
     assert_eq!(
         sparse_columns(counts, 100_000),
         ["rare".to_owned()].into_iter().collect()
     );
-    // 1M rows make 8 row groups of 128k: 8,192 values per row group need 62,500 in total.
-    let counts = [("a", 62_500u64), ("b", 62_499)];
+    // 1M rows make 8 row groups of 128k: 4,096 values per row group need 31,250 in total.
+    let counts = [("a", 31_250u64), ("b", 31_249)];
     assert_eq!(
         sparse_columns(counts, 1_000_000),
         ["b".to_owned()].into_iter().collect()
     );
-    assert_eq!(MIN_DELTA_VALUES_PER_ROW_GROUP, 8_192);
 }
 
 #[test]
