@@ -135,6 +135,12 @@ impl Document {
         }
     }
 
+    /// The slot of a number with exact text `text`.
+    fn push_number(&mut self, text: &str) -> Slot {
+        let span = self.push_str(text);
+        self.number_slot(span)
+    }
+
     /// The slot of the number whose exact text is `span`; integers and floats give their text
     /// back to the buffer.
     fn number_slot(&mut self, span: Span) -> Slot {
@@ -158,10 +164,7 @@ impl Document {
                     continue;
                 }
                 Value::String(s) => Slot::String(self.push_str(s)),
-                Value::Number(n) => {
-                    let span = self.push_str(n.as_str());
-                    self.number_slot(span)
-                }
+                Value::Number(n) => self.push_number(n.as_str()),
                 Value::Bool(b) => Slot::Bool(*b),
                 Value::Null => Slot::Null,
                 Value::Array(_) | Value::Object(_) => Slot::Json(self.push_str(&value.to_string())),
@@ -468,8 +471,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
 
 impl FieldSeed<'_> {
     fn visit_number<E>(self, text: &str) -> Result<(), E> {
-        let span = self.builder.document.push_str(text);
-        let slot = self.builder.document.number_slot(span);
+        let slot = self.builder.document.push_number(text);
         self.builder.leaf(self.key, slot);
         Ok(())
     }

@@ -72,15 +72,42 @@ impl Default for ShredOptions {
     }
 }
 
+/// Strings stored end to end in one buffer, the `i`-th ending at `ends[i]`.
+#[derive(Default)]
+struct Texts {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Texts {
+    fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.text.get(start..self.ends[i]).unwrap_or_default()
+    }
+
+    fn push(&mut self, text: &str) {
+        self.text.push_str(text);
+        self.ends.push(self.text.len());
+    }
+
+    /// Appends what `write` writes as the next string.
+    fn push_with(&mut self, write: impl FnOnce(&mut String)) {
+        write(&mut self.text);
+        self.ends.push(self.text.len());
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * 8
+    }
+}
+
 /// Values of paths beyond `max_paths`: row, kind, encoded path and exact JSON text of each.
 #[derive(Default)]
 struct Overflow {
     rows: Vec<u32>,
     kinds: Vec<Kind>,
-    paths: String,
-    path_ends: Vec<usize>,
-    texts: String,
-    text_ends: Vec<usize>,
+    paths: Texts,
+    texts: Texts,
 }
 
 impl Overflow {
@@ -89,30 +116,25 @@ impl Overflow {
     }
 
     fn path(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.path_ends[i - 1] };
-        self.paths.get(start..self.path_ends[i]).unwrap_or_default()
+        self.paths.get(i)
     }
 
     fn text(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.text_ends[i - 1] };
-        self.texts.get(start..self.text_ends[i]).unwrap_or_default()
+        self.texts.get(i)
     }
 
     fn push(&mut self, row: u32, path: &str, leaf: Leaf<'_>) {
         self.rows.push(row);
         self.kinds.push(leaf.kind());
-        self.paths.push_str(path);
-        self.path_ends.push(self.paths.len());
-        leaf.push_json_text(&mut self.texts);
-        self.text_ends.push(self.texts.len());
+        self.paths.push(path);
+        self.texts.push_with(|out| leaf.push_json_text(out));
     }
 
     fn heap_bytes(&self) -> usize {
         self.rows.capacity() * 4
             + self.kinds.capacity()
-            + self.paths.capacity()
-            + self.texts.capacity()
-            + (self.path_ends.capacity() + self.text_ends.capacity()) * 8
+            + self.paths.heap_bytes()
+            + self.texts.heap_bytes()
     }
 }
 
@@ -134,21 +156,13 @@ struct KindValues {
     ints: Vec<i64>,
     floats: Vec<f64>,
     bools: Vec<bool>,
-    /// Text of strings, number texts, JSON texts (concatenated; `offsets` delimit them).
-    bytes: Vec<u8>,
-    offsets: Vec<usize>,
+    /// Text of strings, number texts, JSON texts.
+    texts: Texts,
 }
 
 impl KindValues {
     fn text(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.offsets[i - 1] };
-        // Only whole UTF-8 strings are ever appended, so every slice is valid UTF-8.
-        std::str::from_utf8(&self.bytes[start..self.offsets[i]]).unwrap_or_default()
-    }
-
-    fn push_text(&mut self, text: &str) {
-        self.bytes.extend_from_slice(text.as_bytes());
-        self.offsets.push(self.bytes.len());
+        self.texts.get(i)
     }
 
     /// Heap bytes reserved (capacities, not lengths: that is what the process holds).
@@ -157,8 +171,7 @@ impl KindValues {
             + self.ints.capacity() * 8
             + self.floats.capacity() * 8
             + self.bools.capacity()
-            + self.bytes.capacity()
-            + self.offsets.capacity() * 8
+            + self.texts.heap_bytes()
     }
 }
 
@@ -291,12 +304,9 @@ impl Shredder {
                                 Position::Overflow { restore: 0 }
                             }
                         },
-                        Position::Overflow { .. } => {
-                            let restore = prefix.len();
-                            prefix.push('.');
-                            push_escaped(&mut prefix, key);
-                            Position::Overflow { restore }
-                        }
+                        Position::Overflow { .. } => Position::Overflow {
+                            restore: push_segment(&mut prefix, key),
+                        },
                     };
                     open.push(inner);
                 }
@@ -315,9 +325,7 @@ impl Shredder {
                         }
                     },
                     Position::Overflow { .. } => {
-                        let restore = prefix.len();
-                        prefix.push('.');
-                        push_escaped(&mut prefix, key);
+                        let restore = push_segment(&mut prefix, key);
                         self.push_overflow(&prefix, leaf, row);
                         prefix.truncate(restore);
                     }
@@ -352,7 +360,7 @@ impl Shredder {
         let before = slot.heap_bytes();
         slot.rows.push(row);
         match leaf {
-            Leaf::String(s) | Leaf::Number(s) | Leaf::Json(s) => slot.push_text(s),
+            Leaf::String(s) | Leaf::Number(s) | Leaf::Json(s) => slot.texts.push(s),
             Leaf::Int(i) => slot.ints.push(i),
             Leaf::Float(f) => slot.floats.push(f),
             Leaf::Bool(b) => slot.bools.push(b),
@@ -586,6 +594,15 @@ impl Shredder {
     }
 }
 
+/// Appends `key` as one more segment of the encoded path `prefix` (which has at least one);
+/// returns the length to truncate to for taking it off again.
+fn push_segment(prefix: &mut String, key: &str) -> usize {
+    let restore = prefix.len();
+    prefix.push('.');
+    push_escaped(prefix, key);
+    restore
+}
+
 struct RowOrder {
     indices: UInt32Array,
     inverse: Vec<u32>,
@@ -636,7 +653,7 @@ fn dense_array(values: &KindValues, kind: Kind, rows: usize) -> ArrayRef {
             Arc::new(b.finish())
         }
         Kind::String | Kind::Number | Kind::Json | Kind::Null => {
-            let mut b = StringBuilder::with_capacity(rows, values.bytes.len());
+            let mut b = StringBuilder::with_capacity(rows, values.texts.text.len());
             for row in 0..rows {
                 b.append_option(next_index(row).map(|i| values.text(i)));
             }
