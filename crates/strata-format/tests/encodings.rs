@@ -4,15 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use parquet::basic::Encoding;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::json;
-use strata_format::{
-    MIN_DELTA_VALUES_PER_ROW_GROUP, PartWriterOptions, sparse_columns, write_part,
-};
-use strata_json::{Document, ShredOptions, Shredder};
+use strata_format::{MIN_DELTA_VALUES_PER_ROW_GROUP, sparse_columns};
 
 #[test]
 fn sparse_columns_average_few_values_per_row_group() {
@@ -34,25 +33,17 @@ fn sparse_columns_average_few_values_per_row_group() {
 #[test]
 fn dense_columns_use_delta_encodings_and_sparse_ones_do_not() {
     let rows = 20_000;
-    let mut shredder = Shredder::new(ShredOptions::default());
-    for i in 0..rows {
-        let mut doc = json!({"n": i, "s": format!("user-{:08}", i * 7919 % rows)});
-        if i % 1000 == 0 {
-            doc["rare_n"] = json!(i);
-            doc["rare_s"] = json!(format!("rare-{i}"));
-        }
-        shredder.push(&Document::from_object(doc.as_object().unwrap()));
-    }
-    let shredded = shredder.finish().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let entry = write_part(
-        dir.path(),
-        "part.parquet",
-        &shredded,
-        &[],
-        &PartWriterOptions::default(),
-    )
-    .unwrap();
+    let docs: Vec<_> = (0..rows)
+        .map(|i| {
+            let mut doc = json!({"n": i, "s": format!("user-{:08}", i * 7919 % rows)});
+            if i % 1000 == 0 {
+                doc["rare_n"] = json!(i);
+                doc["rare_s"] = json!(format!("rare-{i}"));
+            }
+            doc
+        })
+        .collect();
+    let (dir, entry) = common::write_docs(&docs, &[]);
     assert_eq!(entry.rows, rows);
 
     let file = std::fs::File::open(dir.path().join("parts/part.parquet")).unwrap();

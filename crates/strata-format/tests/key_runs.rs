@@ -3,32 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
+mod common;
+
 use serde_json::{Value, json};
-use strata_format::{KeyRuns, PartWriterOptions, write_part};
-use strata_json::{JsonPath, ShredOptions, Shredder};
+use strata_format::KeyRuns;
 
 fn runs_of(docs: &[Value], sort_key: &[&str]) -> Option<KeyRuns> {
     let sort_key: Vec<String> = sort_key.iter().map(|s| s.to_string()).collect();
-    let mut shredder = Shredder::new(ShredOptions {
-        sort_key: sort_key.iter().map(|s| JsonPath::decode(s)).collect(),
-        ..Default::default()
-    });
-    for doc in docs {
-        shredder.push(&strata_json::Document::from_object(
-            doc.as_object().unwrap(),
-        ));
-    }
-    let shredded = shredder.finish().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let entry = write_part(
-        dir.path(),
-        "part.parquet",
-        &shredded,
-        &sort_key,
-        &PartWriterOptions::default(),
-    )
-    .unwrap();
-    entry.key_runs
+    common::write_docs(docs, &sort_key).1.key_runs
 }
 
 #[test]
