@@ -30,7 +30,7 @@ use strata_format::{
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
 use strata_json::shred::MAX_LISTED_REMAINDER_PATHS;
-use strata_json::{Document, JsonPath, ShredOptions, Shredder};
+use strata_json::{Document, JsonPath, Kind, ShredOptions, Shredder};
 
 use crate::error::EngineError;
 use crate::ingest::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
@@ -291,13 +291,14 @@ fn merge_group(
         .to_vec();
     // Values per output column: the inputs' values of the column's kind (promotions out of
     // remainders may add a few).
+    let typed: HashSet<(&str, Kind)> = conformer
+        .layout()
+        .iter()
+        .map(|c| (c.name.as_str(), c.kind))
+        .collect();
     let mut values: BTreeMap<&str, u64> = BTreeMap::new();
     for count in &counts {
-        if conformer
-            .layout()
-            .iter()
-            .any(|c| c.name == count.name && c.kind == count.kind)
-        {
+        if typed.contains(&(count.name.as_str(), count.kind)) {
             *values.entry(count.name.as_str()).or_default() += count.values;
         }
     }
