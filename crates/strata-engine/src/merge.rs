@@ -24,8 +24,9 @@ use arrow::row::{RowConverter, Rows, SortField};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use serde_json::Value;
 use strata_format::{
-    ColumnHints, FormatError, Manifest, PartEntry, PartSchema, PartWriter, PartWriterOptions,
-    RetiredPart, column_value_counts, read_part, read_part_within, sparse_columns,
+    ColumnHints, ColumnProfile, FooterColumns, FormatError, Manifest, PartEntry, PartSchema,
+    PartWriter, PartWriterOptions, ROW_GROUP_ROWS, RetiredPart, footer_columns, profiled_columns,
+    read_part, read_part_within, sparse_columns,
 };
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
@@ -229,6 +230,55 @@ fn plan_merges(
     groups
 }
 
+/// The output columns that take a dictionary per row group, with their plain bytes: those whose
+/// inputs' profiles, united, say it pays ([`ColumnProfile::pays_for_dictionary`], ADR 0007).
+/// Inputs that did not profile a column (it was sparse there: small parts are) may hold up to
+/// [`UNPROFILED_SHARE`] of its values; the profiles of the rest stand for them.
+fn dictionary_columns(
+    layout: &PartSchema,
+    sort_key: &[String],
+    hints: &ColumnHints,
+    group: &[PartEntry],
+    footers: &[FooterColumns],
+    rows: u64,
+) -> BTreeMap<String, u64> {
+    let mut chosen = BTreeMap::new();
+    for (_, name) in profiled_columns(layout, sort_key, hints) {
+        let Some(kind) = layout
+            .columns
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.kind)
+        else {
+            continue;
+        };
+        let mut union = ColumnProfile::default();
+        let mut values = 0;
+        for (part, footer) in group.iter().zip(footers) {
+            if part.columns.get(&name) != Some(&kind) {
+                continue;
+            }
+            values += footer.value_counts.get(&name).copied().unwrap_or(0);
+            if let Some(profile) = footer.profiles.get(&name) {
+                union.absorb(profile);
+            }
+        }
+        let profiled = union.values as f64;
+        if profiled < (1.0 - UNPROFILED_SHARE) * values as f64 {
+            continue;
+        }
+        if union.pays_for_dictionary(rows, ROW_GROUP_ROWS as u64) {
+            let plain_bytes = union.plain_bytes as f64 * values.max(union.values) as f64 / profiled;
+            chosen.insert(name, plain_bytes as u64);
+        }
+    }
+    chosen
+}
+
+/// The share of a column's values that may lie in inputs without its profile when a merge
+/// chooses its encoding.
+const UNPROFILED_SHARE: f64 = 0.1;
+
 /// Merges one group of parts into one output part by interleaving their sorted rows; None when
 /// their sort-key columns cannot be interleaved (see the module doc).
 fn merge_group(
@@ -239,10 +289,13 @@ fn merge_group(
 ) -> Result<Option<PartEntry>, EngineError> {
     let sort_key = &manifest.settings.sort_key;
     let mut counts = Vec::new();
+    let mut footers = Vec::with_capacity(group.len());
     for part in group {
         let path = Manifest::part_path(table_dir, &part.file);
-        for (name, values) in column_value_counts(&path)? {
-            if let Some(kind) = part.columns.get(&name) {
+        let footer = footer_columns(&path)?;
+        for (name, &values) in &footer.value_counts {
+            if let Some(kind) = part.columns.get(name) {
+                let name = name.clone();
                 counts.push(ColumnCount {
                     name,
                     kind: *kind,
@@ -250,6 +303,7 @@ fn merge_group(
                 });
             }
         }
+        footers.push(footer);
     }
     let layout = merged_layout(&counts, sort_key, manifest.settings.max_columns).filter(|layout| {
         // A sort-key value waiting in some input's remainder with the output column's kind
@@ -302,20 +356,24 @@ fn merge_group(
             *values.entry(count.name.as_str()).or_default() += count.values;
         }
     }
-    let hints = ColumnHints {
+    let rows: u64 = group.iter().map(|p| p.rows).sum();
+    let mut hints = ColumnHints {
         uncompressed,
-        sparse: sparse_columns(values, group.iter().map(|p| p.rows).sum()),
+        sparse: sparse_columns(values, rows),
+        dictionary: BTreeMap::new(),
     };
+    let layout = PartSchema {
+        schema: conformer.schema(),
+        columns: conformer.layout().to_vec(),
+        remainder_paths,
+        remainder_paths_truncated: truncated,
+    };
+    hints.dictionary = dictionary_columns(&layout, sort_key, &hints, group, &footers, rows);
     let file = new_part_file(manifest.version);
     let mut writer = PartWriter::create(
         table_dir,
         &file,
-        PartSchema {
-            schema: conformer.schema(),
-            columns: conformer.layout().to_vec(),
-            remainder_paths,
-            remainder_paths_truncated: truncated,
-        },
+        layout,
         sort_key,
         &hints,
         &PartWriterOptions::default(),

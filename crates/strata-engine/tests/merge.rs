@@ -258,6 +258,81 @@ fn optimize_merges_in_rounds_until_one_part_remains() {
     }
 }
 
+/// Encodings of a part's column over all its row groups.
+fn encodings_of(path: &Path, column: &str) -> Vec<parquet::basic::Encoding> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    reader
+        .metadata()
+        .row_groups()
+        .iter()
+        .flat_map(|g| g.columns())
+        .filter(|c| c.column_path().string() == column)
+        .flat_map(|c| c.encodings().collect::<Vec<_>>())
+        .collect()
+}
+
+#[test]
+fn merges_give_repeated_references_a_row_group_dictionary_and_unique_ids_none() {
+    use parquet::basic::Encoding;
+    // Splitmix: hexadecimal hashes that compress no better than random ones.
+    let hash = |n: u64| {
+        let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        format!("{:016x}", z ^ (z >> 31))
+    };
+    // Each input: 12,000 references to 10,000 posts, whose 160 KB of distinct text overflows a
+    // default dictionary page; together, 24,000 references to the same 10,000, for which a
+    // dictionary pays. Ids are unique throughout.
+    let groups: Vec<Vec<Value>> = (0..2u64)
+        .map(|p| {
+            (0..12_000u64)
+                .map(|i| {
+                    let n = p * 12_000 + i;
+                    json!({"k": n % 7, "ref": hash(n * 7 % 10_000), "id": hash(1 << 40 | n)})
+                })
+                .collect()
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("data"));
+    let table_dir = tmp.path().join("data/t");
+    for (i, docs) in groups.iter().enumerate() {
+        let file = write_ndjson(tmp.path(), &format!("in{i}.ndjson"), docs);
+        load(&dir, "t", file, &options(&["k"], None));
+    }
+    let inputs: Vec<PathBuf> = dir
+        .manifest("t")
+        .unwrap()
+        .parts
+        .iter()
+        .map(|p| Manifest::part_path(&table_dir, &p.file))
+        .collect();
+    assert_eq!(inputs.len(), 2, "one part per input");
+    let plain_bytes: u64 = inputs
+        .iter()
+        .map(|p| strata_format::footer_columns(p).unwrap().profiles["ref"].plain_bytes)
+        .sum();
+    for input in &inputs {
+        assert!(encodings_of(input, "ref").contains(&Encoding::DELTA_BYTE_ARRAY));
+    }
+    let before = export_sorted(&dir, "t");
+
+    merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
+    let manifest = dir.manifest("t").unwrap();
+    assert_eq!(manifest.parts.len(), 1);
+    let output = Manifest::part_path(&table_dir, &manifest.parts[0].file);
+    let refs = encodings_of(&output, "ref");
+    assert!(refs.contains(&Encoding::RLE_DICTIONARY), "{refs:?}");
+    assert!(!refs.contains(&Encoding::DELTA_BYTE_ARRAY), "{refs:?}");
+    assert!(encodings_of(&output, "id").contains(&Encoding::DELTA_BYTE_ARRAY));
+    let profiles = strata_format::footer_columns(&output).unwrap().profiles;
+    assert_eq!(profiles["ref"].plain_bytes, plain_bytes);
+    assert_eq!(profiles["ref"].values, 24_000);
+    assert_eq!(export_sorted(&dir, "t"), before, "merge changed documents");
+}
+
 fn leaf() -> impl Strategy<Value = Value> {
     prop_oneof![
         Just(Value::Null),

@@ -24,6 +24,8 @@ pub enum FormatError {
     },
     #[error("{path}: invalid manifest: {message}")]
     Manifest { path: PathBuf, message: String },
+    #[error("{path}: invalid part footer: {message}")]
+    Footer { path: PathBuf, message: String },
     #[error("{path}: unsupported format version {found} (this build reads {supported})")]
     Version {
         path: PathBuf,

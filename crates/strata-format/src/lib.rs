@@ -2,6 +2,8 @@
 //!
 //! - [`part`]: one immutable Parquet file per part, written from a shredded batch, with page
 //!   statistics (the granules) and Strata's part metadata in the footer.
+//! - [`profile`]: per-column value counts, plain bytes and distinct-value sketches in a part's
+//!   footer, from which merges choose encodings.
 //! - [`manifest`]: the table's list of visible parts; replacing it (write, fsync, rename) is the
 //!   single atomic step that makes an ingest or a merge visible.
 //!
@@ -10,14 +12,16 @@
 pub mod error;
 pub mod manifest;
 pub mod part;
+pub mod profile;
 
 pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
-    ColumnHints, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter, PartWriterOptions,
-    column_value_counts, read_part, read_part_batches, read_part_within, sparse_columns,
-    write_part,
+    ColumnHints, FooterColumns, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter,
+    PartWriterOptions, ROW_GROUP_ROWS, footer_columns, profiled_columns, read_part,
+    read_part_batches, read_part_within, sparse_columns, write_part,
 };
+pub use profile::ColumnProfile;
 
 /// Version of the on-disk format written by this build. Readers accept this version only;
 /// a future version bump comes with a migration note in `docs/format.md`.

@@ -6,8 +6,11 @@
 //! [`ROW_GROUP_ROWS`] rows and data pages up to [`GRANULE_ROWS`] rows; page-level min/max
 //! statistics (the Parquet page index) make each page a prunable granule. String columns are
 //! zstd compressed and dictionary encoded while the dictionary page stays under 64 KiB, then
-//! delta encoded; integers are delta bit-packed and left uncompressed; sparse columns (few values
-//! per row group, [`sparse_columns`]) keep parquet's defaults (docs/format.md).
+//! delta encoded, except the columns a merge found repeating enough for a dictionary over the
+//! whole row group ([`ColumnHints::dictionary`], ADR 0007); integers are delta bit-packed and
+//! left uncompressed; sparse columns (few values per row group, [`sparse_columns`]) keep parquet's
+//! defaults (docs/format.md). Dense string columns outside the sort key get a
+//! [`ColumnProfile`] in the footer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -30,9 +33,19 @@ use strata_json::{Kind, LayoutColumn, ShreddedBatch};
 use crate::FORMAT_VERSION;
 use crate::error::FormatError;
 use crate::manifest::{KeyRun, KeyRuns, PartEntry, sync_dir};
+use crate::profile::{
+    ColumnProfile, DistinctSketch, PROFILES_KEY, decode_profiles, encode_profiles,
+};
 
-/// Rows per Parquet row group: the unit of parallel scanning.
-pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// Rows per Parquet row group: the unit of parallel scanning and the reach of a dictionary.
+///
+/// Measured on the 1M Bluesky part after `optimize` (columns that take a row-group dictionary,
+/// ADR 0007): 128Ki rows 91.4 MB, 512Ki rows 88.5 MB, 1Mi rows 87.6 MB. Half a million rows
+/// still gives two cores a row group each at a million documents.
+pub const ROW_GROUP_ROWS: usize = 512 * 1024;
+/// The largest dictionary page of a row-group dictionary column; a column with more distinct
+/// bytes in a row group continues that row group delta encoded.
+pub const ROW_GROUP_DICTIONARY_BYTES: usize = 32 * 1024 * 1024;
 /// Rows per data page: the granule that page statistics let readers skip.
 pub const GRANULE_ROWS: usize = 8 * 1024;
 
@@ -47,7 +60,8 @@ impl Default for PartWriterOptions {
     }
 }
 
-/// Columns whose values per row group are expected below this get no delta encoding.
+/// Columns whose values per [`DENSITY_WINDOW_ROWS`] rows are expected below this get no delta
+/// encoding.
 ///
 /// Every delta encoder parquet creates reserves a 1 MiB buffer up front, per column per row group
 /// (a string column's delta byte-array fallback holds two). A part of wide documents (GH Archive:
@@ -57,6 +71,9 @@ impl Default for PartWriterOptions {
 /// 182.3 MB; 8,192 values 773 MB, 184.6 MB. Sparse columns are as small or smaller with a
 /// dictionary and plain values; denser ones gain from delta encodings.
 pub const MIN_DELTA_VALUES_PER_ROW_GROUP: u64 = 4096;
+/// The rows [`MIN_DELTA_VALUES_PER_ROW_GROUP`] is counted over (the row group size when it was
+/// measured; the rule is a density, independent of today's row group size).
+pub const DENSITY_WINDOW_ROWS: u64 = 128 * 1024;
 
 /// What the writer is told about the data to come, beyond its schema.
 #[derive(Debug, Clone, Default)]
@@ -65,16 +82,19 @@ pub struct ColumnHints {
     pub uncompressed: Vec<String>,
     /// Columns with too few values for delta encodings ([`sparse_columns`]).
     pub sparse: BTreeSet<String>,
+    /// Columns to dictionary encode over whole row groups, with the plain bytes their profile
+    /// carries over ([`ColumnProfile::plain_bytes`]).
+    pub dictionary: BTreeMap<String, u64>,
 }
 
 /// The columns of `value_counts` (non-null values per column in a part of `rows` rows) that
-/// average fewer than [`MIN_DELTA_VALUES_PER_ROW_GROUP`] values per row group.
+/// average fewer than [`MIN_DELTA_VALUES_PER_ROW_GROUP`] values per [`DENSITY_WINDOW_ROWS`].
 pub fn sparse_columns<'a>(
     value_counts: impl IntoIterator<Item = (&'a str, u64)>,
     rows: u64,
 ) -> BTreeSet<String> {
     let rows = rows.max(1);
-    let rows_per_group = rows.min(ROW_GROUP_ROWS as u64);
+    let rows_per_group = rows.min(DENSITY_WINDOW_ROWS);
     value_counts
         .into_iter()
         .filter(|&(_, values)| {
@@ -139,6 +159,12 @@ fn writer_properties(
             // Strings keep a dictionary while it stays small; past it, sorted neighbours share
             // prefixes (DIDs, URIs, timestamps), which delta byte-array encoding removes.
             Kind::String | Kind::Number | Kind::Json => {
+                if hints.dictionary.contains_key(&column.name) {
+                    builder = builder.set_column_dictionary_page_size_limit(
+                        path.clone(),
+                        ROW_GROUP_DICTIONARY_BYTES,
+                    );
+                }
                 builder.set_column_encoding(path, Encoding::DELTA_BYTE_ARRAY)
             }
             Kind::Bool | Kind::Null => builder,
@@ -186,6 +212,8 @@ pub fn write_part(
             }),
             batch.num_rows() as u64,
         ),
+        // An ingest part is profiled, not yet judged: its plain bytes are what a merge weighs.
+        dictionary: BTreeMap::new(),
     };
     let mut writer = PartWriter::create(table_dir, file, layout, sort_key, &hints, options)?;
     writer.write(&shredded.batch)?;
@@ -217,6 +245,17 @@ pub struct PartWriter {
     rows: u64,
     bounds: BTreeMap<String, (Value, Value)>,
     runs: KeyRunTracker,
+    profiles: Vec<ProfileBuilder>,
+}
+
+/// A column's profile while its part is written.
+struct ProfileBuilder {
+    name: String,
+    index: usize,
+    values: u64,
+    distinct: DistinctSketch,
+    /// Plain bytes carried over when the column is dictionary encoded.
+    carried_plain_bytes: Option<u64>,
 }
 
 impl PartWriter {
@@ -242,7 +281,17 @@ impl PartWriter {
         let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
         let writer =
             ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
+        let profiles = profiled_columns(&layout, sort_key, hints)
+            .map(|(index, name)| ProfileBuilder {
+                carried_plain_bytes: hints.dictionary.get(&name).copied(),
+                name,
+                index,
+                values: 0,
+                distinct: DistinctSketch::default(),
+            })
+            .collect();
         Ok(PartWriter {
+            profiles,
             writer,
             runs: KeyRunTracker::new(&layout, sort_key),
             tmp_path,
@@ -282,6 +331,18 @@ impl PartWriter {
                 }
             }
         }
+        for profile in &mut self.profiles {
+            if let Some(strings) = batch
+                .columns()
+                .get(profile.index)
+                .and_then(|c| c.as_string_opt::<i32>())
+            {
+                for value in strings.iter().flatten() {
+                    profile.distinct.insert(value.as_bytes());
+                }
+                profile.values += (strings.len() - strings.null_count()) as u64;
+            }
+        }
         self.writer
             .write(batch)
             .map_err(|source| FormatError::Parquet {
@@ -292,8 +353,50 @@ impl PartWriter {
         Ok(())
     }
 
+    /// Flushes the last row group and records the profiles, whose plain bytes are known only
+    /// now, in the footer.
+    fn append_profiles(&mut self) -> Result<(), parquet::errors::ParquetError> {
+        if self.profiles.is_empty() {
+            return Ok(());
+        }
+        self.writer.flush()?;
+        let mut written: BTreeMap<usize, u64> = BTreeMap::new();
+        for group in self.writer.flushed_row_groups() {
+            for profile in &self.profiles {
+                if let Some(column) = group.columns().get(profile.index) {
+                    *written.entry(profile.index).or_default() +=
+                        column.compressed_size().max(0) as u64;
+                }
+            }
+        }
+        let profiles: BTreeMap<String, ColumnProfile> = std::mem::take(&mut self.profiles)
+            .into_iter()
+            .map(|p| {
+                let plain_bytes = p
+                    .carried_plain_bytes
+                    .unwrap_or_else(|| written.get(&p.index).copied().unwrap_or(0));
+                let profile = ColumnProfile {
+                    values: p.values,
+                    plain_bytes,
+                    distinct: p.distinct,
+                };
+                (p.name, profile)
+            })
+            .collect();
+        self.writer.append_key_value_metadata(KeyValue::new(
+            PROFILES_KEY.to_owned(),
+            encode_profiles(&profiles),
+        ));
+        Ok(())
+    }
+
     /// Closes, fsyncs and renames the file; returns its manifest entry.
-    pub fn finish(self) -> Result<PartEntry, FormatError> {
+    pub fn finish(mut self) -> Result<PartEntry, FormatError> {
+        self.append_profiles()
+            .map_err(|source| FormatError::Parquet {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
         let out = self
             .writer
             .into_inner()
@@ -335,6 +438,26 @@ impl PartWriter {
             key_runs: self.runs.finish(),
         })
     }
+}
+
+/// The columns a part profiles (index in the schema, name): string-valued ones dense enough for
+/// delta encodings, outside the sort key (whose repeats are adjacent) and the key runs.
+pub fn profiled_columns<'a>(
+    layout: &'a PartSchema,
+    sort_key: &'a [String],
+    hints: &'a ColumnHints,
+) -> impl Iterator<Item = (usize, String)> + 'a {
+    layout.columns.iter().filter_map(move |column| {
+        let string_valued = matches!(column.kind, Kind::String | Kind::Number | Kind::Json);
+        let excluded = hints.sparse.contains(&column.name)
+            || hints.uncompressed.contains(&column.name)
+            || sort_key.contains(&column.name);
+        if !string_valued || excluded {
+            return None;
+        }
+        let index = layout.schema.index_of(&column.name).ok()?;
+        Some((index, column.name.clone()))
+    })
 }
 
 /// Order of two JSON scalars of the same type (None across types).
@@ -533,14 +656,36 @@ fn min_max(array: &ArrayRef) -> Option<(Value, Value)> {
     }
 }
 
-/// Non-null values per top-level column of a part, from its footer statistics (a column chunk
-/// without statistics counts all its rows).
-pub fn column_value_counts(path: &Path) -> Result<BTreeMap<String, u64>, FormatError> {
+/// What a merge learns about its input from the footer.
+#[derive(Debug, Clone, Default)]
+pub struct FooterColumns {
+    /// Non-null values per top-level column (a column chunk without statistics counts all its
+    /// rows).
+    pub value_counts: BTreeMap<String, u64>,
+    /// The part's column profiles (none for parts written before profiles existed).
+    pub profiles: BTreeMap<String, ColumnProfile>,
+}
+
+/// Reads a part's footer: its columns' value counts and profiles.
+pub fn footer_columns(path: &Path) -> Result<FooterColumns, FormatError> {
     let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
     let reader = SerializedFileReader::new(file).map_err(|source| FormatError::Parquet {
         path: path.to_owned(),
         source,
     })?;
+    let profiles = match reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == PROFILES_KEY))
+        .and_then(|e| e.value.as_deref())
+    {
+        Some(text) => decode_profiles(text).map_err(|message| FormatError::Footer {
+            path: path.to_owned(),
+            message,
+        })?,
+        None => BTreeMap::new(),
+    };
     let mut counts = BTreeMap::new();
     for row_group in reader.metadata().row_groups() {
         let rows = row_group.num_rows().max(0) as u64;
@@ -554,7 +699,10 @@ pub fn column_value_counts(path: &Path) -> Result<BTreeMap<String, u64>, FormatE
             }
         }
     }
-    Ok(counts)
+    Ok(FooterColumns {
+        value_counts: counts,
+        profiles,
+    })
 }
 
 /// Opens a part for reading, batch by batch, with all its columns.

@@ -1,6 +1,7 @@
 //! Column encodings of written parts: delta encodings for columns with enough values per row
 //! group, Parquet's defaults (dictionary, plain) for sparse ones, whose delta encoders would each
-//! reserve a megabyte per row group for a few values.
+//! reserve a megabyte per row group for a few values; column profiles in the footer, and a
+//! dictionary over whole row groups where a merge asks for one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
@@ -10,8 +11,11 @@ use std::collections::BTreeMap;
 
 use parquet::basic::Encoding;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use serde_json::json;
-use strata_format::{MIN_DELTA_VALUES_PER_ROW_GROUP, sparse_columns};
+use serde_json::{Value, json};
+use strata_format::{
+    ColumnHints, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter, PartWriterOptions,
+    footer_columns, sparse_columns,
+};
 
 #[test]
 fn sparse_columns_average_few_values_per_row_group() {
@@ -22,7 +26,7 @@ fn sparse_columns_average_few_values_per_row_group() {
         sparse_columns(counts, 100_000),
         ["rare".to_owned()].into_iter().collect()
     );
-    // 1M rows make 8 row groups of 128k: 4,096 values per row group need 31,250 in total.
+    // The rule is a density: 4,096 values per 128Ki rows, 31,250 of 1M rows.
     let counts = [("a", 31_250u64), ("b", 31_249)];
     assert_eq!(
         sparse_columns(counts, 1_000_000),
@@ -46,12 +50,7 @@ fn dense_columns_use_delta_encodings_and_sparse_ones_do_not() {
     let (dir, entry) = common::write_docs(&docs, &[]);
     assert_eq!(entry.rows, rows);
 
-    let file = std::fs::File::open(dir.path().join("parts/part.parquet")).unwrap();
-    let reader = SerializedFileReader::new(file).unwrap();
-    let mut encodings: BTreeMap<String, Vec<Encoding>> = BTreeMap::new();
-    for column in reader.metadata().row_group(0).columns() {
-        encodings.insert(column.column_path().string(), column.encodings().collect());
-    }
+    let encodings = column_encodings(&dir.path().join("parts/part.parquet"));
     let has = |column: &str, encoding: Encoding| encodings[column].contains(&encoding);
     assert!(has("n", Encoding::DELTA_BINARY_PACKED), "{encodings:?}");
     assert!(has("s", Encoding::DELTA_BYTE_ARRAY), "{encodings:?}");
@@ -61,4 +60,114 @@ fn dense_columns_use_delta_encodings_and_sparse_ones_do_not() {
             "{sparse}: {encodings:?}"
         );
     }
+}
+
+/// Encodings per column over all row groups, and compressed bytes per column.
+fn column_encodings(path: &std::path::Path) -> BTreeMap<String, Vec<Encoding>> {
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut encodings: BTreeMap<String, Vec<Encoding>> = BTreeMap::new();
+    for group in reader.metadata().row_groups() {
+        for column in group.columns() {
+            encodings
+                .entry(column.column_path().string())
+                .or_default()
+                .extend(column.encodings());
+        }
+    }
+    encodings
+}
+
+fn compressed_bytes(path: &std::path::Path, name: &str) -> u64 {
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    reader
+        .metadata()
+        .row_groups()
+        .iter()
+        .flat_map(|g| g.columns())
+        .filter(|c| c.column_path().string() == name)
+        .map(|c| c.compressed_size() as u64)
+        .sum()
+}
+
+/// `ref` repeats 3,000 hashes (130 KB of distinct text, twice a small dictionary page), `k` is
+/// the sort key, `n` an integer, `rare` sparse.
+fn referencing_docs(rows: u64) -> Vec<Value> {
+    (0..rows)
+        .map(|i| {
+            let mut doc = json!({"k": format!("k{}", i % 10), "ref": common::hash_text(i * 7 % 3_000), "n": i});
+            if i % 1000 == 0 {
+                doc["rare"] = json!(format!("rare-{i}"));
+            }
+            doc
+        })
+        .collect()
+}
+
+#[test]
+fn dense_string_columns_outside_the_sort_key_are_profiled() {
+    let rows = 20_000;
+    let (dir, _) = common::write_docs(&referencing_docs(rows), &["k".to_owned()]);
+    let path = dir.path().join("parts/part.parquet");
+    let footer = footer_columns(&path).unwrap();
+    assert_eq!(
+        footer.profiles.keys().collect::<Vec<_>>(),
+        ["ref"],
+        "the sort key, integers and sparse columns have no profile"
+    );
+    let profile = &footer.profiles["ref"];
+    assert_eq!(profile.values, rows);
+    assert_eq!(profile.plain_bytes, compressed_bytes(&path, "ref"));
+    let distinct = profile.distinct.estimate();
+    assert!((distinct - 3_000.0).abs() < 150.0, "{distinct}");
+    assert!(profile.pays_for_dictionary(rows, rows));
+    assert_eq!(footer.value_counts["rare"], 20);
+    // Written without a hint, the column leaves its small dictionary for delta encoding.
+    assert!(column_encodings(&path)["ref"].contains(&Encoding::DELTA_BYTE_ARRAY));
+}
+
+#[test]
+fn a_dictionary_hint_keeps_whole_row_groups_in_the_dictionary() {
+    let rows = 20_000;
+    let sort_key = ["k".to_owned()];
+    let shredded = common::shred(&referencing_docs(rows), &sort_key);
+    let dir = tempfile::tempdir().unwrap();
+    let hints = ColumnHints {
+        dictionary: BTreeMap::from([("ref".to_owned(), 123_456)]),
+        ..Default::default()
+    };
+    let layout = PartSchema {
+        schema: shredded.batch.schema(),
+        columns: shredded.columns.clone(),
+        remainder_paths: shredded.remainder_paths.clone(),
+        remainder_paths_truncated: shredded.remainder_paths_truncated,
+    };
+    let options = PartWriterOptions::default();
+    let mut writer = PartWriter::create(
+        dir.path(),
+        "part.parquet",
+        layout,
+        &sort_key,
+        &hints,
+        &options,
+    )
+    .unwrap();
+    writer.write(&shredded.batch).unwrap();
+    let entry = writer.finish().unwrap();
+    assert_eq!(entry.rows, rows);
+
+    let path = dir.path().join("parts/part.parquet");
+    let encodings = &column_encodings(&path)["ref"];
+    assert!(
+        encodings.contains(&Encoding::RLE_DICTIONARY),
+        "{encodings:?}"
+    );
+    assert!(
+        !encodings.contains(&Encoding::DELTA_BYTE_ARRAY),
+        "{encodings:?}"
+    );
+    // The plain bytes of a dictionary column are carried over, not measured.
+    assert_eq!(
+        footer_columns(&path).unwrap().profiles["ref"].plain_bytes,
+        123_456
+    );
 }
