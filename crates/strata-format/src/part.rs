@@ -39,9 +39,11 @@ use crate::profile::{
 
 /// Rows per Parquet row group: the unit of parallel scanning and the reach of a dictionary.
 ///
-/// Measured on the 1M Bluesky part after `optimize` (columns that take a row-group dictionary,
-/// ADR 0007): 128Ki rows 91.4 MB, 512Ki rows 88.5 MB, 1Mi rows 87.6 MB. Half a million rows
-/// still gives two cores a row group each at a million documents.
+/// Measured after `optimize` of 1M documents with row-group dictionaries (ADR 0007): Bluesky
+/// 128Ki rows 90.4 MB, 256Ki 89.2 MB, 512Ki 87.8 MB, 1Mi 87.1 MB (merge peak RSS 285, 299,
+/// 327, 366 MB); GH Archive 128Ki 181.8 MB, 512Ki 179.8 MB (1,852 and 2,069 MB: wide rows
+/// buffer more per row group). Half a million rows still gives two cores a row group each at a
+/// million documents.
 pub const ROW_GROUP_ROWS: usize = 512 * 1024;
 /// The largest dictionary page of a row-group dictionary column; a column with more distinct
 /// bytes in a row group continues that row group delta encoded.
