@@ -243,23 +243,16 @@ fn dictionary_columns(
     rows: u64,
 ) -> BTreeMap<String, u64> {
     let mut chosen = BTreeMap::new();
-    for (_, name) in profiled_columns(layout, sort_key, hints) {
-        let Some(kind) = layout
-            .columns
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| c.kind)
-        else {
-            continue;
-        };
+    for (_, column) in profiled_columns(layout, sort_key, hints) {
+        let name = &column.name;
         let mut union = ColumnProfile::default();
         let mut values = 0;
         for (part, footer) in group.iter().zip(footers) {
-            if part.columns.get(&name) != Some(&kind) {
+            if part.columns.get(name) != Some(&column.kind) {
                 continue;
             }
-            values += footer.value_counts.get(&name).copied().unwrap_or(0);
-            if let Some(profile) = footer.profiles.get(&name) {
+            values += footer.value_counts.get(name).copied().unwrap_or(0);
+            if let Some(profile) = footer.profiles.get(name) {
                 union.absorb(profile);
             }
         }
@@ -269,7 +262,7 @@ fn dictionary_columns(
         }
         if union.pays_for_dictionary(rows, ROW_GROUP_ROWS as u64) {
             let plain_bytes = union.plain_bytes as f64 * values.max(union.values) as f64 / profiled;
-            chosen.insert(name, plain_bytes as u64);
+            chosen.insert(name.clone(), plain_bytes as u64);
         }
     }
     chosen
@@ -295,9 +288,8 @@ fn merge_group(
         let footer = footer_columns(&path)?;
         for (name, &values) in &footer.value_counts {
             if let Some(kind) = part.columns.get(name) {
-                let name = name.clone();
                 counts.push(ColumnCount {
-                    name,
+                    name: name.clone(),
                     kind: *kind,
                     values,
                 });

@@ -284,9 +284,9 @@ impl PartWriter {
         let writer =
             ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
         let profiles = profiled_columns(&layout, sort_key, hints)
-            .map(|(index, name)| ProfileBuilder {
-                carried_plain_bytes: hints.dictionary.get(&name).copied(),
-                name,
+            .map(|(index, column)| ProfileBuilder {
+                carried_plain_bytes: hints.dictionary.get(&column.name).copied(),
+                name: column.name.clone(),
                 index,
                 values: 0,
                 distinct: DistinctSketch::default(),
@@ -442,13 +442,13 @@ impl PartWriter {
     }
 }
 
-/// The columns a part profiles (index in the schema, name): string-valued ones dense enough for
-/// delta encodings, outside the sort key (whose repeats are adjacent) and the key runs.
+/// The columns a part profiles, with their index in the schema: string-valued ones dense enough
+/// for delta encodings, outside the sort key (whose repeats are adjacent) and the key runs.
 pub fn profiled_columns<'a>(
     layout: &'a PartSchema,
     sort_key: &'a [String],
     hints: &'a ColumnHints,
-) -> impl Iterator<Item = (usize, String)> + 'a {
+) -> impl Iterator<Item = (usize, &'a LayoutColumn)> + 'a {
     layout.columns.iter().filter_map(move |column| {
         let string_valued = matches!(column.kind, Kind::String | Kind::Number | Kind::Json);
         let excluded = hints.sparse.contains(&column.name)
@@ -458,7 +458,7 @@ pub fn profiled_columns<'a>(
             return None;
         }
         let index = layout.schema.index_of(&column.name).ok()?;
-        Some((index, column.name.clone()))
+        Some((index, column))
     })
 }
 

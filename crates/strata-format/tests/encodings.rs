@@ -62,7 +62,7 @@ fn dense_columns_use_delta_encodings_and_sparse_ones_do_not() {
     }
 }
 
-/// Encodings per column over all row groups, and compressed bytes per column.
+/// Encodings per column over all row groups.
 fn column_encodings(path: &std::path::Path) -> BTreeMap<String, Vec<Encoding>> {
     let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
     let mut encodings: BTreeMap<String, Vec<Encoding>> = BTreeMap::new();
