@@ -240,6 +240,48 @@ mod tests {
         assert_eq!(text, expected.trim_end());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn union_is_the_sketch_of_the_union(
+            a in proptest::collection::vec(".{0,12}", 0..200),
+            b in proptest::collection::vec(".{0,12}", 0..200),
+        ) {
+            let mut ab = sketch_of(a.iter().cloned());
+            ab.union(&sketch_of(b.iter().cloned()));
+            let mut ba = sketch_of(b.iter().cloned());
+            ba.union(&sketch_of(a.iter().cloned()));
+            proptest::prop_assert_eq!(&ab, &ba);
+            proptest::prop_assert_eq!(&ab, &sketch_of(a.iter().chain(&b).cloned()));
+        }
+
+        #[test]
+        fn stored_profiles_round_trip(
+            columns in proptest::collection::btree_map(
+                ".{0,8}",
+                (proptest::num::u64::ANY, proptest::num::u64::ANY,
+                 proptest::collection::vec(".{0,12}", 0..50)),
+                0..4,
+            ),
+        ) {
+            let profiles: BTreeMap<String, ColumnProfile> = columns
+                .into_iter()
+                .map(|(name, (values, plain_bytes, strings))| {
+                    let distinct = sketch_of(strings.into_iter());
+                    (name, ColumnProfile { values, plain_bytes, distinct })
+                })
+                .collect();
+            proptest::prop_assert_eq!(decode_profiles(&encode_profiles(&profiles)), Ok(profiles));
+        }
+
+        /// Footers are input: any text decodes to profiles or to a message, never a panic.
+        #[test]
+        fn decoding_any_text_does_not_panic(text in ".{0,64}") {
+            let _ = decode_profiles(&text);
+            let wrapped = format!(r#"{{"c":{{"values":1,"plain_bytes":2,"hll":"{text}"}}}}"#);
+            let _ = decode_profiles(&wrapped);
+        }
+    }
+
     #[test]
     fn dictionaries_pay_for_repeated_incompressible_values_only() {
         let profile = |values: u64, distinct: usize, bytes_per_value: u64| ColumnProfile {
