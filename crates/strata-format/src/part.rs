@@ -362,6 +362,8 @@ impl PartWriter {
             return Ok(());
         }
         self.writer.flush()?;
+        // Typed columns are flat and precede the remainder map, so a typed column's index in the
+        // Arrow schema is also its leaf index in each row group.
         let mut written: BTreeMap<usize, u64> = BTreeMap::new();
         for group in self.writer.flushed_row_groups() {
             for profile in &self.profiles {
