@@ -233,29 +233,29 @@ fn plan_merges(
 /// The output columns that take a dictionary per row group, with their plain bytes: those whose
 /// inputs' profiles, united, say it pays ([`ColumnProfile::pays_for_dictionary`], ADR 0007).
 /// Inputs that did not profile a column (it was sparse there: small parts are) may hold up to
-/// [`UNPROFILED_SHARE`] of its values; the profiles of the rest stand for them.
+/// [`UNPROFILED_SHARE`] of its `values` (the inputs' values of the output column's kind); the
+/// profiles of the rest stand for them.
 fn dictionary_columns(
     layout: &PartSchema,
     sort_key: &[String],
     hints: &ColumnHints,
     group: &[PartEntry],
     footers: &[FooterColumns],
+    values: &BTreeMap<&str, u64>,
     rows: u64,
 ) -> BTreeMap<String, u64> {
     let mut chosen = BTreeMap::new();
     for (_, column) in profiled_columns(layout, sort_key, hints) {
         let name = &column.name;
         let mut union = ColumnProfile::default();
-        let mut values = 0;
         for (part, footer) in group.iter().zip(footers) {
-            if part.columns.get(name) != Some(&column.kind) {
-                continue;
-            }
-            values += footer.value_counts.get(name).copied().unwrap_or(0);
-            if let Some(profile) = footer.profiles.get(name) {
+            if part.columns.get(name) == Some(&column.kind)
+                && let Some(profile) = footer.profiles.get(name)
+            {
                 union.absorb(profile);
             }
         }
+        let values = values.get(name.as_str()).copied().unwrap_or(0);
         let profiled = union.values as f64;
         if profiled < (1.0 - UNPROFILED_SHARE) * values as f64 {
             continue;
@@ -351,7 +351,7 @@ fn merge_group(
     let rows: u64 = group.iter().map(|p| p.rows).sum();
     let mut hints = ColumnHints {
         uncompressed,
-        sparse: sparse_columns(values, rows),
+        sparse: sparse_columns(values.iter().map(|(&name, &v)| (name, v)), rows),
         dictionary: BTreeMap::new(),
     };
     let layout = PartSchema {
@@ -360,7 +360,8 @@ fn merge_group(
         remainder_paths,
         remainder_paths_truncated: truncated,
     };
-    hints.dictionary = dictionary_columns(&layout, sort_key, &hints, group, &footers, rows);
+    hints.dictionary =
+        dictionary_columns(&layout, sort_key, &hints, group, &footers, &values, rows);
     let file = new_part_file(manifest.version);
     let mut writer = PartWriter::create(
         table_dir,
