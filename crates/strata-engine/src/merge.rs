@@ -400,9 +400,9 @@ fn merge_group(
     let batch_bytes = MERGE_INPUT_BATCH_BYTES / group.len();
     let mut cursors = Vec::with_capacity(group.len());
     let mut widest_row_bytes = 1;
-    for part in group {
+    for (part, footer) in group.iter().zip(&footers) {
         let path = Manifest::part_path(table_dir, &part.file);
-        let (reader, row_bytes) = read_part_within(&path, batch_bytes)?;
+        let (reader, row_bytes) = read_part_within(&path, footer, batch_bytes)?;
         widest_row_bytes = widest_row_bytes.max(row_bytes);
         cursors.push(Cursor {
             reader,

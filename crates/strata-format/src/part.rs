@@ -21,11 +21,13 @@ use arrow::compute::kernels::aggregate;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::schema::types::ColumnPath;
 use serde_json::Value;
 use strata_json::{Kind, LayoutColumn, ShreddedBatch};
@@ -660,9 +662,11 @@ fn min_max(array: &ArrayRef) -> Option<(Value, Value)> {
     }
 }
 
-/// What a merge learns about its input from the footer.
-#[derive(Debug, Clone, Default)]
+/// What a merge learns about its input from the footer, which is parsed once: the input's reader
+/// ([`read_part_within`]) is built from the same metadata.
+#[derive(Debug, Clone)]
 pub struct FooterColumns {
+    metadata: ArrowReaderMetadata,
     /// Non-null values per top-level column (a column chunk without statistics counts all its
     /// rows).
     pub value_counts: BTreeMap<String, u64>,
@@ -673,12 +677,15 @@ pub struct FooterColumns {
 /// Reads a part's footer: its columns' value counts and profiles.
 pub fn footer_columns(path: &Path) -> Result<FooterColumns, FormatError> {
     let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let reader = SerializedFileReader::new(file).map_err(|source| FormatError::Parquet {
-        path: path.to_owned(),
-        source,
-    })?;
-    let profiles = match reader
-        .metadata()
+    let metadata =
+        ArrowReaderMetadata::load(&file, ArrowReaderOptions::default()).map_err(|source| {
+            FormatError::Parquet {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
+    let parquet = metadata.metadata();
+    let profiles = match parquet
         .file_metadata()
         .key_value_metadata()
         .and_then(|kv| kv.iter().find(|e| e.key == PROFILES_KEY))
@@ -691,7 +698,7 @@ pub fn footer_columns(path: &Path) -> Result<FooterColumns, FormatError> {
         None => BTreeMap::new(),
     };
     let mut counts = BTreeMap::new();
-    for row_group in reader.metadata().row_groups() {
+    for row_group in parquet.row_groups() {
         let rows = row_group.num_rows().max(0) as u64;
         for column in row_group.columns() {
             if let [name] = column.column_path().parts() {
@@ -704,6 +711,7 @@ pub fn footer_columns(path: &Path) -> Result<FooterColumns, FormatError> {
         }
     }
     Ok(FooterColumns {
+        metadata,
         value_counts: counts,
         profiles,
     })
@@ -720,21 +728,18 @@ pub fn read_part(path: &Path, batch_size: usize) -> Result<ParquetRecordBatchRea
         })
 }
 
-/// Opens a part for reading in batches of about `batch_bytes` of Arrow data each (between 256 and
-/// 8,192 rows); also returns the estimated bytes of one row. A row is estimated from the footer as
-/// its share of the uncompressed column data plus 8 bytes per column: Arrow arrays are dense, so
-/// every column costs an offset or a value slot in every row, null or not, which is what
-/// dominates batches of wide, sparse documents.
+/// Opens a part whose footer [`footer_columns`] read, in batches of about `batch_bytes` of Arrow
+/// data each (between 256 and 8,192 rows); also returns the estimated bytes of one row. A row is
+/// estimated from the footer as its share of the uncompressed column data plus 8 bytes per
+/// column: Arrow arrays are dense, so every column costs an offset or a value slot in every row,
+/// null or not, which is what dominates batches of wide, sparse documents.
 pub fn read_part_within(
     path: &Path,
+    footer: &FooterColumns,
     batch_bytes: usize,
 ) -> Result<(ParquetRecordBatchReader, usize), FormatError> {
-    let parquet_err = |source| FormatError::Parquet {
-        path: path.to_owned(),
-        source,
-    };
     let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer.metadata.clone());
     let metadata = builder.metadata();
     let rows = metadata.file_metadata().num_rows().max(1) as usize;
     let data: i64 = metadata
@@ -747,7 +752,10 @@ pub fn read_part_within(
     let reader = builder
         .with_batch_size(batch_rows)
         .build()
-        .map_err(parquet_err)?;
+        .map_err(|source| FormatError::Parquet {
+            path: path.to_owned(),
+            source,
+        })?;
     Ok((reader, row_bytes))
 }
 
