@@ -208,7 +208,7 @@ pub fn write_part(
         })?;
     let batch = &shredded.batch;
     let hints = ColumnHints {
-        uncompressed: runs.finish().map(|r| r.paths).unwrap_or_default(),
+        uncompressed: runs.clone().finish().map(|r| r.paths).unwrap_or_default(),
         sparse: sparse_columns(
             shredded.columns.iter().filter_map(|c| {
                 let array = batch.column_by_name(&c.name)?;
@@ -219,8 +219,8 @@ pub fn write_part(
         // An ingest part is profiled, not yet judged: its plain bytes are what a merge weighs.
         dictionary: BTreeMap::new(),
     };
-    let mut writer = PartWriter::create(table_dir, file, layout, sort_key, &hints, options)?;
-    writer.write(&shredded.batch)?;
+    let mut writer = PartWriter::open(table_dir, file, layout, sort_key, &hints, options, runs)?;
+    writer.append(batch)?;
     writer.finish()
 }
 
@@ -272,6 +272,20 @@ impl PartWriter {
         hints: &ColumnHints,
         options: &PartWriterOptions,
     ) -> Result<Self, FormatError> {
+        let runs = KeyRunTracker::new(&layout, sort_key);
+        Self::open(table_dir, file, layout, sort_key, hints, options, runs)
+    }
+
+    /// [`PartWriter::create`] with a key-run tracker that has observed the rows already.
+    fn open(
+        table_dir: &Path,
+        file: &str,
+        layout: PartSchema,
+        sort_key: &[String],
+        hints: &ColumnHints,
+        options: &PartWriterOptions,
+        runs: KeyRunTracker,
+    ) -> Result<Self, FormatError> {
         let parts_dir = table_dir.join(crate::manifest::PARTS_DIR);
         fs::create_dir_all(&parts_dir).map_err(|e| FormatError::io(&parts_dir, e))?;
         let final_path = parts_dir.join(file);
@@ -297,7 +311,7 @@ impl PartWriter {
         Ok(PartWriter {
             profiles,
             writer,
-            runs: KeyRunTracker::new(&layout, sort_key),
+            runs,
             tmp_path,
             final_path,
             file: file.to_owned(),
@@ -316,6 +330,11 @@ impl PartWriter {
                 path: self.tmp_path.clone(),
                 source,
             })?;
+        self.append(batch)
+    }
+
+    /// [`PartWriter::write`] of rows the key-run tracker has observed.
+    fn append(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
         for name in &self.sort_key {
             if let Some(column) = batch.column_by_name(name)
                 && let Some((min, max)) = min_max(column)
@@ -492,6 +511,7 @@ pub const MIN_KEY_RUN_ROWS: usize = 64;
 /// the remainder would be invisible to the runs), and the prefix stops at the first path that
 /// does not. Per prefix length, run starts are kept until there are more than [`MAX_KEY_RUNS`];
 /// longer prefixes have at least as many runs, so tracking stops there too.
+#[derive(Clone)]
 struct KeyRunTracker {
     paths: Vec<String>,
     /// Run starts (row, values of the prefix) per prefix length - 1, for the lengths still
