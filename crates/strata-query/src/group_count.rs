@@ -101,7 +101,10 @@ impl CountByKeyExec {
         let ScanOutput::Path(path) = output else {
             return None;
         };
-        if !matches!(path.mode, PathMode::String | PathMode::Text) {
+        if !matches!(
+            path.mode,
+            PathMode::String | PathMode::Text | PathMode::Mixed
+        ) {
             return None;
         }
         let schema = aggregate.schema();

@@ -9,6 +9,8 @@
 
 pub mod distinct;
 pub mod group_count;
+pub mod literal_typing;
+pub mod number;
 pub mod paths;
 pub mod planner;
 pub mod rule;
@@ -30,6 +32,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
 use strata_engine::DataDir;
 
+use crate::literal_typing::TypeComparisonsByLiteral;
 use crate::planner::JsonPathPlanner;
 use crate::rule::ReadPathsFromColumns;
 use crate::table::{DataDirSchema, PathRegistry};
@@ -95,6 +98,8 @@ impl Session {
         let registry = PathRegistry::default();
         let mut analyzer_rules = Analyzer::new().rules;
         analyzer_rules.insert(0, Arc::new(ReadPathsFromColumns));
+        // Comparisons are typed by their literals before paths become column reads.
+        analyzer_rules.insert(0, Arc::new(TypeComparisonsByLiteral::default()));
         let mut builder = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)

@@ -3,8 +3,11 @@
 //! Storage types a path per part; SQL needs one type per query. The rule (ADR 0003):
 //! - dotted access (`data.a.b`) gives the path's *natural* type: `Utf8` if every stored value
 //!   is a string, `Int64` if every value is an integer, `Float64` if every value is a number
-//!   and at least one is not an `i64`, `Boolean` if every value is a boolean, and JSON text
-//!   otherwise (mixed types, arrays, objects). JSON `null` counts as no value (SQL NULL);
+//!   and at least one is not an `i64`, `Boolean` if every value is a boolean, and otherwise
+//!   (mixed kinds, arrays, objects) text with `->>` semantics, so that a string reads the same
+//!   whatever else the path holds. JSON `null` is SQL NULL in every dotted mode;
+//! - a comparison of a dotted path with a literal is typed by the literal, not by the path
+//!   (see `literal_typing`), so its answer does not change when other documents arrive;
 //! - `data->'a'` gives the JSON text of the value (`'"x"'`, `'1.10'`, `'{"k":1}'`, `'null'`);
 //! - `data->>'a'` gives text: a string's contents, any other value's JSON text, NULL for `null`.
 //!
@@ -28,6 +31,12 @@ pub enum PathMode {
     Json,
     /// `->>` text.
     Text,
+    /// Dotted access to a path of several kinds: `->>` text (a string's contents, any other
+    /// value's JSON text, SQL NULL for `null`).
+    Mixed,
+    /// The exact JSON text of numeric values only (others NULL), for exact comparisons and
+    /// casts.
+    Number,
 }
 
 impl PathMode {
@@ -39,6 +48,8 @@ impl PathMode {
             PathMode::Bool => "bool",
             PathMode::Json => "json",
             PathMode::Text => "text",
+            PathMode::Mixed => "mixed",
+            PathMode::Number => "number",
         }
     }
 
@@ -50,6 +61,8 @@ impl PathMode {
             PathMode::Bool,
             PathMode::Json,
             PathMode::Text,
+            PathMode::Mixed,
+            PathMode::Number,
         ]
         .into_iter()
         .find(|m| m.as_str() == s)
@@ -62,7 +75,9 @@ impl PathMode {
             PathMode::Bool => DataType::Boolean,
             // Views avoid copying strings out of Parquet pages and are what DataFusion's
             // string kernels and group-by are fastest on.
-            PathMode::String | PathMode::Text => DataType::Utf8View,
+            PathMode::String | PathMode::Text | PathMode::Mixed | PathMode::Number => {
+                DataType::Utf8View
+            }
             PathMode::Json => DataType::Utf8,
         }
     }
@@ -70,6 +85,15 @@ impl PathMode {
     /// Modes whose values are JSON text (marked so outputs can embed them as JSON).
     pub fn is_json(self) -> bool {
         self == PathMode::Json
+    }
+
+    /// Modes the planner gives dotted access (`data.a.b`), whose comparisons with literals are
+    /// typed by the literal.
+    pub fn is_dotted(self) -> bool {
+        matches!(
+            self,
+            PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool | PathMode::Mixed
+        )
     }
 }
 
@@ -82,12 +106,20 @@ pub struct PathColumn {
 }
 
 impl PathColumn {
-    /// The column name shown in plans, shaped like the SQL that reads it.
+    /// The column name shown in plans, shaped like the SQL that reads it. One path may be read
+    /// in several modes by one query (`data.k` selected as mixed text and compared as a string),
+    /// so every mode but the string one carries a suffix.
     pub fn column_name(&self) -> String {
+        let path = &self.path;
         match self.mode {
-            PathMode::Json => format!("data->{}", self.path),
-            PathMode::Text => format!("data->>{}", self.path),
-            _ => format!("data.{}", self.path),
+            PathMode::Json => format!("data->{path}"),
+            PathMode::Text => format!("data->>{path}"),
+            PathMode::String => format!("data.{path}"),
+            PathMode::Int => format!("data.{path}::bigint"),
+            PathMode::Float => format!("data.{path}::double"),
+            PathMode::Bool => format!("data.{path}::boolean"),
+            PathMode::Mixed => format!("data.{path}::mixed"),
+            PathMode::Number => format!("data.{path}::number"),
         }
     }
 }
@@ -147,10 +179,10 @@ impl PathIndex {
     /// The natural mode of a path for dotted access; None when no part stores it.
     pub fn natural_mode(&self, encoded_path: &str) -> Option<PathMode> {
         let Some(facts) = self.facts.get(encoded_path) else {
-            return self.open_ended.then_some(PathMode::Json);
+            return self.open_ended.then_some(PathMode::Mixed);
         };
         if facts.is_object {
-            return Some(PathMode::Json);
+            return Some(PathMode::Mixed);
         }
         let kinds = &facts.kinds;
         let numeric = kinds
@@ -162,12 +194,7 @@ impl PathIndex {
             Some(Kind::Int) if kinds.len() == 1 => PathMode::Int,
             Some(Kind::Bool) if kinds.len() == 1 => PathMode::Bool,
             Some(_) if numeric => PathMode::Float,
-            Some(_) => PathMode::Json,
+            Some(_) => PathMode::Mixed,
         })
-    }
-
-    /// True when the path may be stored somewhere in the table.
-    pub fn may_exist(&self, encoded_path: &str) -> bool {
-        self.open_ended || self.facts.contains_key(encoded_path)
     }
 }

@@ -1,8 +1,8 @@
 //! Planning JSON path syntax: `data.a.b`, `data->'a'->>'b'`, `data->'arr'->0`.
 //!
 //! Paths become `strata_path(data, '<encoded path>', '<mode>')` calls whose SQL type is fixed
-//! here from the table snapshot's path facts (see `paths`); a path no part stores becomes a
-//! NULL literal. `->` / `->>` on anything that is not a table document (an array element,
+//! here from the table snapshot's path facts (see `paths`); a path no part stores reads as
+//! mixed text, NULL in every row. `->` / `->>` on anything that is not a table document (an array element,
 //! a sub-result) fall back to `json_get` / `json_get_text` over JSON text.
 
 use std::sync::Arc;
@@ -37,8 +37,8 @@ impl JsonPathPlanner {
         }
     }
 
-    /// The `strata_path` call for `path` of the document column, typed for `mode`; a NULL
-    /// literal when the table stores nothing there.
+    /// The `strata_path` call for `path` of the document column, typed for `mode` (the path's
+    /// natural mode when None).
     fn path_expr(
         &self,
         table: &str,
@@ -55,14 +55,9 @@ impl JsonPathPlanner {
         let Some(index) = index else {
             return Expr::Literal(ScalarValue::Utf8(None), None);
         };
-        let mode = match mode {
-            Some(m) if index.may_exist(&encoded) || path.is_empty() => m,
-            Some(_) => return Expr::Literal(ScalarValue::Utf8(None), None),
-            None => match index.natural_mode(&encoded) {
-                Some(m) => m,
-                None => return Expr::Literal(ScalarValue::Utf8(None), None),
-            },
-        };
+        // A path no part stores still reads through the scan (every part answers NULL without
+        // reading anything), so that its column is named after the path, not `Utf8(NULL)`.
+        let mode = mode.unwrap_or_else(|| index.natural_mode(&encoded).unwrap_or(PathMode::Mixed));
         Expr::ScalarFunction(ScalarFunction::new_udf(
             self.strata_path.clone(),
             vec![Expr::Column(document), lit(encoded), lit(mode.as_str())],

@@ -492,7 +492,10 @@ fn kind_feeds_mode(kind: Kind, mode: PathMode) -> bool {
         (kind, mode),
         (Kind::String, PathMode::String)
             | (Kind::Int, PathMode::Int)
-            | (Kind::Int | Kind::Float | Kind::Number, PathMode::Float)
+            | (
+                Kind::Int | Kind::Float | Kind::Number,
+                PathMode::Float | PathMode::Number
+            )
             | (Kind::Bool, PathMode::Bool)
     )
 }
@@ -711,7 +714,7 @@ fn plan_output(entry: &PartEntry, output: &ScanOutput) -> OutputPlan {
         && !truncated
         && !entry.remainder_paths.contains_key(path);
     match column.mode {
-        PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool => {
+        PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool | PathMode::Number => {
             let column_name = stored_kind
                 .filter(|k| kind_feeds_mode(*k, column.mode))
                 .map(|_| path.clone());
@@ -728,7 +731,7 @@ fn plan_output(entry: &PartEntry, output: &ScanOutput) -> OutputPlan {
             }
         }
         mode if nothing_stored => OutputPlan::AllNull(mode),
-        PathMode::Text
+        PathMode::Text | PathMode::Mixed
             if !has_children
                 && !truncated
                 && !entry.remainder_paths.contains_key(path)

@@ -8,6 +8,8 @@
 //! - `json_get(json, key_or_index)` / `json_get_text(json, key_or_index)`: `->` / `->>` on JSON
 //!   text, used when the left side is not a table's document (arrays, sub-results).
 //! - `date_diff(unit, start, end)`: number of `unit` boundaries crossed from `start` to `end`.
+//! - `strata_compare_number(number_text, op, literal)`: exact comparison of JSON numbers with a
+//!   SQL number (emitted by the `TypeComparisonsByLiteral` rule).
 
 use std::sync::Arc;
 
@@ -36,6 +38,7 @@ pub fn all_functions() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(JsonGet::new(false)),
         ScalarUDF::new_from_impl(JsonGet::new(true)),
         ScalarUDF::new_from_impl(DateDiff::new()),
+        ScalarUDF::new_from_impl(CompareNumber::new()),
     ]
 }
 
@@ -81,9 +84,11 @@ pub fn value_in_mode(value: Option<&Value>, mode: PathMode) -> ModeValue {
     };
     match (mode, value) {
         (PathMode::Json, v) => ModeValue::Text(v.to_string()),
-        (PathMode::Text, Value::Null) => ModeValue::Null,
-        (PathMode::Text, Value::String(s)) => ModeValue::Text(s.clone()),
-        (PathMode::Text, v) => ModeValue::Text(v.to_string()),
+        (PathMode::Text | PathMode::Mixed, Value::Null) => ModeValue::Null,
+        (PathMode::Text | PathMode::Mixed, Value::String(s)) => ModeValue::Text(s.clone()),
+        (PathMode::Text | PathMode::Mixed, v) => ModeValue::Text(v.to_string()),
+        // With serde_json's arbitrary precision, a number's text is the document's own.
+        (PathMode::Number, Value::Number(n)) => ModeValue::Text(n.to_string()),
         (PathMode::String, Value::String(s)) => ModeValue::Text(s.clone()),
         (PathMode::Int, Value::Number(n)) => n.as_i64().map_or(ModeValue::Null, ModeValue::Int),
         (PathMode::Float, Value::Number(n)) => n
@@ -133,7 +138,7 @@ pub fn build_mode_array(
             }
             Arc::new(b.finish())
         }
-        PathMode::String | PathMode::Text => {
+        PathMode::String | PathMode::Text | PathMode::Mixed | PathMode::Number => {
             let mut b = StringViewBuilder::with_capacity(rows);
             for v in values {
                 match v {
@@ -177,7 +182,12 @@ fn path_display_name(base: &str, path: &JsonPath, mode: PathMode) -> String {
                 name.push('\'');
             }
         }
-        PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool => {
+        PathMode::String
+        | PathMode::Int
+        | PathMode::Float
+        | PathMode::Bool
+        | PathMode::Mixed
+        | PathMode::Number => {
             for segment in segments {
                 name.push('.');
                 let plain = segment
@@ -477,5 +487,79 @@ impl ScalarUDFImpl for DateDiff {
             .map(|(s, e)| Some(e?.div_euclid(nanos) - s?.div_euclid(nanos)))
             .collect();
         Ok(ColumnarValue::Array(Arc::new(result)))
+    }
+}
+
+/// `strata_compare_number(number_text, op, literal)`: `op` (`=`, `<>`, `<`, `<=`, `>`, `>=`)
+/// between numbers written as decimal text, decided exactly (see [`crate::number`]). NULL
+/// where the value is NULL or not a number. The `TypeComparisonsByLiteral` rule emits it for
+/// comparisons of paths with numbers that a double could not decide.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CompareNumber {
+    signature: Signature,
+}
+
+impl CompareNumber {
+    pub const NAME: &'static str = "strata_compare_number";
+
+    pub fn new() -> Self {
+        CompareNumber {
+            signature: Signature::any(3, Volatility::Immutable),
+        }
+    }
+}
+
+impl Default for CompareNumber {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScalarUDFImpl for CompareNumber {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        use std::cmp::Ordering;
+        let (Some(op), Some(literal)) =
+            (scalar_string(&args.args[1]), scalar_string(&args.args[2]))
+        else {
+            return exec_err!(
+                "{}(value, op, literal) needs literal op and number",
+                Self::NAME
+            );
+        };
+        let Some(literal) = crate::number::ExactNumber::parse(&literal) else {
+            return exec_err!("{}: {literal:?} is not a number", Self::NAME);
+        };
+        let holds: fn(Ordering) -> bool = match op.as_str() {
+            "=" => Ordering::is_eq,
+            "<>" => Ordering::is_ne,
+            "<" => Ordering::is_lt,
+            "<=" => Ordering::is_le,
+            ">" => Ordering::is_gt,
+            ">=" => Ordering::is_ge,
+            other => return exec_err!("{}: unknown operator {other:?}", Self::NAME),
+        };
+        let values = cast(
+            &args.args[0].to_array(args.number_rows)?,
+            &DataType::Utf8View,
+        )?;
+        let values = values.as_string_view();
+        let mut result = BooleanBuilder::with_capacity(values.len());
+        for row in 0..values.len() {
+            if values.is_null(row) {
+                result.append_null();
+            } else {
+                result.append_option(literal.order_of(values.value(row)).map(holds));
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(result.finish())))
     }
 }
