@@ -13,8 +13,11 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test build rust-test python-test bench-test lint venv bench clean
 
+# The binary is built with every target of the workspace so that it shares one feature set,
+# and so one build of DataFusion and arrow, with `cargo test --workspace` (building `--bin strata`
+# alone unifies dependency features without the dev-dependencies and compiles them all again).
 build:
-	$(CARGO) build --bin strata
+	$(CARGO) build --workspace --all-targets
 
 $(PY): tests/python/requirements.txt
 	python3 -m venv $(VENV)
