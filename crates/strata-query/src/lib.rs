@@ -13,6 +13,7 @@ pub mod paths;
 pub mod planner;
 pub mod rule;
 pub mod scan;
+pub mod stream;
 pub mod table;
 pub mod udf;
 
@@ -33,6 +34,8 @@ use strata_engine::DataDir;
 use crate::planner::JsonPathPlanner;
 use crate::rule::ReadPathsFromColumns;
 use crate::table::{DataDirSchema, PathRegistry};
+
+pub use stream::QueryStream;
 
 /// Field metadata key marking columns whose text is JSON (outputs embed it as JSON).
 pub const JSON_FIELD_METADATA: &str = "strata.json";
