@@ -8,7 +8,7 @@ use std::time::Instant;
 use strata_engine::input::Input;
 use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
 
-use crate::output::{Format, write_batches};
+use crate::output::{Format, write_stream};
 use crate::progress::IngestBar;
 use crate::{Cli, Command};
 
@@ -120,6 +120,12 @@ fn run_ingest(
         p.read as f64 / secs,
         p.bytes as f64 / secs / 1e6
     );
+    if p.duplicate_keys > 0 {
+        eprintln!(
+            "ingest {table}: {} documents had a key twice in one object; the last value of each was kept",
+            p.duplicate_keys
+        );
+    }
     eprintln!(
         "table {table}: {} documents in {} parts, {} bytes on disk ({} new parts{})",
         summary.table_documents,
@@ -187,17 +193,14 @@ fn run_generate(
 fn run_query(data_dir: &DataDir, sql: &str, format: Format, timing: bool) -> CliResult {
     let runtime = crate::shell::runtime()?;
     let session = strata_query::Session::open(data_dir.root())?;
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout());
     runtime.block_on(async {
         for statement in strata_query::split_statements(sql) {
             let started = Instant::now();
-            let result = session.run(&statement).await?;
-            let elapsed = started.elapsed();
-            write_batches(&mut out, format, &result.schema, &result.batches)?;
-            out.flush()?;
+            let result = session.stream(&statement).await?;
+            write_stream(&mut out, format, &result.schema, result.batches).await?;
             if timing {
-                eprintln!("Time: {:.3} ms", elapsed.as_secs_f64() * 1e3);
+                eprintln!("Time: {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
             }
         }
         Ok(())

@@ -1,7 +1,14 @@
 //! The interactive SQL shell (`strata sql`): line editing, history, multi-line statements
 //! ended by `;`, and the meta-commands `\timing`, `\d` (tables) and `\q`.
+//!
+//! Ctrl-C while a statement runs (or prints) cancels it and returns to the prompt, skipping the
+//! rest of that input's statements; at the prompt it discards the line being typed. While a line
+//! is read the terminal is in raw mode and Ctrl-C is a key; while a statement runs it is SIGINT,
+//! which [`Interrupts`] turns from "end the process" into "drop the statement's stream".
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rustyline::DefaultEditor;
@@ -9,7 +16,7 @@ use rustyline::error::ReadlineError;
 use strata_engine::DataDir;
 
 use crate::commands::CliResult;
-use crate::output::{Format, write_batches};
+use crate::output::{Format, write_stream};
 
 /// The tokio runtime that DataFusion runs on, one worker per core.
 pub fn runtime() -> Result<tokio::runtime::Runtime, std::io::Error> {
@@ -19,9 +26,57 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, std::io::Error> {
         .build()
 }
 
+/// SIGINTs received, as something a statement can be raced against.
+#[derive(Default)]
+struct Interrupts {
+    pending: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Interrupts {
+    /// Installs the process's SIGINT handler (once per process).
+    fn install() -> Result<Arc<Interrupts>, ctrlc::Error> {
+        let interrupts = Arc::new(Interrupts::default());
+        let handler = interrupts.clone();
+        ctrlc::set_handler(move || {
+            handler.pending.store(true, Ordering::SeqCst);
+            handler.notify.notify_waiters();
+        })?;
+        Ok(interrupts)
+    }
+
+    /// Forgets interrupts that arrived while no statement ran.
+    fn clear(&self) {
+        self.pending.store(false, Ordering::SeqCst);
+    }
+
+    /// Completes at the next interrupt (or at once if one is pending).
+    async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the flag is read, so an interrupt between the two still wakes us.
+            notified.as_mut().enable();
+            if self.pending.swap(false, Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Runs one statement and prints its result as it streams.
+async fn run_statement(session: &strata_query::Session, statement: &str) -> CliResult {
+    let result = session.stream(statement).await?;
+    let out = BufWriter::with_capacity(1 << 16, std::io::stdout());
+    write_stream(out, Format::Table, &result.schema, result.batches).await?;
+    Ok(())
+}
+
 pub fn run_shell(data_dir: &DataDir) -> CliResult {
     let runtime = runtime()?;
     let session = strata_query::Session::open(data_dir.root())?;
+    let interrupts = Interrupts::install()?;
     let mut editor = DefaultEditor::new()?;
     let history =
         std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".strata_history"));
@@ -76,13 +131,22 @@ pub fn run_shell(data_dir: &DataDir) -> CliResult {
         let _ = editor.add_history_entry(sql.trim());
         for statement in strata_query::split_statements(&sql) {
             let started = Instant::now();
-            match runtime.block_on(session.run(&statement)) {
-                Ok(result) => {
-                    let mut out = std::io::stdout().lock();
-                    write_batches(&mut out, Format::Table, &result.schema, &result.batches)?;
-                    out.flush()?;
+            interrupts.clear();
+            let outcome = runtime.block_on(async {
+                tokio::select! {
+                    result = run_statement(&session, &statement) => Some(result),
+                    () = interrupts.wait() => None,
                 }
-                Err(e) => eprintln!("error: {e}"),
+            });
+            match outcome {
+                Some(Ok(())) => {}
+                Some(Err(e)) => eprintln!("error: {e}"),
+                None => {
+                    // The statement's stream was dropped with the future: it is cancelled.
+                    let _ = std::io::stdout().flush();
+                    eprintln!("\ncancelled");
+                    break;
+                }
             }
             if timing {
                 println!("Time: {:.3} ms", started.elapsed().as_secs_f64() * 1e3);

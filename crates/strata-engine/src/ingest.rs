@@ -59,6 +59,8 @@ pub struct IngestProgress {
     pub read: u64,
     pub loaded: u64,
     pub rejected: u64,
+    /// Loaded documents that had a key twice in one object (the last value was kept, ADR 0002).
+    pub duplicate_keys: u64,
     /// Uncompressed input bytes consumed.
     pub bytes: u64,
 }
@@ -170,6 +172,7 @@ pub fn ingest(
                     Ok(doc) => {
                         progress.read += 1;
                         progress.loaded += 1;
+                        progress.duplicate_keys += u64::from(doc.has_duplicate_keys());
                         shredder.push(&doc);
                     }
                     Err(DocumentError::Empty) => {}

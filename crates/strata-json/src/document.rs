@@ -69,6 +69,8 @@ enum Entry {
 pub struct Document {
     text: String,
     entries: Vec<Entry>,
+    /// Some object of the input, at any depth, had a key twice (the last one was kept).
+    duplicate_keys: bool,
 }
 
 /// One step of walking a [`Document`].
@@ -96,6 +98,12 @@ impl Document {
         let mut document = Document::default();
         document.push_object(object);
         document
+    }
+
+    /// Whether the input had a key twice in one object, at any depth (inside arrays too); the
+    /// document holds the last value of each such key (ADR 0002).
+    pub fn has_duplicate_keys(&self) -> bool {
+        self.duplicate_keys
     }
 
     /// Heap bytes held.
@@ -196,12 +204,13 @@ pub fn parse_document(line: &[u8]) -> Result<Document, DocumentError> {
             builder: &mut builder,
         })
         .and_then(|()| deserializer.end())
-        .map_err(|e| DocumentError::Syntax {
-            message: e.to_string(),
-        })?;
+        .map_err(|e| syntax_error(text, &e))?;
     if builder.needs_tree {
-        return parse_document_tree(line).map(|object| Document::from_object(&object));
+        let mut document = parse_document_tree(line).map(|object| Document::from_object(&object))?;
+        document.duplicate_keys = builder.duplicate_keys;
+        return Ok(document);
     }
+    builder.document.duplicate_keys = builder.duplicate_keys;
     Ok(builder.document)
 }
 
@@ -211,19 +220,69 @@ pub fn parse_document_tree(line: &[u8]) -> Result<Map<String, Value>, DocumentEr
     let text = checked_text(line)?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     deserializer.disable_recursion_limit();
-    let value: Value =
-        serde::Deserialize::deserialize(&mut deserializer).map_err(|e| DocumentError::Syntax {
-            message: e.to_string(),
-        })?;
-    deserializer.end().map_err(|e| DocumentError::Syntax {
-        message: e.to_string(),
-    })?;
+    let value: Value = serde::Deserialize::deserialize(&mut deserializer)
+        .map_err(|e| syntax_error(text, &e))?;
+    deserializer.end().map_err(|e| syntax_error(text, &e))?;
     match value {
         Value::Object(map) => Ok(map),
         other => Err(DocumentError::NotAnObject {
             found: json_type_name(&other),
         }),
     }
+}
+
+/// Why serde_json rejected `text`. Its message for a lone surrogate escape speaks of an
+/// "unexpected end of hex escape" (or calls a trailing surrogate "leading"), so an error at or
+/// after a lone surrogate is reported as that surrogate, with its escape and byte offset.
+fn syntax_error(text: &str, error: &serde_json::Error) -> DocumentError {
+    // serde_json counts lines from 1 and columns in bytes from 1.
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(error.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let error_offset = line_start + error.column();
+    match find_lone_surrogate(text) {
+        Some((offset, escape)) if offset < error_offset => DocumentError::LoneSurrogate {
+            escape: escape.to_owned(),
+            offset,
+        },
+        _ => DocumentError::Syntax {
+            message: error.to_string(),
+        },
+    }
+}
+
+/// The byte offset and text of the first `\uXXXX` escape in a string of `text` that is a
+/// surrogate without its other half.
+fn find_lone_surrogate(text: &str) -> Option<(usize, &str)> {
+    let bytes = text.as_bytes();
+    let unit_at = |i: usize| -> Option<u32> {
+        if bytes.get(i..i + 2)? != b"\\u" {
+            return None;
+        }
+        u32::from_str_radix(std::str::from_utf8(bytes.get(i + 2..i + 6)?).ok()?, 16).ok()
+    };
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match (in_string, bytes[i]) {
+            (false, b'"') => in_string = true,
+            (true, b'"') => in_string = false,
+            (true, b'\\') => match unit_at(i) {
+                Some(0xD800..=0xDBFF) if matches!(unit_at(i + 6), Some(0xDC00..=0xDFFF)) => {
+                    i += 12;
+                    continue;
+                }
+                Some(0xD800..=0xDFFF) => return Some((i, text.get(i..i + 6)?)),
+                // Any other escape: skip the backslash and the character it escapes.
+                _ => i += 1,
+            },
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The line as text once it is known to be UTF-8, not blank and not nested too deep.
@@ -247,6 +306,8 @@ struct Builder {
     /// A duplicate key, or a top-level object that serde_json reads as a number: the tree
     /// parser decides.
     needs_tree: bool,
+    /// Some object had a key twice (in array text too).
+    duplicate_keys: bool,
 }
 
 impl Builder {
@@ -269,6 +330,7 @@ impl Builder {
         }
         if has_duplicates(&self.document, &self.open_keys[level..]) {
             self.needs_tree = true;
+            self.duplicate_keys = true;
         }
         self.open_keys.truncate(level);
         Ok(())
@@ -436,6 +498,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         let start = document.text.len();
         CanonicalText {
             out: &mut document.text,
+            duplicate_keys: &mut self.builder.duplicate_keys,
         }
         .visit_seq(seq)?;
         let span = document.span_from(start);
@@ -481,6 +544,8 @@ impl FieldSeed<'_> {
 /// `Display`): keys sorted, the last of duplicate keys kept, numbers in their input text.
 struct CanonicalText<'o> {
     out: &'o mut String,
+    /// Set when an object had a key twice.
+    duplicate_keys: &'o mut bool,
 }
 
 impl<'de> DeserializeSeed<'de> for CanonicalText<'_> {
@@ -541,6 +606,7 @@ impl<'de> Visitor<'de> for CanonicalText<'_> {
             if seq
                 .next_element_seed(CanonicalText {
                     out: &mut *self.out,
+                    duplicate_keys: &mut *self.duplicate_keys,
                 })?
                 .is_none()
             {
@@ -568,7 +634,10 @@ impl<'de> Visitor<'de> for CanonicalText<'_> {
                 return Ok(());
             }
             let mut value = String::new();
-            map.next_value_seed(CanonicalText { out: &mut value })?;
+            map.next_value_seed(CanonicalText {
+                out: &mut value,
+                duplicate_keys: &mut *self.duplicate_keys,
+            })?;
             entries.push((key, value));
         }
         // A stable sort keeps duplicates in input order: the last of each run wins.
@@ -577,6 +646,7 @@ impl<'de> Visitor<'de> for CanonicalText<'_> {
         let mut first = true;
         for (i, (key, value)) in entries.iter().enumerate() {
             if entries.get(i + 1).is_some_and(|next| next.0 == *key) {
+                *self.duplicate_keys = true;
                 continue;
             }
             if !first {
@@ -727,6 +797,50 @@ mod tests {
             doc.fields().collect::<Vec<_>>(),
             vec![Field::Leaf("y", Leaf::Json(r#"[{"j":[],"k":2}]"#))]
         );
+    }
+
+    #[test]
+    fn lone_surrogates_are_named_with_their_offset() {
+        for (line, escape, offset) in [
+            (r#"{"a": "x\ud800"}"#, r"\ud800", 8),
+            (r#"{"a": "\uDBFFz"}"#, r"\uDBFF", 7),
+            (r#"{"a": "\udc00"}"#, r"\udc00", 7),
+            (r#"{"a": "\ud800\u0041"}"#, r"\ud800", 7),
+            (r#"{"\\": 1, "k\ud83d": 2}"#, r"\ud83d", 12),
+            (r#"{"a": ["\ud83d\ude00", "\ude00"]}"#, r"\ude00", 24),
+            (r#"[{"a": "\ud800"}]"#, r"\ud800", 8),
+        ] {
+            let expected = DocumentError::LoneSurrogate {
+                escape: escape.to_owned(),
+                offset,
+            };
+            assert_eq!(parse_document(line.as_bytes()), Err(expected.clone()), "{line}");
+            assert_eq!(parse_document_tree(line.as_bytes()), Err(expected), "{line}");
+        }
+        let message = parse_document(br#"{"a": "\ud800"}"#).unwrap_err().to_string();
+        assert!(message.contains(r"lone surrogate escape \ud800 at byte 7"), "{message}");
+        // A pair is a character; an error before a lone surrogate is that error.
+        assert!(parse_document(br#"{"a": "\ud83d\ude00"}"#).is_ok());
+        assert!(matches!(
+            parse_document(br#"{"a": tru, "b": "\ud800"}"#),
+            Err(DocumentError::Syntax { .. })
+        ));
+        // An escaped backslash before `u` is no escape.
+        assert!(parse_document(br#"{"a": "\\ud800"}"#).is_ok());
+    }
+
+    #[test]
+    fn duplicate_keys_are_flagged() {
+        for (line, duplicates) in [
+            (r#"{"a": 1, "b": 2}"#, false),
+            (r#"{"a": 1, "a": 2}"#, true),
+            (r#"{"x": {"a": 1, "a": 2}}"#, true),
+            (r#"{"x": [{"a": 1, "a": 2}]}"#, true),
+            (r#"{"x": [{"a": 1}, {"a": 2}], "y": {"a": 3}}"#, false),
+        ] {
+            let document = parse_document(line.as_bytes()).unwrap();
+            assert_eq!(document.has_duplicate_keys(), duplicates, "{line}");
+        }
     }
 
     #[test]

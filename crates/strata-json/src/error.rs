@@ -7,6 +7,13 @@ pub enum DocumentError {
     InvalidUtf8 { offset: usize },
     #[error("nesting deeper than {limit} levels at byte {offset}")]
     TooDeep { limit: usize, offset: usize },
+    /// A `\uD800`–`\uDFFF` escape without its other half: it names no character, so the
+    /// string cannot be stored as text (serde_json's own message does not say so).
+    #[error(
+        "invalid JSON: lone surrogate escape {escape} at byte {offset} (a UTF-16 surrogate \
+         needs its pair: \\uD800-\\uDBFF followed by \\uDC00-\\uDFFF)"
+    )]
+    LoneSurrogate { escape: String, offset: usize },
     #[error("invalid JSON: {message}")]
     Syntax { message: String },
     #[error("top-level value is {found}, expected an object")]

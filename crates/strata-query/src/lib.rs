@@ -15,6 +15,7 @@ pub mod paths;
 pub mod planner;
 pub mod rule;
 pub mod scan;
+pub mod stream;
 pub mod table;
 pub mod udf;
 
@@ -36,6 +37,8 @@ use crate::literal_typing::TypeComparisonsByLiteral;
 use crate::planner::JsonPathPlanner;
 use crate::rule::ReadPathsFromColumns;
 use crate::table::{DataDirSchema, PathRegistry};
+
+pub use stream::QueryStream;
 
 /// Field metadata key marking columns whose text is JSON (outputs embed it as JSON).
 pub const JSON_FIELD_METADATA: &str = "strata.json";
