@@ -37,7 +37,7 @@ pub const PAGE_BYTES: usize = 8 * 1024 * 1024;
 /// Longest cell the table format shows whole, in characters.
 pub const MAX_CELL_CHARS: usize = 10_000;
 /// Encoded bytes after which the parquet format closes a row group.
-pub const PARQUET_ROW_GROUP_BYTES: usize = 64 * 1024 * 1024;
+pub const PARQUET_ROW_GROUP_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
