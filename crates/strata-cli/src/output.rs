@@ -95,7 +95,11 @@ pub struct ResultWriter<W: Write + Send> {
 }
 
 enum Sink<W: Write + Send> {
-    Table { out: W, page: Page, pages: u64 },
+    Table {
+        out: W,
+        page: Page,
+        pages: u64,
+    },
     Ndjson(W),
     Json(W),
     Csv {
@@ -119,10 +123,7 @@ impl<W: Write + Send> ResultWriter<W> {
         let json_columns = schema
             .fields()
             .iter()
-            .map(|f| {
-                f.metadata()
-                    .contains_key(strata_query::JSON_FIELD_METADATA)
-            })
+            .map(|f| f.metadata().contains_key(strata_query::JSON_FIELD_METADATA))
             .collect();
         let sink = match format {
             Format::Table => Sink::Table {
@@ -470,7 +471,11 @@ mod tests {
         // 1500 rows: a page of 1000, then one of 500, each with a header.
         assert_eq!(text.matches("| n   | s    |").count(), 1);
         assert_eq!(text.matches("| n    | s     |").count(), 1);
-        assert!(text.ends_with("+\n(1500 rows)\n"), "{}", &text[text.len() - 100..]);
+        assert!(
+            text.ends_with("+\n(1500 rows)\n"),
+            "{}",
+            &text[text.len() - 100..]
+        );
         assert_eq!(text.lines().filter(|l| l.starts_with("| ")).count(), 1502);
         assert!(text.contains("| 998 | v998 |") && text.contains("| 1499 | v1499 |"));
     }
