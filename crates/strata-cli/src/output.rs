@@ -103,7 +103,7 @@ enum Sink<W: Write + Send> {
     Ndjson(W),
     Json(W),
     Csv {
-        writer: arrow::csv::Writer<W>,
+        writer: Box<arrow::csv::Writer<W>>,
         header_written: bool,
         schema: SchemaRef,
     },
@@ -137,9 +137,11 @@ impl<W: Write + Send> ResultWriter<W> {
                 Sink::Json(out)
             }
             Format::Csv => Sink::Csv {
-                writer: arrow::csv::WriterBuilder::new()
-                    .with_header(true)
-                    .build(out),
+                writer: Box::new(
+                    arrow::csv::WriterBuilder::new()
+                        .with_header(true)
+                        .build(out),
+                ),
                 header_written: false,
                 schema: schema.clone(),
             },
