@@ -37,7 +37,7 @@ pub const PAGE_BYTES: usize = 8 * 1024 * 1024;
 /// Longest cell the table format shows whole, in characters.
 pub const MAX_CELL_CHARS: usize = 10_000;
 /// Encoded bytes after which the parquet format closes a row group.
-pub const PARQUET_ROW_GROUP_BYTES: usize = 64 * 1024 * 1024;
+pub const PARQUET_ROW_GROUP_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -95,11 +95,15 @@ pub struct ResultWriter<W: Write + Send> {
 }
 
 enum Sink<W: Write + Send> {
-    Table { out: W, page: Page, pages: u64 },
+    Table {
+        out: W,
+        page: Page,
+        pages: u64,
+    },
     Ndjson(W),
     Json(W),
     Csv {
-        writer: arrow::csv::Writer<W>,
+        writer: Box<arrow::csv::Writer<W>>,
         header_written: bool,
         schema: SchemaRef,
     },
@@ -119,10 +123,7 @@ impl<W: Write + Send> ResultWriter<W> {
         let json_columns = schema
             .fields()
             .iter()
-            .map(|f| {
-                f.metadata()
-                    .contains_key(strata_query::JSON_FIELD_METADATA)
-            })
+            .map(|f| f.metadata().contains_key(strata_query::JSON_FIELD_METADATA))
             .collect();
         let sink = match format {
             Format::Table => Sink::Table {
@@ -136,9 +137,11 @@ impl<W: Write + Send> ResultWriter<W> {
                 Sink::Json(out)
             }
             Format::Csv => Sink::Csv {
-                writer: arrow::csv::WriterBuilder::new()
-                    .with_header(true)
-                    .build(out),
+                writer: Box::new(
+                    arrow::csv::WriterBuilder::new()
+                        .with_header(true)
+                        .build(out),
+                ),
                 header_written: false,
                 schema: schema.clone(),
             },
@@ -470,7 +473,11 @@ mod tests {
         // 1500 rows: a page of 1000, then one of 500, each with a header.
         assert_eq!(text.matches("| n   | s    |").count(), 1);
         assert_eq!(text.matches("| n    | s     |").count(), 1);
-        assert!(text.ends_with("+\n(1500 rows)\n"), "{}", &text[text.len() - 100..]);
+        assert!(
+            text.ends_with("+\n(1500 rows)\n"),
+            "{}",
+            &text[text.len() - 100..]
+        );
         assert_eq!(text.lines().filter(|l| l.starts_with("| ")).count(), 1502);
         assert!(text.contains("| 998 | v998 |") && text.contains("| 1499 | v1499 |"));
     }

@@ -206,7 +206,8 @@ pub fn parse_document(line: &[u8]) -> Result<Document, DocumentError> {
         .and_then(|()| deserializer.end())
         .map_err(|e| syntax_error(text, &e))?;
     if builder.needs_tree {
-        let mut document = parse_document_tree(line).map(|object| Document::from_object(&object))?;
+        let mut document =
+            parse_document_tree(line).map(|object| Document::from_object(&object))?;
         document.duplicate_keys = builder.duplicate_keys;
         return Ok(document);
     }
@@ -220,8 +221,8 @@ pub fn parse_document_tree(line: &[u8]) -> Result<Map<String, Value>, DocumentEr
     let text = checked_text(line)?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     deserializer.disable_recursion_limit();
-    let value: Value = serde::Deserialize::deserialize(&mut deserializer)
-        .map_err(|e| syntax_error(text, &e))?;
+    let value: Value =
+        serde::Deserialize::deserialize(&mut deserializer).map_err(|e| syntax_error(text, &e))?;
     deserializer.end().map_err(|e| syntax_error(text, &e))?;
     match value {
         Value::Object(map) => Ok(map),
@@ -814,11 +815,24 @@ mod tests {
                 escape: escape.to_owned(),
                 offset,
             };
-            assert_eq!(parse_document(line.as_bytes()), Err(expected.clone()), "{line}");
-            assert_eq!(parse_document_tree(line.as_bytes()), Err(expected), "{line}");
+            assert_eq!(
+                parse_document(line.as_bytes()),
+                Err(expected.clone()),
+                "{line}"
+            );
+            assert_eq!(
+                parse_document_tree(line.as_bytes()),
+                Err(expected),
+                "{line}"
+            );
         }
-        let message = parse_document(br#"{"a": "\ud800"}"#).unwrap_err().to_string();
-        assert!(message.contains(r"lone surrogate escape \ud800 at byte 7"), "{message}");
+        let message = parse_document(br#"{"a": "\ud800"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains(r"lone surrogate escape \ud800 at byte 7"),
+            "{message}"
+        );
         // A pair is a character; an error before a lone surrogate is that error.
         assert!(parse_document(br#"{"a": "\ud83d\ude00"}"#).is_ok());
         assert!(matches!(

@@ -30,7 +30,6 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::optimizer::Analyzer;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::parser::DFParser;
 use strata_engine::DataDir;
 
 use crate::literal_typing::TypeComparisonsByLiteral;
@@ -140,7 +139,7 @@ impl Session {
 
     /// Plans and runs one statement, collecting its result.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
-        let frame = match self.context.sql(sql).await {
+        let frame = match self.context.sql(&stream::copy_with_format(sql)?).await {
             Ok(frame) => frame,
             Err(e) => return Err(with_end_position(e, sql)),
         };
@@ -173,12 +172,65 @@ fn with_end_position(error: datafusion::error::DataFusionError, sql: &str) -> Qu
     }
 }
 
-/// Splits a script into statements (semicolons inside strings and comments do not split).
-/// Unparseable input comes back whole so that running it reports the syntax error.
+/// Splits a script into statements at top-level semicolons (semicolons inside strings and
+/// comments do not split), each statement its own text as written: re-printing a parsed
+/// statement is not faithful (DataFusion prints `COPY ... TO 'file'` without the quotes). Blank
+/// statements are dropped; text the tokenizer cannot read comes back whole so that running it
+/// reports the error.
 pub fn split_statements(sql: &str) -> Vec<String> {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
     let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
-    match DFParser::parse_sql_with_dialect(sql, &dialect) {
-        Ok(statements) => statements.iter().map(|s| s.to_string()).collect(),
-        Err(_) => vec![sql.to_owned()],
+    let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize_with_location() else {
+        return vec![sql.to_owned()];
+    };
+    let mut statements = Vec::new();
+    let mut start = 0;
+    let mut blank = true;
+    for token in &tokens {
+        match &token.token {
+            Token::SemiColon => {
+                let end = stream::byte_offset(sql, token.span.start);
+                if !blank {
+                    statements.push(sql.get(start..end).unwrap_or_default().trim().to_owned());
+                }
+                start = end + 1;
+                blank = true;
+            }
+            Token::Whitespace(_) | Token::EOF => {}
+            _ => blank = false,
+        }
+    }
+    if !blank {
+        statements.push(sql.get(start..).unwrap_or_default().trim().to_owned());
+    }
+    statements
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_statements;
+
+    #[test]
+    fn statements_keep_their_text() {
+        assert_eq!(
+            split_statements(
+                "SELECT ';' AS \"a;b\"; -- c;\n COPY (SELECT 1) TO '/tmp/é;x.csv';;\n/* ; */ SELECT 2"
+            ),
+            vec![
+                "SELECT ';' AS \"a;b\"",
+                "-- c;\n COPY (SELECT 1) TO '/tmp/é;x.csv'",
+                "/* ; */ SELECT 2"
+            ]
+        );
+        assert_eq!(
+            split_statements(" ; -- only a comment\n"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            split_statements("SELECT 'é';SELECT 'ü'"),
+            vec!["SELECT 'é'", "SELECT 'ü'"]
+        );
+        // Unreadable text comes back whole.
+        assert_eq!(split_statements("SELECT 'open"), vec!["SELECT 'open"]);
     }
 }
