@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use strata_engine::input::Input;
@@ -15,7 +16,26 @@ use crate::{Cli, Command};
 pub type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 pub fn run(cli: Cli) -> CliResult {
-    let data_dir = DataDir::new(&cli.data_dir);
+    let data_dir = DataDir::new(&cli.data_dir).with_lock_wait_notice(Arc::new(|wait| {
+        let holder = wait
+            .holder
+            .as_ref()
+            .map_or_else(|| "another process".to_owned(), |h| h.to_string());
+        eprintln!(
+            "waiting for table {}: another writer holds its lock ({holder}); see who with \
+             `fuser -v {}`",
+            wait.table,
+            wait.lock_file.display()
+        );
+    }));
+    // Commands that only read need the data directory to exist: a mistyped path is an error,
+    // not an empty result.
+    if matches!(
+        cli.command,
+        Command::Export { .. } | Command::Tables | Command::Query { .. } | Command::Sql
+    ) {
+        DataDir::open_existing(&cli.data_dir)?;
+    }
     match cli.command {
         Command::Ingest {
             table,
@@ -58,6 +78,23 @@ pub fn run(cli: Cli) -> CliResult {
                 summary.inputs_merged,
                 summary.outputs_written
             );
+            if summary.retired_kept > 0 {
+                eprintln!(
+                    "{} replaced parts stay on disk while queries that started before may read \
+                     them; the next ingest or optimize of {table} deletes them",
+                    summary.retired_kept
+                );
+            }
+            Ok(())
+        }
+        Command::Drop { table, if_exists } => {
+            if data_dir.drop_table(&table)? {
+                eprintln!("dropped table {table}");
+            } else if if_exists {
+                eprintln!("table {table} does not exist");
+            } else {
+                return Err(strata_engine::EngineError::NoSuchTable(table).into());
+            }
             Ok(())
         }
         Command::Generate {
@@ -107,8 +144,11 @@ fn run_ingest(
         &options,
         &mut |p| bar.update(p, plain.then_some(p.bytes)),
         &mut |r| bar.suspend(|| eprintln!("rejected {}:{}: {}", r.file, r.line, r.reason)),
-    )?;
+    );
     bar.finish();
+    // An error means nothing was committed: the command can be retried as it is.
+    let summary =
+        summary.map_err(|e| format!("{e}\nnothing was committed: table {table} is unchanged"))?;
     let secs = bar.elapsed().as_secs_f64().max(1e-9);
     let p = &summary.progress;
     eprintln!(
@@ -142,6 +182,9 @@ fn run_ingest(
     );
     if let Some(path) = &summary.rejects_file {
         eprintln!("rejected lines were appended to {}", path.display());
+    }
+    for warning in &summary.warnings {
+        eprintln!("warning: {warning}");
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! The `strata` binary: an embedded database on a local data directory.
 //!
 //! Subcommand names and flags are a contract for scripts (see README): add, never rename.
+//! Exit status: 0 success (an ingest committed); 1 error (nothing changed; an ingest committed
+//! nothing); 2 invalid command line (clap). The README lists them.
 //! Everything runs on a thread with a deep stack so that documents nested up to
 //! `strata_json::MAX_NESTING_DEPTH` levels can be parsed, shredded and written back.
 
@@ -57,6 +59,13 @@ pub enum Command {
     Tables,
     /// Merge a table's parts into large sorted parts now (streaming; parts over 1 GiB stay).
     Optimize { table: String },
+    /// Delete a table and all its files (waits for a running ingest or optimize of it).
+    Drop {
+        table: String,
+        /// Succeed when the table does not exist.
+        #[arg(long)]
+        if_exists: bool,
+    },
     /// Generate a deterministic benchmark dataset as NDJSON.
     Generate {
         /// bluesky or gharchive

@@ -39,6 +39,24 @@ pub enum EngineError {
         existing: String,
         given: String,
     },
+    #[error("invalid sort key path {path:?} (entry {position}): {reason}")]
+    InvalidSortKey {
+        path: String,
+        position: usize,
+        reason: String,
+    },
+    #[error("table setting {setting}: {reason}")]
+    InvalidSetting { setting: String, reason: String },
+    #[error("input {path}: {source}")]
+    Input {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("table {table}: every one of the {rejected} lines read was rejected")]
+    AllRejected { table: String, rejected: u64 },
+    #[error("data directory {0} does not exist")]
+    NoDataDir(PathBuf),
     #[error("{0}")]
     Invalid(String),
 }

@@ -5,12 +5,15 @@
 //! background thread while parsing goes on (at most one part in flight, which bounds memory).
 //! Nothing is visible until every part is written and one manifest commit lists them all.
 //! Blank lines are skipped (NDJSON convention) and not counted; every other line is either
-//! loaded or rejected, so `read = loaded + rejected`.
+//! loaded or rejected, so `read = loaded + rejected`. A UTF-8 byte order mark at the start of an
+//! input is skipped. Rejected lines are recorded (with their text, up to
+//! [`MAX_REJECT_TEXT_BYTES`]) only when the ingest commits.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::io::{BufRead, BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use rayon::prelude::*;
@@ -20,9 +23,10 @@ use strata_json::{
 };
 
 use crate::error::EngineError;
-use crate::input::Input;
+use crate::input::{Input, is_source_error};
 use crate::merge::{MergeOptions, MergeScope, MergeSummary, merge_locked};
-use crate::table::{DataDir, collect_garbage, new_part_file};
+use crate::settings::{validate_max_columns, validate_sort_key};
+use crate::table::{DataDir, PENDING_REJECTS_PREFIX, collect_garbage, new_part_file};
 
 /// Buffered value bytes at which a part is cut. With the part being written in the background
 /// and the next one filling, peak memory is a small multiple of this (see docs/architecture.md).
@@ -33,7 +37,8 @@ const CHUNK_LINES: usize = 32 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct IngestOptions {
-    /// Dotted JSON paths; used when the table is created, checked against it otherwise.
+    /// Dotted JSON paths (validated by `settings::validate_sort_key`); used when the table is
+    /// created, checked against it otherwise.
     pub sort_key: Option<Vec<String>>,
     /// Typed columns per part, for a new table.
     pub max_columns: Option<usize>,
@@ -65,12 +70,65 @@ pub struct IngestProgress {
     pub bytes: u64,
 }
 
-/// One rejected input line.
+/// The most bytes of a rejected line recorded in `rejects.ndjson`; longer lines are cut there
+/// and marked `truncated`.
+pub const MAX_REJECT_TEXT_BYTES: usize = 64 * 1024;
+
+/// One rejected input line, as recorded in `rejects.ndjson` (docs/format.md).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Reject {
     pub file: String,
+    /// 1-based line number in the decompressed input.
     pub line: u64,
+    /// Byte offset of the line's first byte in the decompressed input.
+    pub offset: u64,
     pub reason: String,
+    /// Length of the line in bytes (without its line break).
+    pub length: u64,
+    /// The line (its first [`MAX_REJECT_TEXT_BYTES`] bytes) when that is valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The same bytes in standard base64 when they are not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+    /// True when the line was longer than [`MAX_REJECT_TEXT_BYTES`] and was cut.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+impl Reject {
+    fn new(file: &str, line: u64, offset: u64, reason: String, bytes: &[u8]) -> Self {
+        let truncated = bytes.len() > MAX_REJECT_TEXT_BYTES;
+        let mut kept = &bytes[..bytes.len().min(MAX_REJECT_TEXT_BYTES)];
+        if truncated {
+            // Do not let the cut split a UTF-8 character of an otherwise valid line.
+            if let Err(e) = std::str::from_utf8(kept)
+                && e.error_len().is_none()
+            {
+                kept = &kept[..e.valid_up_to()];
+            }
+        }
+        let (text, base64) = match std::str::from_utf8(kept) {
+            Ok(text) => (Some(text.to_owned()), None),
+            Err(_) => {
+                use base64::Engine;
+                (
+                    None,
+                    Some(base64::engine::general_purpose::STANDARD.encode(kept)),
+                )
+            }
+        };
+        Reject {
+            file: file.to_owned(),
+            line,
+            offset,
+            reason,
+            length: bytes.len() as u64,
+            text,
+            base64,
+            truncated,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -80,8 +138,13 @@ pub struct IngestSummary {
     pub table_bytes: u64,
     pub table_documents: u64,
     pub table_parts: usize,
+    /// True when this ingest created the table (its first commit).
+    pub created: bool,
+    /// Where this ingest's rejected lines were recorded (None when there were none).
     pub rejects_file: Option<PathBuf>,
     pub merge: Option<MergeSummary>,
+    /// What went wrong after the commit (the documents are loaded all the same).
+    pub warnings: Vec<String>,
 }
 
 fn parse_pool() -> &'static rayon::ThreadPool {
@@ -102,7 +165,12 @@ fn parse_pool() -> &'static rayon::ThreadPool {
     })
 }
 
-/// Loads `inputs` into `table`, creating it on first use.
+/// Loads `inputs` into `table`, creating it with its first commit.
+///
+/// Settings and inputs are checked before anything is written. An error means nothing was
+/// committed (and no reject was recorded); `Ok` means the documents are committed, even when
+/// the follow-up merge or the publication of rejects failed (see [`IngestSummary::warnings`]).
+/// Every line rejected is an error ([`EngineError::AllRejected`]).
 ///
 /// Must run on a thread with a [`DEEP_STACK_BYTES`] stack (see `strata_json::run_with_deep_stack`).
 pub fn ingest(
@@ -113,10 +181,42 @@ pub fn ingest(
     on_progress: &mut dyn FnMut(&IngestProgress),
     on_reject: &mut dyn FnMut(&Reject),
 ) -> Result<IngestSummary, EngineError> {
-    let _lock = data_dir.lock_for_write(table)?;
     let table_dir = data_dir.table_dir(table)?;
-    let mut manifest = open_or_create(data_dir, table, options)?;
-    if collect_garbage(&table_dir, &mut manifest)? {
+    let requested_sort_key = options
+        .sort_key
+        .as_deref()
+        .map(validate_sort_key)
+        .transpose()?;
+    let max_columns = options
+        .max_columns
+        .map(validate_max_columns)
+        .transpose()?;
+    for input in inputs {
+        input.check()?;
+    }
+
+    let _lock = data_dir.lock_for_write(table, "ingest")?;
+    let existing = Manifest::load(&table_dir)?;
+    let created = existing.is_none();
+    let mut manifest = match existing {
+        Some(existing) => {
+            if let Some(given) = requested_sort_key
+                && given != existing.settings.sort_key
+            {
+                return Err(EngineError::SortKeyMismatch {
+                    table: table.to_owned(),
+                    existing: existing.settings.sort_key.join(", "),
+                    given: given.join(", "),
+                });
+            }
+            existing
+        }
+        None => Manifest::new(TableSettings {
+            sort_key: requested_sort_key.unwrap_or_default(),
+            max_columns: max_columns.unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
+        }),
+    };
+    if collect_garbage(&table_dir, &mut manifest)? && !created {
         manifest.version += 1;
         manifest.commit(&table_dir)?;
     }
@@ -128,46 +228,79 @@ pub fn ingest(
     };
 
     let mut progress = IngestProgress::default();
-    let mut rejects = RejectLog::new(data_dir.rejects_path(table)?);
+    let mut rejects = RejectLog::new(&table_dir, data_dir.rejects_path(table)?);
     let mut shredder = Shredder::new(shred_options.clone());
     let mut in_flight: Option<JoinHandle<Result<PartEntry, EngineError>>> = None;
     let mut new_parts: Vec<PartEntry> = Vec::new();
     let version = manifest.version;
 
     let mut buffer: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + 4096);
-    let mut starts: Vec<(usize, u64)> = Vec::with_capacity(CHUNK_LINES);
+    // Per line of the chunk: where it starts in `buffer`, its line number and input offset.
+    let mut starts: Vec<(usize, u64, u64)> = Vec::with_capacity(CHUNK_LINES);
     for input in inputs {
         let name = input.display_name();
         let mut reader = input.open()?;
         let mut line_number = 0u64;
+        let mut offset = 0u64;
+        let mut broken: Option<(Vec<u8>, u64, u64, String)> = None;
         loop {
             buffer.clear();
             starts.clear();
             let mut eof = false;
             while buffer.len() < CHUNK_BYTES && starts.len() < CHUNK_LINES {
                 let start = buffer.len();
-                let n = reader
-                    .read_until(b'\n', &mut buffer)
-                    .map_err(|e| EngineError::io(name.clone(), e))?;
-                if n == 0 {
-                    eof = true;
-                    break;
+                match reader.read_until(b'\n', &mut buffer) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        line_number += 1;
+                        starts.push((start, line_number, offset));
+                        offset += n as u64;
+                        progress.bytes += n as u64;
+                    }
+                    Err(e) if is_source_error(&e) => {
+                        return Err(EngineError::Input {
+                            path: name.clone().into(),
+                            source: e,
+                        });
+                    }
+                    Err(e) => {
+                        // The decompressor failed: what it decoded before is loaded; the bytes
+                        // of the line it broke off in, and everything after, are rejected.
+                        let partial = buffer.split_off(start);
+                        progress.bytes += partial.len() as u64;
+                        broken = Some((
+                            partial,
+                            line_number + 1,
+                            offset,
+                            format!(
+                                "the compressed input is damaged or ends early after {offset} \
+                                 bytes of decompressed data ({e}); the rest of this input \
+                                 was not read"
+                            ),
+                        ));
+                        eof = true;
+                        break;
+                    }
                 }
-                line_number += 1;
-                progress.bytes += n as u64;
-                starts.push((start, line_number));
             }
-            let lines: Vec<(&[u8], u64)> = starts
+            let lines: Vec<(&[u8], u64, u64)> = starts
                 .iter()
                 .enumerate()
-                .map(|(i, &(start, line))| {
+                .map(|(i, &(start, line, offset))| {
                     let end = starts.get(i + 1).map_or(buffer.len(), |s| s.0);
-                    (trim_newline(&buffer[start..end]), line)
+                    let mut text = trim_newline(&buffer[start..end]);
+                    if line == 1 {
+                        text = text.strip_prefix(UTF8_BOM).unwrap_or(text);
+                    }
+                    (text, line, offset)
                 })
                 .collect();
-            let parsed: Vec<Result<Document, DocumentError>> =
-                parse_pool().install(|| lines.par_iter().map(|(l, _)| parse_document(l)).collect());
-            for ((_, line), result) in lines.iter().zip(parsed) {
+            let parsed: Vec<Result<Document, DocumentError>> = parse_pool()
+                .install(|| lines.par_iter().map(|(l, _, _)| parse_document(l)).collect());
+            for (&(text, line, offset), result) in lines.iter().zip(parsed) {
                 match result {
                     Ok(doc) => {
                         progress.read += 1;
@@ -179,15 +312,18 @@ pub fn ingest(
                     Err(reason) => {
                         progress.read += 1;
                         progress.rejected += 1;
-                        let reject = Reject {
-                            file: name.clone(),
-                            line: *line,
-                            reason: reason.to_string(),
-                        };
+                        let reject = Reject::new(&name, line, offset, reason.to_string(), text);
                         rejects.write(&reject)?;
                         on_reject(&reject);
                     }
                 }
+            }
+            if let Some((text, line, offset, reason)) = broken.take() {
+                progress.read += 1;
+                progress.rejected += 1;
+                let reject = Reject::new(&name, line, offset, reason, trim_newline(&text));
+                rejects.write(&reject)?;
+                on_reject(&reject);
             }
             if shredder.buffered_bytes() >= options.part_target_bytes {
                 let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
@@ -225,78 +361,71 @@ pub fn ingest(
             &sort_key,
         )?);
     }
+    if progress.loaded == 0 && progress.rejected > 0 {
+        return Err(EngineError::AllRejected {
+            table: table.to_owned(),
+            rejected: progress.rejected,
+        });
+    }
 
     let parts_written = new_parts.len();
     manifest.parts.extend(new_parts);
     manifest.version += 1;
     manifest.commit(&table_dir)?;
 
+    // Committed: from here on nothing may turn the ingest into a failure, or a retry would
+    // load the same documents twice.
+    let mut warnings = Vec::new();
+    let rejects_file = match rejects.publish() {
+        Ok(path) => path,
+        Err(e) => {
+            warnings.push(format!(
+                "the {} rejected lines could not be recorded in {}: {e}",
+                progress.rejected,
+                data_dir.rejects_path(table)?.display()
+            ));
+            None
+        }
+    };
+    let committed = manifest.clone();
     let merge = if options.auto_merge {
         let merge_options = MergeOptions {
             part_target_bytes: options.part_target_bytes,
             scope: MergeScope::SmallParts,
         };
-        Some(merge_locked(
-            table,
-            &table_dir,
-            &mut manifest,
-            &merge_options,
-        )?)
+        match merge_locked(table, &table_dir, &mut manifest, &merge_options) {
+            Ok(summary) => Some(summary),
+            Err(e) => {
+                warnings.push(format!(
+                    "the automatic merge of small parts failed (the ingest's documents are \
+                     committed; `strata optimize {table}` retries the merge): {e}"
+                ));
+                // The merge may have failed before or after its own commit.
+                manifest = Manifest::load(&table_dir).ok().flatten().unwrap_or(committed);
+                None
+            }
+        }
     } else {
         None
     };
     Ok(IngestSummary {
         progress,
         parts_written,
+        created,
         table_bytes: manifest.bytes(),
         table_documents: manifest.rows(),
         table_parts: manifest.parts.len(),
-        rejects_file: rejects.path_if_written(),
+        rejects_file,
         merge,
+        warnings,
     })
 }
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 fn trim_newline(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
-}
-
-fn open_or_create(
-    data_dir: &DataDir,
-    table: &str,
-    options: &IngestOptions,
-) -> Result<Manifest, EngineError> {
-    let table_dir = data_dir.table_dir(table)?;
-    let requested: Option<Vec<String>> = options.sort_key.as_ref().map(|paths| {
-        paths
-            .iter()
-            .map(|p| JsonPath::parse_dotted(p.trim()).encode())
-            .collect()
-    });
-    match Manifest::load(&table_dir)? {
-        Some(existing) => {
-            if let Some(given) = requested
-                && given != existing.settings.sort_key
-            {
-                return Err(EngineError::SortKeyMismatch {
-                    table: table.to_owned(),
-                    existing: existing.settings.sort_key.join(", "),
-                    given: given.join(", "),
-                });
-            }
-            Ok(existing)
-        }
-        None => {
-            let manifest = Manifest::new(TableSettings {
-                sort_key: requested.unwrap_or_default(),
-                max_columns: options
-                    .max_columns
-                    .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
-            });
-            manifest.commit(&table_dir)?;
-            Ok(manifest)
-        }
-    }
 }
 
 /// Sorts and writes one part (on the calling thread).
@@ -349,37 +478,82 @@ fn join_writer(
     }
 }
 
-/// Appends rejected lines to the table's rejects file, opened on the first reject.
+/// Collects an ingest's rejected lines in a pending file of the table directory; they are
+/// appended to `rejects.ndjson` only once the ingest has committed ([`RejectLog::publish`]).
+/// An ingest that fails deletes its pending file; one that was killed leaves it to the next
+/// writer's garbage collection.
 struct RejectLog {
-    path: PathBuf,
-    file: Option<File>,
+    pending: PathBuf,
+    published: PathBuf,
+    file: Option<BufWriter<File>>,
 }
 
 impl RejectLog {
-    fn new(path: PathBuf) -> Self {
-        RejectLog { path, file: None }
+    fn new(table_dir: &Path, published: PathBuf) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let pending = table_dir.join(format!(
+            "{PENDING_REJECTS_PREFIX}{}-{}.tmp",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        RejectLog {
+            pending,
+            published,
+            file: None,
+        }
     }
 
     fn write(&mut self, reject: &Reject) -> Result<(), EngineError> {
         if self.file.is_none() {
             let file = OpenOptions::new()
                 .create(true)
-                .append(true)
-                .open(&self.path)
-                .map_err(|e| EngineError::io(&self.path, e))?;
-            self.file = Some(file);
+                .truncate(true)
+                .read(true)
+                .write(true)
+                .open(&self.pending)
+                .map_err(|e| EngineError::io(&self.pending, e))?;
+            self.file = Some(BufWriter::new(file));
         }
         if let Some(file) = self.file.as_mut() {
-            let mut line =
-                serde_json::to_vec(reject).map_err(|e| EngineError::io(&self.path, e.into()))?;
-            line.push(b'\n');
-            file.write_all(&line)
-                .map_err(|e| EngineError::io(&self.path, e))?;
+            serde_json::to_writer(&mut *file, reject)
+                .map_err(|e| EngineError::io(&self.pending, e.into()))?;
+            file.write_all(b"\n")
+                .map_err(|e| EngineError::io(&self.pending, e))?;
         }
         Ok(())
     }
 
-    fn path_if_written(&self) -> Option<PathBuf> {
-        self.file.as_ref().map(|_| self.path.clone())
+    /// Appends the pending rejects to the table's rejects file; returns its path when there
+    /// were any.
+    fn publish(&mut self) -> Result<Option<PathBuf>, EngineError> {
+        let Some(writer) = self.file.take() else {
+            return Ok(None);
+        };
+        let mut pending = writer
+            .into_inner()
+            .map_err(|e| EngineError::io(&self.pending, e.into_error()))?;
+        pending
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| EngineError::io(&self.pending, e))?;
+        let mut out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.published)
+            .map_err(|e| EngineError::io(&self.published, e))?;
+        std::io::copy(&mut pending, &mut out).map_err(|e| EngineError::io(&self.published, e))?;
+        out.sync_data()
+            .map_err(|e| EngineError::io(&self.published, e))?;
+        drop(pending);
+        std::fs::remove_file(&self.pending).map_err(|e| EngineError::io(&self.pending, e))?;
+        Ok(Some(self.published.clone()))
+    }
+}
+
+impl Drop for RejectLog {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            // Not published: the ingest failed, and its rejects are not recorded.
+            let _ = std::fs::remove_file(&self.pending);
+        }
     }
 }

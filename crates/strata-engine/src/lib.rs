@@ -2,22 +2,26 @@
 //!
 //! A data directory holds one directory per table:
 //! `TABLE/manifest.json` (the visible parts), `TABLE/parts/*.parquet` (immutable parts),
-//! `TABLE/rejects.ndjson` (rejected input lines) and `TABLE/.lock` (writers' lock).
+//! `TABLE/rejects.ndjson` (rejected input lines of committed ingests), `TABLE/.lock` (writers'
+//! lock) and `TABLE/.readers` (readers' leases).
 //!
 //! Invariants:
 //! - one writer per table at a time (an exclusive lock on `.lock`), any number of readers;
 //! - a write becomes visible only through one atomic manifest commit, so a killed process leaves
 //!   the table as it was before or after the whole ingest or merge;
-//! - readers work on one manifest snapshot; parts that a merge replaced stay on disk for
-//!   `RETIRED_GRACE_SECS` so those snapshots stay readable.
+//! - a table exists from its first commit on: nothing invalid or interrupted leaves a table;
+//! - readers work on one manifest snapshot under a read lease; parts that a merge replaced stay
+//!   on disk until no lease is held, so those snapshots stay readable (see [`table`]).
 
 pub mod error;
 pub mod ingest;
 pub mod input;
 pub mod merge;
+pub mod settings;
 pub mod table;
 
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest};
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
-pub use table::{DataDir, TableInfo, export_table};
+pub use settings::SettingChange;
+pub use table::{DataDir, LockHolder, LockWait, ReadLease, TableInfo, export_table};

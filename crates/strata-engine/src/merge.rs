@@ -91,6 +91,9 @@ pub struct MergeSummary {
     pub parts_after: usize,
     pub inputs_merged: usize,
     pub outputs_written: usize,
+    /// Replaced parts still on disk because readers held a lease when the merge ended; a later
+    /// writer deletes them.
+    pub retired_kept: usize,
 }
 
 /// Merges parts of `table` as `options` say (takes the table's write lock).
@@ -99,7 +102,7 @@ pub fn merge_parts(
     table: &str,
     options: &MergeOptions,
 ) -> Result<MergeSummary, EngineError> {
-    let _lock = data_dir.lock_for_write(table)?;
+    let _lock = data_dir.lock_existing(table, "optimize")?;
     let table_dir = data_dir.table_dir(table)?;
     let mut manifest = data_dir.manifest(table)?;
     merge_locked(table, &table_dir, &mut manifest, options)
@@ -173,11 +176,13 @@ pub(crate) fn merge_locked(
             break;
         }
     }
-    if summary.inputs_merged > 0 && collect_garbage(table_dir, manifest)? {
+    // Also retries parts that earlier merges had to keep for readers.
+    if collect_garbage(table_dir, manifest)? {
         manifest.version += 1;
         manifest.commit(table_dir)?;
     }
     summary.parts_after = manifest.parts.len();
+    summary.retired_kept = manifest.retired.len();
     Ok(summary)
 }
 

@@ -1,22 +1,76 @@
-//! The data directory, table directories, the writers' lock, export and garbage collection.
+//! The data directory, table directories, the writers' lock, the readers' lease, dropping and
+//! altering tables, export and garbage collection.
+//!
+//! Locks (both `flock(2)`, released by the OS when a process dies):
+//! - `TABLE/.lock`: writers (ingest, merge, drop, alter) hold it exclusively, one at a time. It
+//!   holds the current writer's pid, purpose and start time (JSON) so that a waiting writer can
+//!   say who it waits for. A writer that got the lock checks that the file it locked is still
+//!   the one at `TABLE/.lock`: `DROP TABLE` deletes the directory while writers may be waiting.
+//! - `TABLE/.readers`: readers hold it shared from before they read the manifest until they have
+//!   read their last part (the read lease). A retired part (replaced by a merge) is deleted by
+//!   the first writer that gets this lock exclusively without waiting: then no reader can hold
+//!   a manifest that still lists the part, and every later reader reads a newer one.
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use strata_format::manifest::{PARTS_DIR, RETIRED_GRACE_SECS};
-use strata_format::{Manifest, read_part};
+use strata_format::manifest::PARTS_DIR;
+use strata_format::{Manifest, TableSettings, read_part};
 use strata_json::JsonPath;
 use strata_json::reconstruct::reconstruct;
 
 use crate::error::EngineError;
+use crate::settings::{SettingChange, apply_changes};
 
 /// The root directory holding all tables.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DataDir {
     root: PathBuf,
+    on_lock_wait: Option<Arc<LockWaitNotice>>,
+}
+
+/// Called when a writer has to wait for another writer's lock.
+pub type LockWaitNotice = dyn Fn(&LockWait<'_>) + Send + Sync;
+
+/// Who a writer is waiting for.
+#[derive(Debug)]
+pub struct LockWait<'a> {
+    pub table: &'a str,
+    pub lock_file: &'a Path,
+    /// The holder as it recorded itself in the lock file, if readable.
+    pub holder: Option<LockHolder>,
+}
+
+/// What a writer records in `TABLE/.lock` while it holds it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LockHolder {
+    pub pid: u32,
+    /// `ingest`, `optimize`, `drop`, `alter`.
+    pub purpose: String,
+    /// Unix seconds when the lock was taken.
+    pub since: u64,
+}
+
+impl std::fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} by process {}, running for {} s",
+            self.purpose,
+            self.pid,
+            unix_now().saturating_sub(self.since)
+        )
+    }
+}
+
+impl std::fmt::Debug for DataDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataDir").field("root", &self.root).finish()
+    }
 }
 
 /// What `strata tables` shows for one table.
@@ -31,12 +85,50 @@ pub struct TableInfo {
 
 /// Held while a process writes to a table; released on drop (and by the OS if killed).
 pub struct WriteLock {
+    file: fs::File,
+}
+
+impl Drop for WriteLock {
+    fn drop(&mut self) {
+        // The holder record describes a running writer only; a stale one would mislead.
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// Held by a reader from before it reads a manifest until it has read its parts: while any
+/// lease is held, parts retired by merges stay on disk (see the module docs).
+#[derive(Debug)]
+pub struct ReadLease {
     _file: fs::File,
 }
 
+const LOCK_FILE: &str = ".lock";
+const READERS_FILE: &str = ".readers";
+/// Rejects of a running ingest, published to `rejects.ndjson` when it commits.
+pub(crate) const PENDING_REJECTS_PREFIX: &str = ".rejects-";
+
 impl DataDir {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        DataDir { root: root.into() }
+        DataDir {
+            root: root.into(),
+            on_lock_wait: None,
+        }
+    }
+
+    /// A data directory that must already exist (for commands that only read).
+    pub fn open_existing(root: impl Into<PathBuf>) -> Result<Self, EngineError> {
+        let dir = DataDir::new(root);
+        if dir.root.is_dir() {
+            Ok(dir)
+        } else {
+            Err(EngineError::NoDataDir(dir.root))
+        }
+    }
+
+    /// Calls `notice` whenever a writer of this data directory has to wait for another one.
+    pub fn with_lock_wait_notice(mut self, notice: Arc<LockWaitNotice>) -> Self {
+        self.on_lock_wait = Some(notice);
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -46,6 +138,14 @@ impl DataDir {
     pub fn table_dir(&self, table: &str) -> Result<PathBuf, EngineError> {
         validate_table_name(table)?;
         Ok(self.root.join(table))
+    }
+
+    /// True when the table has a manifest (a table exists from its first commit on).
+    pub fn table_exists(&self, table: &str) -> Result<bool, EngineError> {
+        Ok(self
+            .table_dir(table)?
+            .join(strata_format::manifest::MANIFEST_FILE)
+            .exists())
     }
 
     /// The manifest of an existing table.
@@ -95,26 +195,149 @@ impl DataDir {
     }
 
     /// Takes the table's exclusive writer lock, creating the table directory if needed;
-    /// blocks while another writer holds it.
-    pub fn lock_for_write(&self, table: &str) -> Result<WriteLock, EngineError> {
+    /// waits while another writer holds it (telling the lock-wait notice who that is).
+    /// `purpose` is recorded for writers that wait behind this one.
+    pub fn lock_for_write(&self, table: &str, purpose: &str) -> Result<WriteLock, EngineError> {
+        self.lock(table, purpose, true)
+    }
+
+    /// Like [`DataDir::lock_for_write`] for a table that must exist: creates nothing, and
+    /// fails with [`EngineError::NoSuchTable`] when the table has no manifest.
+    pub fn lock_existing(&self, table: &str, purpose: &str) -> Result<WriteLock, EngineError> {
+        self.lock(table, purpose, false)
+    }
+
+    fn lock(&self, table: &str, purpose: &str, create: bool) -> Result<WriteLock, EngineError> {
         let dir = self.table_dir(table)?;
-        fs::create_dir_all(dir.join(PARTS_DIR)).map_err(|e| EngineError::io(&dir, e))?;
-        let path = dir.join(".lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| EngineError::io(&path, e))?;
-        file.lock().map_err(|e| EngineError::io(&path, e))?;
-        Ok(WriteLock { _file: file })
+        let path = dir.join(LOCK_FILE);
+        loop {
+            if create {
+                fs::create_dir_all(dir.join(PARTS_DIR)).map_err(|e| EngineError::io(&dir, e))?;
+            } else if !self.table_exists(table)? {
+                return Err(EngineError::NoSuchTable(table.to_owned()));
+            }
+            let mut file = fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| EngineError::io(&path, e))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => {
+                    if let Some(notice) = &self.on_lock_wait {
+                        let holder = fs::read(&path)
+                            .ok()
+                            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+                        notice(&LockWait {
+                            table,
+                            lock_file: &path,
+                            holder,
+                        });
+                    }
+                    file.lock().map_err(|e| EngineError::io(&path, e))?;
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(EngineError::io(&path, e)),
+            }
+            // A writer that dropped the table deleted the file we waited on; start over.
+            if !is_same_file(&file, &path) {
+                continue;
+            }
+            if !create && !self.table_exists(table)? {
+                return Err(EngineError::NoSuchTable(table.to_owned()));
+            }
+            let holder = LockHolder {
+                pid: std::process::id(),
+                purpose: purpose.to_owned(),
+                since: unix_now(),
+            };
+            // Informational only: a failure to record the holder must not stop the writer.
+            if let Ok(bytes) = serde_json::to_vec(&holder) {
+                let _ = file.set_len(0).and_then(|()| file.write_all(&bytes));
+            }
+            return Ok(WriteLock { file });
+        }
+    }
+
+    /// Takes a read lease on the table (see the module docs). None when the lease file cannot
+    /// be opened or created (a read-only data directory, where no writer deletes anything).
+    pub fn read_lease(&self, table: &str) -> Result<Option<ReadLease>, EngineError> {
+        let path = self.table_dir(table)?.join(READERS_FILE);
+        let file = match fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&path)
+                {
+                    Ok(file) => file,
+                    Err(_) => return Ok(None),
+                }
+            }
+            Err(_) => return Ok(None),
+        };
+        file.lock_shared().map_err(|e| EngineError::io(&path, e))?;
+        Ok(Some(ReadLease { _file: file }))
     }
 
     /// Path of the table's rejects file.
     pub fn rejects_path(&self, table: &str) -> Result<PathBuf, EngineError> {
-        Ok(self.table_dir(table)?.join("rejects.ndjson"))
+        Ok(self.table_dir(table)?.join(REJECTS_FILE))
+    }
+
+    /// Deletes a table: its manifest first (the table is gone from then on, atomically), then
+    /// its directory. Takes the writer lock, so it waits for a running ingest or merge. Queries
+    /// still reading the table's parts fail. Returns false when the table does not exist.
+    pub fn drop_table(&self, table: &str) -> Result<bool, EngineError> {
+        let lock = match self.lock_existing(table, "drop") {
+            Ok(lock) => lock,
+            Err(EngineError::NoSuchTable(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let dir = self.table_dir(table)?;
+        let manifest = dir.join(strata_format::manifest::MANIFEST_FILE);
+        fs::remove_file(&manifest).map_err(|e| EngineError::io(&manifest, e))?;
+        strata_format::manifest::sync_dir(&dir)?;
+        fs::remove_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
+        drop(lock);
+        Ok(true)
+    }
+
+    /// Changes settings of an existing table that can change without rewriting data
+    /// (see [`crate::settings`]), in one manifest commit under the writer lock.
+    pub fn alter_table(
+        &self,
+        table: &str,
+        changes: &[SettingChange],
+    ) -> Result<TableSettings, EngineError> {
+        let _lock = self.lock_existing(table, "alter")?;
+        let dir = self.table_dir(table)?;
+        let mut manifest = self.manifest(table)?;
+        apply_changes(table, &mut manifest.settings, changes)?;
+        manifest.version += 1;
+        manifest.commit(&dir)?;
+        Ok(manifest.settings)
     }
 }
+
+#[cfg(unix)]
+fn is_same_file(file: &fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn is_same_file(_file: &fs::File, path: &Path) -> bool {
+    path.exists()
+}
+
+pub(crate) const REJECTS_FILE: &str = "rejects.ndjson";
 
 /// Table names become directory names and SQL identifiers, so they are kept plain.
 pub fn validate_table_name(name: &str) -> Result<(), EngineError> {
@@ -153,38 +376,78 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Deletes part files that no manifest references (left by a killed writer) and retired parts
-/// past their grace period. Call only while holding the table's write lock: then no other
-/// process is writing a part that is not yet listed.
+/// Deletes part files that no manifest references (left by a killed writer), pending rejects
+/// of killed ingests, and retired parts once no reader holds a lease. Call only while holding
+/// the table's write lock: then no other process is writing a part that is not yet listed.
+/// Returns true when `manifest` changed (the caller commits it).
 pub(crate) fn collect_garbage(
     table_dir: &Path,
     manifest: &mut Manifest,
 ) -> Result<bool, EngineError> {
-    let parts_dir = table_dir.join(PARTS_DIR);
-    let now = unix_now();
     let before = manifest.retired.len();
-    let (expired, kept): (Vec<_>, Vec<_>) = manifest
-        .retired
-        .drain(..)
-        .partition(|r| now.saturating_sub(r.retired_at) >= RETIRED_GRACE_SECS);
-    manifest.retired = kept;
-    let entries = match fs::read_dir(&parts_dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(EngineError::io(&parts_dir, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| EngineError::io(&parts_dir, e))?;
+    let reclaimed = reclaim_retired(table_dir, manifest)?;
+    for entry in read_dir_if_exists(table_dir)? {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(PENDING_REJECTS_PREFIX) {
+            remove_if_exists(&entry.path())?;
+        }
+    }
+    let parts_dir = table_dir.join(PARTS_DIR);
+    for entry in read_dir_if_exists(&parts_dir)? {
         let name = entry.file_name().to_string_lossy().into_owned();
         let listed = manifest.parts.iter().any(|p| p.file == name)
             || manifest.retired.iter().any(|r| r.file == name);
-        let expired_retired = expired.iter().any(|r| r.file == name);
-        if !listed || expired_retired {
-            let path = entry.path();
-            fs::remove_file(&path).map_err(|e| EngineError::io(&path, e))?;
+        if !listed || reclaimed.contains(&name) {
+            remove_if_exists(&entry.path())?;
         }
     }
     Ok(manifest.retired.len() != before)
+}
+
+/// When no reader holds a lease, takes retired parts off `manifest.retired` and returns their
+/// names (the caller deletes them); otherwise returns nothing.
+fn reclaim_retired(table_dir: &Path, manifest: &mut Manifest) -> Result<Vec<String>, EngineError> {
+    if manifest.retired.is_empty() {
+        return Ok(Vec::new());
+    }
+    let path = table_dir.join(READERS_FILE);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| EngineError::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Ok(Vec::new()),
+        Err(fs::TryLockError::Error(e)) => return Err(EngineError::io(&path, e)),
+    }
+    // Readers that start from now on wait for this lock and then read the committed manifest,
+    // which lists none of these parts; the caller's next commit only drops them from `retired`.
+    let parts_dir = table_dir.join(PARTS_DIR);
+    let retired: Vec<String> = manifest.retired.drain(..).map(|r| r.file).collect();
+    for file in &retired {
+        remove_if_exists(&parts_dir.join(file))?;
+    }
+    Ok(retired)
+}
+
+fn read_dir_if_exists(dir: &Path) -> Result<Vec<fs::DirEntry>, EngineError> {
+    match fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.map_err(|e| EngineError::io(dir, e)))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(EngineError::io(dir, e)),
+    }
+}
+
+fn remove_if_exists(path: &Path) -> Result<(), EngineError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(EngineError::io(path, e)),
+    }
 }
 
 /// Writes every document of a table as NDJSON, part by part. Returns the number written.
@@ -194,6 +457,7 @@ pub fn export_table(
     out: &mut dyn Write,
 ) -> Result<u64, EngineError> {
     let dir = data_dir.table_dir(table)?;
+    let _lease = data_dir.read_lease(table)?;
     let manifest = data_dir.manifest(table)?;
     let mut written = 0u64;
     for part in &manifest.parts {

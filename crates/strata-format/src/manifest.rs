@@ -21,7 +21,8 @@ use crate::error::FormatError;
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const PARTS_DIR: &str = "parts";
 
-/// Settings fixed when a table is created.
+/// Settings given when a table is created; `max_columns` can change later (`ALTER TABLE … SET`),
+/// the sort key cannot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableSettings {
     /// Sort key as encoded JSON paths (see `strata_json::JsonPath::encode`).
@@ -87,13 +88,10 @@ pub struct Manifest {
     pub settings: TableSettings,
     pub parts: Vec<PartEntry>,
     /// Parts replaced by a merge, kept on disk for readers of older manifests until a writer
-    /// deletes them after [`RETIRED_GRACE_SECS`].
+    /// finds that no reader holds a lease (`strata-engine`'s `table` module).
     #[serde(default)]
     pub retired: Vec<RetiredPart>,
 }
-
-/// How long a part replaced by a merge stays on disk for readers still using an older manifest.
-pub const RETIRED_GRACE_SECS: u64 = 600;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetiredPart {

@@ -7,6 +7,7 @@
 //! ([`scan`]) and a few functions ([`udf`]). DataFusion does the rest: SQL, optimisation,
 //! parallel vectorised execution, spilling aggregation.
 
+mod ddl;
 pub mod distinct;
 pub mod group_count;
 pub mod literal_typing;
@@ -139,6 +140,9 @@ impl Session {
 
     /// Plans and runs one statement, collecting its result.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
+        if let Some(result) = ddl::run(&self.context, sql)? {
+            return Ok(result);
+        }
         let frame = match self.context.sql(&stream::copy_with_format(sql)?).await {
             Ok(frame) => frame,
             Err(e) => return Err(with_end_position(e, sql)),

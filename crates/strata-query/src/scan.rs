@@ -147,6 +147,8 @@ pub struct StrataScanExec {
     counts: PruneCounts,
     metrics: ExecutionPlanMetricsSet,
     properties: Arc<PlanProperties>,
+    /// Keeps the snapshot's parts on disk while the scan runs (`strata_engine::table`).
+    lease: Option<Arc<strata_engine::ReadLease>>,
 }
 
 fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
@@ -268,9 +270,16 @@ impl StrataScanExec {
             counts,
             metrics,
             properties: Arc::new(properties),
+            lease: None,
         };
         scan.record_prune_counts();
         Ok(scan)
+    }
+
+    /// Holds `lease` until the scan and its streams are done.
+    pub fn with_lease(mut self, lease: Option<Arc<strata_engine::ReadLease>>) -> Self {
+        self.lease = lease;
+        self
     }
 
     fn record_prune_counts(&self) {
@@ -864,7 +873,9 @@ impl ExecutionPlan for StrataScanExec {
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 2);
         let tx = builder.tx();
+        let lease = self.lease.clone();
         builder.spawn_blocking(move || {
+            let _lease = lease;
             let mut produced = 0usize;
             for unit in units {
                 let plans: Vec<OutputPlan> = outputs

@@ -22,6 +22,18 @@ impl Session {
     /// Dropping the stream cancels the statement: its tasks are aborted and scans stop at their
     /// next batch.
     pub async fn stream(&self, sql: &str) -> Result<QueryStream, QueryError> {
+        if let Some(result) = crate::ddl::run(self.context(), sql)? {
+            let batches = futures::stream::iter(result.batches.into_iter().map(Ok));
+            return Ok(QueryStream {
+                schema: result.schema.clone(),
+                batches: Box::pin(
+                    datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                        result.schema,
+                        batches,
+                    ),
+                ),
+            });
+        }
         let frame = match self.context().sql(&copy_with_format(sql)?).await {
             Ok(frame) => frame,
             Err(e) => return Err(with_end_position(e, sql)),

@@ -18,7 +18,7 @@ use datafusion::datasource::TableType;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use strata_engine::DataDir;
+use strata_engine::{DataDir, ReadLease};
 use strata_format::Manifest;
 
 use crate::paths::{PathColumn, PathIndex};
@@ -83,6 +83,8 @@ pub struct StrataTable {
     columns: Vec<PathColumn>,
     schema: SchemaRef,
     metadata_cache: Arc<PartMetadataCache>,
+    /// Taken before the manifest was read: the snapshot's parts stay on disk while it is held.
+    lease: Option<Arc<ReadLease>>,
 }
 
 impl StrataTable {
@@ -93,14 +95,14 @@ impl StrataTable {
         metadata_cache: Arc<PartMetadataCache>,
     ) -> Result<Option<StrataTable>, strata_engine::EngineError> {
         let dir = data_dir.table_dir(name)?;
+        let lease = data_dir.read_lease(name)?.map(Arc::new);
         let Some((manifest, paths)) = snapshots.load(name, &dir)? else {
             return Ok(None);
         };
         Ok(Some(StrataTable::build(
             name.to_owned(),
             dir,
-            manifest,
-            paths,
+            (manifest, paths, lease),
             Vec::new(),
             metadata_cache,
         )))
@@ -109,8 +111,7 @@ impl StrataTable {
     fn build(
         name: String,
         dir: PathBuf,
-        manifest: Arc<Manifest>,
-        paths: Arc<PathIndex>,
+        (manifest, paths, lease): (Arc<Manifest>, Arc<PathIndex>, Option<Arc<ReadLease>>),
         columns: Vec<PathColumn>,
         metadata_cache: Arc<PartMetadataCache>,
     ) -> StrataTable {
@@ -140,6 +141,7 @@ impl StrataTable {
             columns,
             schema: Arc::new(Schema::new(fields)),
             metadata_cache,
+            lease,
         }
     }
 
@@ -148,8 +150,11 @@ impl StrataTable {
         StrataTable::build(
             self.name.clone(),
             self.dir.clone(),
-            self.manifest.clone(),
-            self.paths.clone(),
+            (
+                self.manifest.clone(),
+                self.paths.clone(),
+                self.lease.clone(),
+            ),
             columns.into_iter().collect(),
             self.metadata_cache.clone(),
         )
@@ -234,7 +239,8 @@ impl TableProvider for StrataTable {
             limit,
             partitions,
             &self.metadata_cache,
-        )?;
+        )?
+        .with_lease(self.lease.clone());
         Ok(Arc::new(exec))
     }
 }
@@ -257,6 +263,10 @@ impl DataDirSchema {
             metadata_cache: Arc::new(PartMetadataCache::default()),
             snapshots: SnapshotCache::default(),
         }
+    }
+
+    pub fn data_dir(&self) -> &DataDir {
+        &self.data_dir
     }
 }
 
@@ -290,11 +300,51 @@ impl SchemaProvider for DataDirSchema {
         Ok(Some(Arc::new(table)))
     }
 
+    /// `DROP TABLE` as DataFusion routes it: deletes the table's files (under its writer lock).
+    /// `Session::run` handles `DROP TABLE` itself (crate::ddl) so that its errors are reported
+    /// as they are; this serves DataFusion's own path.
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if strata_engine::table::validate_table_name(name).is_err() {
+            return Ok(None);
+        }
+        match self.data_dir.drop_table(name).map_err(external)? {
+            true => Ok(Some(Arc::new(DroppedTable))),
+            false => Ok(None),
+        }
+    }
+
     fn table_exist(&self, name: &str) -> bool {
         self.data_dir
             .table_dir(name)
             .map(|d| d.join(strata_format::manifest::MANIFEST_FILE).exists())
             .unwrap_or(false)
+    }
+}
+
+/// What `deregister_table` hands back for a table whose files are gone: it has no rows.
+#[derive(Debug)]
+struct DroppedTable;
+
+#[async_trait]
+impl TableProvider for DroppedTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::empty())
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(datafusion::physical_plan::empty::EmptyExec::new(
+            self.schema(),
+        )))
     }
 }
 

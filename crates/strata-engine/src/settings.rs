@@ -1,0 +1,192 @@
+//! Table settings: checking them before a table is created, and which of them can change later.
+//!
+//! A table's settings live in its manifest (`strata_format::TableSettings`). They are checked
+//! before anything is written, so an invalid setting never leaves a table behind:
+//! - the sort key is a list of distinct, non-empty dotted paths (`\.` escapes a dot, `\\` a
+//!   backslash); it is fixed for the table's life, because every part is sorted by it;
+//! - `max_columns` (typed columns per part) can change with `ALTER TABLE t SET (max_columns = N)`:
+//!   it applies to parts written afterwards (ingests and merges); existing parts keep their
+//!   columns until a merge rewrites them. No data is rewritten by the change itself.
+
+use std::collections::HashSet;
+
+use strata_format::TableSettings;
+use strata_json::JsonPath;
+
+use crate::error::EngineError;
+
+/// Upper bound of `max_columns`: the shredder never gives more paths of one part a node
+/// (ADR 0004), so a larger value could not take effect.
+pub const MAX_COLUMNS_LIMIT: usize = 100_000;
+
+/// Settings `ALTER TABLE … SET` accepts, with what each does (shown in errors).
+pub const CHANGEABLE_SETTINGS: &[(&str, &str)] = &[(
+    "max_columns",
+    "typed columns per part, for parts written from now on",
+)];
+
+/// Checks user-written dotted sort-key paths and returns them encoded, in order.
+///
+/// Rejected: an empty list entry, an empty segment (`a..b`, `.`, `a.`), a trailing lone
+/// backslash, and a path given twice. Each of these made tables that no ingest could load.
+pub fn validate_sort_key(paths: &[String]) -> Result<Vec<String>, EngineError> {
+    let mut seen = HashSet::new();
+    let mut encoded = Vec::with_capacity(paths.len());
+    for (i, raw) in paths.iter().enumerate() {
+        let text = raw.trim();
+        let invalid = |why: &str| EngineError::InvalidSortKey {
+            path: raw.clone(),
+            position: i + 1,
+            reason: why.to_owned(),
+        };
+        if text.is_empty() {
+            return Err(invalid("the path is empty"));
+        }
+        if ends_with_lone_backslash(text) {
+            return Err(invalid(
+                "the path ends with a lone '\\' (write '\\\\' for a backslash, '\\.' for a dot)",
+            ));
+        }
+        let path = JsonPath::parse_dotted(text);
+        if path.segments().iter().any(String::is_empty) {
+            return Err(invalid(
+                "a key in the path is empty (two dots in a row, or a leading or trailing dot)",
+            ));
+        }
+        let name = path.encode();
+        if !seen.insert(name.clone()) {
+            return Err(invalid("the path is listed twice"));
+        }
+        encoded.push(name);
+    }
+    Ok(encoded)
+}
+
+fn ends_with_lone_backslash(text: &str) -> bool {
+    let trailing = text.bytes().rev().take_while(|&b| b == b'\\').count();
+    trailing % 2 == 1
+}
+
+/// Checks a `max_columns` value.
+pub fn validate_max_columns(value: usize) -> Result<usize, EngineError> {
+    if value > MAX_COLUMNS_LIMIT {
+        return Err(EngineError::InvalidSetting {
+            setting: "max_columns".into(),
+            reason: format!("{value} is above the limit of {MAX_COLUMNS_LIMIT}"),
+        });
+    }
+    Ok(value)
+}
+
+/// One `name = value` of `ALTER TABLE … SET (…)`, the value as written (unquoted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingChange {
+    pub name: String,
+    pub value: String,
+}
+
+/// Applies changes to settings in memory, or says why one cannot be made.
+pub fn apply_changes(
+    table: &str,
+    settings: &mut TableSettings,
+    changes: &[SettingChange],
+) -> Result<(), EngineError> {
+    for change in changes {
+        match change.name.to_ascii_lowercase().as_str() {
+            "max_columns" => {
+                let value: usize =
+                    change
+                        .value
+                        .trim()
+                        .parse()
+                        .map_err(|_| EngineError::InvalidSetting {
+                            setting: "max_columns".into(),
+                            reason: format!(
+                                "{:?} is not a non-negative integer",
+                                change.value
+                            ),
+                        })?;
+                settings.max_columns = validate_max_columns(value)?;
+            }
+            "sort_key" => {
+                return Err(EngineError::InvalidSetting {
+                    setting: "sort_key".into(),
+                    reason: format!(
+                        "the sort key of table {table} cannot change: every part is stored sorted by \
+                         it. Create a new table with the new sort key and load it from \
+                         `strata export {table}`"
+                    ),
+                });
+            }
+            other => {
+                let known: Vec<String> = CHANGEABLE_SETTINGS
+                    .iter()
+                    .map(|(name, what)| format!("{name} ({what})"))
+                    .collect();
+                return Err(EngineError::InvalidSetting {
+                    setting: other.to_owned(),
+                    reason: format!(
+                        "unknown table setting; settings that can change: {}",
+                        known.join(", ")
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn keys(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sort_keys_that_no_ingest_could_load_are_refused() {
+        for bad in [
+            &["kind", "kind"][..],
+            &["a..b"],
+            &["."],
+            &[""],
+            &["a."],
+            &[".a"],
+            &["a\\"],
+            &["kind", " kind "],
+        ] {
+            assert!(
+                validate_sort_key(&keys(bad)).is_err(),
+                "{bad:?} should be refused"
+            );
+        }
+        assert_eq!(
+            validate_sort_key(&keys(&["kind", " commit.collection", "a\\.b", "c\\\\"])).unwrap(),
+            keys(&["kind", "commit.collection", "a\\.b", "c\\\\"])
+        );
+        assert_eq!(validate_sort_key(&[]).unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn only_max_columns_changes() {
+        let mut settings = TableSettings {
+            sort_key: keys(&["kind"]),
+            max_columns: 1024,
+        };
+        let change = |name: &str, value: &str| SettingChange {
+            name: name.into(),
+            value: value.into(),
+        };
+        apply_changes("t", &mut settings, &[change("max_columns", "8")]).unwrap();
+        assert_eq!(settings.max_columns, 8);
+        let e = apply_changes("t", &mut settings, &[change("sort_key", "did")]).unwrap_err();
+        assert!(e.to_string().contains("cannot change"), "{e}");
+        let e = apply_changes("t", &mut settings, &[change("colour", "red")]).unwrap_err();
+        assert!(e.to_string().contains("max_columns"), "{e}");
+        assert!(apply_changes("t", &mut settings, &[change("max_columns", "-1")]).is_err());
+        assert!(apply_changes("t", &mut settings, &[change("max_columns", "1000001")]).is_err());
+        assert_eq!(settings.max_columns, 8);
+    }
+}
