@@ -20,4 +20,4 @@ pub mod table;
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest};
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
-pub use table::{DataDir, TableInfo, export_table};
+pub use table::{DataDir, PartCheck, TableCheck, TableInfo, check_table, export_table};
