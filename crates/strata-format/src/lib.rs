@@ -16,6 +16,7 @@ pub mod error;
 pub mod manifest;
 pub mod part;
 pub mod profile;
+pub mod selfcheck;
 
 pub use checksum::{OpenedPart, PartChecksums, PartFile, check_part, open_part, verify_file_hash};
 pub use error::FormatError;
