@@ -36,8 +36,9 @@ fn fixture() -> &'static Fixture {
             ..Default::default()
         });
         for i in 0..20_000u64 {
+            let kind = ["commit", "identity", "account"][(i % 3) as usize];
             let doc = json!({
-                "kind": ["commit", "identity", "account"][(i % 3) as usize],
+                "kind": kind,
                 "did": format!("did:plc:{:x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20),
                 "time_us": 1_700_000_000_000_000u64 + i * 997,
                 "ratio": i as f64 / 7.0,

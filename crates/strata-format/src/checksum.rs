@@ -236,7 +236,9 @@ pub fn write_checksums(path: &Path, final_path: &Path) -> Result<u64, FormatErro
     // One sequential pass: each segment's CRC and the whole file's hash.
     let mut hasher = twox_hash::XxHash64::with_seed(0);
     let mut crcs = Vec::with_capacity(starts.len());
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, &file);
+    // A handle of its own: the footer reader moved the shared offset of `file`.
+    let data = File::open(path).map_err(|e| FormatError::io(path, e))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, data);
     let mut buffer = vec![0u8; 1 << 20];
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(len);

@@ -19,8 +19,9 @@ use strata_format::{PartEntry, check_part, read_part_batches, verify_file_hash};
 fn docs(rows: usize) -> Vec<Value> {
     (0..rows)
         .map(|i| {
+            let kind = ["commit", "identity", "account"][i % 3];
             json!({
-                "kind": ["commit", "identity", "account"][i % 3],
+                "kind": kind,
                 "did": format!("did:plc:{}", common::hash_text((i / 7) as u64)),
                 "time_us": 1_700_000_000_000_000i64 + i as i64 * 997,
                 "ratio": i as f64 / 7.0,
