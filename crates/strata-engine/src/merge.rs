@@ -695,6 +695,7 @@ mod tests {
             sort_key_max: Default::default(),
             full,
             key_runs: None,
+            xxh64: None,
         }
     }
 
