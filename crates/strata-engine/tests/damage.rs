@@ -80,11 +80,18 @@ fn assert_listed_as_damaged(dir: &DataDir, needles: &[&str]) {
     let names: Vec<&str> = tables.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["healthy", "t"]);
     assert!(tables[0].1.is_ok(), "{:?}", tables[0].1);
-    let message = tables[1].1.as_ref().expect_err("damage not reported").to_string();
+    let message = tables[1]
+        .1
+        .as_ref()
+        .expect_err("damage not reported")
+        .to_string();
     for needle in needles {
         assert!(message.contains(needle), "{needle:?} not in {message}");
     }
-    assert!(message.contains("/t/manifest.json"), "table not named: {message}");
+    assert!(
+        message.contains("/t/manifest.json"),
+        "table not named: {message}"
+    );
     assert!(export(dir, "healthy").is_ok());
     let check = check_table(dir, "t").unwrap();
     assert!(check.is_damaged(), "check missed it: {check:?}");
@@ -135,9 +142,14 @@ fn an_edited_row_count_is_reported() {
     assert!(export(&dir, "t").unwrap_err().contains(&file));
     // Without key runs, the footer contradicts it: found when the part is opened.
     let (file, _) = part_file(&dir, "healthy");
-    edit_manifest(&dir, "healthy", |m| m["parts"][0]["rows"] = Value::from(151));
+    edit_manifest(&dir, "healthy", |m| {
+        m["parts"][0]["rows"] = Value::from(151)
+    });
     let message = export(&dir, "healthy").unwrap_err();
-    assert!(message.contains(&file) && message.contains("rows"), "{message}");
+    assert!(
+        message.contains(&file) && message.contains("rows"),
+        "{message}"
+    );
     assert!(check_table(&dir, "healthy").unwrap().is_damaged());
 }
 
@@ -164,7 +176,11 @@ fn a_missing_part_file_is_reported() {
 #[test]
 fn a_garbage_manifest_is_reported_and_the_other_tables_still_list() {
     let (_tmp, dir) = setup();
-    std::fs::write(dir.root().join("t/manifest.json"), b"{\"format_version\": 1, garbage").unwrap();
+    std::fs::write(
+        dir.root().join("t/manifest.json"),
+        b"{\"format_version\": 1, garbage",
+    )
+    .unwrap();
     assert_listed_as_damaged(&dir, &["invalid manifest"]);
     let check = check_table(&dir, "t").unwrap();
     assert!(!check.manifest_problems.is_empty());
@@ -186,7 +202,10 @@ fn checksum_files_survive_later_writes_and_merges() {
     let manifest = dir.manifest("t").unwrap();
     for part in &manifest.parts {
         assert!(part.xxh64.is_some());
-        let sums = dir.root().join("t/parts").join(format!("{}.crc", part.file));
+        let sums = dir
+            .root()
+            .join("t/parts")
+            .join(format!("{}.crc", part.file));
         assert!(sums.exists(), "{} lost its checksum file", part.file);
     }
 }

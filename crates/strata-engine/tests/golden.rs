@@ -113,7 +113,11 @@ fn golden_tables_read_and_write_the_same() {
         let legacy_dir = DataDir::new(&legacy);
         let legacy_manifest = legacy_dir.manifest(table).unwrap();
         assert!(legacy_manifest.parts.iter().all(|p| p.xxh64.is_none()));
-        assert_eq!(export(&legacy_dir, table), expected, "{table}: unverified parts");
+        assert_eq!(
+            export(&legacy_dir, table),
+            expected,
+            "{table}: unverified parts"
+        );
         let legacy_check = strata_engine::check_table(&legacy_dir, table).unwrap();
         assert!(!legacy_check.is_damaged(), "{legacy_check:?}");
         let golden_manifest = golden_dir.manifest(table).unwrap();

@@ -113,7 +113,10 @@ impl PartChecksums {
         if self.covering(range.clone())? != range {
             return Err(damaged(
                 &self.path,
-                format!("bytes {}..{} are not whole segments", range.start, range.end),
+                format!(
+                    "bytes {}..{} are not whole segments",
+                    range.start, range.end
+                ),
             ));
         }
         for segment in self.overlapping(&range) {
@@ -204,7 +207,9 @@ fn segment_starts(metadata: &ParquetMetaData, len: u64) -> Result<(Vec<u64>, u64
         }
     }
     if tail > len {
-        return Err(format!("column chunks end at {tail}, past the file's {len} bytes"));
+        return Err(format!(
+            "column chunks end at {tail}, past the file's {len} bytes"
+        ));
     }
     starts.push(tail);
     starts.sort_unstable();
@@ -231,8 +236,7 @@ pub fn write_checksums(path: &Path, final_path: &Path) -> Result<u64, FormatErro
             source,
         }
     })?;
-    let (starts, tail) =
-        segment_starts(metadata.metadata(), len).map_err(|m| damaged(path, m))?;
+    let (starts, tail) = segment_starts(metadata.metadata(), len).map_err(|m| damaged(path, m))?;
     // One sequential pass: each segment's CRC and the whole file's hash.
     let mut hasher = twox_hash::XxHash64::with_seed(0);
     let mut crcs = Vec::with_capacity(starts.len());
@@ -302,7 +306,12 @@ fn read_checksum_file(part_path: &Path) -> Result<ChecksumFile, FormatError> {
         }
         Err(e) => return Err(FormatError::io(path, e)),
     };
-    let bad = |message: &str| damaged(part_path, format!("checksum file {}: {message}", path.display()));
+    let bad = |message: &str| {
+        damaged(
+            part_path,
+            format!("checksum file {}: {message}", path.display()),
+        )
+    };
     if bytes.len() < HEADER_BYTES + 4 || &bytes[..4] != MAGIC {
         return Err(bad("not a Strata checksum file"));
     }
@@ -310,7 +319,8 @@ fn read_checksum_file(part_path: &Path) -> Result<ChecksumFile, FormatError> {
     if crc32fast::hash(body).to_le_bytes() != own {
         return Err(bad("fails its own CRC-32"));
     }
-    let u32_at = |at: usize| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+    let u32_at =
+        |at: usize| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
     let u64_at = |at: usize| (u64::from(u32_at(at + 4)) << 32) | u64::from(u32_at(at));
     let version = u32_at(4);
     if version != CHECKSUM_FILE_VERSION {
@@ -348,7 +358,9 @@ impl ChunkReader for TailReader {
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         use bytes::Buf;
-        Ok(self.get_bytes(start, (self.len - start.min(self.len)) as usize)?.reader())
+        Ok(self
+            .get_bytes(start, (self.len - start.min(self.len)) as usize)?
+            .reader())
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
@@ -455,7 +467,10 @@ pub fn open_part(path: &Path, entry: &PartEntry) -> Result<OpenedPart, FormatErr
     if u64::try_from(rows).ok() != Some(entry.rows) {
         return Err(damaged(
             path,
-            format!("{rows} rows in its footer, the manifest says {}", entry.rows),
+            format!(
+                "{rows} rows in its footer, the manifest says {}",
+                entry.rows
+            ),
         ));
     }
     Ok(opened)

@@ -266,10 +266,7 @@ impl Manifest {
 
 /// A name of a file directly inside `parts/` (garbage collection deletes by these names).
 fn is_plain_file_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0'])
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// Writes a whole file and fsyncs it.

@@ -47,10 +47,14 @@ pub fn check_damaged_read(
     let name = part.path.display().to_string();
     match read {
         Ok(batches) if batches != part.batches => {
-            return Err(format!("flips {flips:?}: the part read as different values"));
+            return Err(format!(
+                "flips {flips:?}: the part read as different values"
+            ));
         }
         Err(e) if !e.to_string().contains(&name) => {
-            return Err(format!("flips {flips:?}: the error does not name the part: {e}"));
+            return Err(format!(
+                "flips {flips:?}: the error does not name the part: {e}"
+            ));
         }
         _ => {}
     }

@@ -140,7 +140,10 @@ fn a_damaged_or_missing_checksum_file_is_an_error_naming_the_part() {
     }
     std::fs::remove_file(&sums).unwrap();
     let message = read(&path, &entry).expect_err("missing checksum file accepted");
-    assert!(message.contains("checksum file") && message.contains("missing"), "{message}");
+    assert!(
+        message.contains("checksum file") && message.contains("missing"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -184,9 +184,9 @@ impl StrataScanExec {
                 continue;
             }
             let path = Manifest::part_path(&dir, &entry.file);
-            let (metadata, checksums) = metadata_cache.get_or_load(&path, entry).map_err(|e| {
-                DataFusionError::Execution(format!("table {table}: {e}"))
-            })?;
+            let (metadata, checksums) = metadata_cache
+                .get_or_load(&path, entry)
+                .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
             let parquet = metadata.metadata().clone();
             let runs = run_selection(entry, &predicates);
             let mut row_groups = Vec::new();
@@ -1374,11 +1374,12 @@ impl PartMetadataCache {
             return Ok(found.clone());
         }
         let opened = strata_format::open_part(path, entry)?;
-        let metadata =
-            open_metadata(&opened.metadata).map_err(|source| strata_format::FormatError::Parquet {
+        let metadata = open_metadata(&opened.metadata).map_err(|source| {
+            strata_format::FormatError::Parquet {
                 path: path.to_owned(),
                 source,
-            })?;
+            }
+        })?;
         let part = (metadata, opened.checksums);
         if let Ok(mut entries) = self.entries.lock() {
             if entries.len() >= Self::MAX_ENTRIES {
