@@ -157,8 +157,8 @@ impl PartChecksums {
     /// Verifies every segment of the part; returns the damaged ones as messages.
     pub fn verify_all(&self, file: &File) -> Vec<String> {
         let mut problems = Vec::new();
-        for segment in 0..self.starts.len() {
-            let range = self.starts[segment]..self.end(segment);
+        for (segment, &start) in self.starts.iter().enumerate() {
+            let range = start..self.end(segment);
             if let Err(e) =
                 read_at(&self.path, file, range.clone()).and_then(|b| self.verify(range.start, &b))
             {

@@ -108,7 +108,9 @@ fn flipped_bytes_in_pages_and_footer_are_errors_naming_the_part() {
     for offset in offsets {
         flip(&path, offset, 0x5a);
         let result = read(&path, &entry);
-        let message = result.expect_err(&format!("a flip at {offset} of {len} read without error"));
+        let Err(message) = result else {
+            panic!("a flip at {offset} of {len} read without error");
+        };
         assert!(
             message.contains(&path.display().to_string()) && message.contains("damaged"),
             "flip at {offset}: {message}"
