@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
+use strata_engine::{
+    DataDir, IngestOptions, MergeOptions, check_table, export_table, ingest, merge_parts,
+};
 
 use crate::output::{Format, write_stream};
 use crate::progress::IngestBar;
@@ -57,18 +59,34 @@ pub fn run(cli: Cli) -> CliResult {
                 "{:<24} {:>14} {:>7} {:>16}  sort key",
                 "table", "documents", "parts", "bytes"
             );
-            for t in tables {
-                println!(
-                    "{:<24} {:>14} {:>7} {:>16}  {}",
-                    t.name,
-                    t.documents,
-                    t.parts,
-                    t.bytes,
-                    t.sort_key.join(",")
-                );
+            let mut damaged = Vec::new();
+            for (name, info) in tables {
+                match info {
+                    Ok(t) => println!(
+                        "{:<24} {:>14} {:>7} {:>16}  {}",
+                        t.name,
+                        t.documents,
+                        t.parts,
+                        t.bytes,
+                        t.sort_key.join(",")
+                    ),
+                    Err(e) => {
+                        println!("{name:<24} DAMAGED: {e}");
+                        damaged.push(name);
+                    }
+                }
             }
-            Ok(())
+            if damaged.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "damaged tables: {} (see `strata check`)",
+                    damaged.join(", ")
+                )
+                .into())
+            }
         }
+        Command::Check { table } => run_check(&data_dir, table.as_deref()),
         Command::Optimize { table } => {
             let summary = merge_parts(&data_dir, &table, &MergeOptions::default())?;
             eprintln!(
@@ -248,4 +266,38 @@ fn run_query(data_dir: &DataDir, sql: &str, format: Format, timing: bool) -> Cli
         }
         Ok(())
     })
+}
+
+/// `strata check`: one line per table and per part, `ok` or `DAMAGED` with every problem.
+fn run_check(data_dir: &DataDir, table: Option<&str>) -> CliResult {
+    let tables = match table {
+        Some(table) => vec![table.to_owned()],
+        None => data_dir.table_names()?,
+    };
+    let mut damaged = Vec::new();
+    for table in &tables {
+        let check = check_table(data_dir, table)?;
+        let status = if check.is_damaged() { "DAMAGED" } else { "ok" };
+        println!("table {table}: {status} ({} parts)", check.parts.len());
+        for problem in &check.manifest_problems {
+            println!("  manifest: DAMAGED: {problem}");
+        }
+        for part in &check.parts {
+            if part.problems.is_empty() {
+                println!("  {}: ok: {}", part.file, part.note);
+            } else {
+                for problem in &part.problems {
+                    println!("  {}: DAMAGED: {problem}", part.file);
+                }
+            }
+        }
+        if check.is_damaged() {
+            damaged.push(table.clone());
+        }
+    }
+    if damaged.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("damaged tables: {}", damaged.join(", ")).into())
+    }
 }

@@ -55,8 +55,12 @@ pub enum Command {
     },
     /// Write every document of a table to standard output as NDJSON.
     Export { table: String },
-    /// List tables with documents, parts and bytes on disk.
+    /// List tables with documents, parts and bytes on disk (a damaged table is listed with the
+    /// reason, and the exit status is 1).
     Tables,
+    /// Verify every byte of a table (or of all tables): manifest, part files, checksums, row
+    /// counts. Prints what is fine and what is damaged; exit status 1 when anything is damaged.
+    Check { table: Option<String> },
     /// Merge a table's parts into large sorted parts now (streaming; parts over 1 GiB stay).
     Optimize { table: String },
     /// Delete a table and all its files (waits for a running ingest or optimize of it).

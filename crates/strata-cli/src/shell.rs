@@ -114,8 +114,14 @@ pub fn run_shell(data_dir: &DataDir) -> CliResult {
                     println!("Timing is {}.", if timing { "on" } else { "off" });
                 }
                 "\\d" => {
-                    for t in data_dir.tables()? {
-                        println!("{}  ({} documents, {} parts)", t.name, t.documents, t.parts);
+                    for (name, info) in data_dir.tables()? {
+                        match info {
+                            Ok(t) => println!(
+                                "{}  ({} documents, {} parts)",
+                                t.name, t.documents, t.parts
+                            ),
+                            Err(e) => println!("{name}  (damaged: {e})"),
+                        }
                     }
                 }
                 other => println!("unknown command {other}: use \\q, \\timing or \\d"),

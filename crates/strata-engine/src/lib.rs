@@ -24,4 +24,7 @@ pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest};
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
 pub use settings::SettingChange;
-pub use table::{DataDir, LockHolder, LockWait, ReadLease, TableInfo, export_table};
+pub use table::{
+    DataDir, LockHolder, LockWait, PartCheck, ReadLease, TableCheck, TableInfo, check_table,
+    export_table,
+};

@@ -26,7 +26,7 @@ use serde_json::Value;
 use strata_format::{
     ColumnHints, ColumnProfile, FooterColumns, FormatError, Manifest, PartEntry, PartSchema,
     PartWriter, PartWriterOptions, ROW_GROUP_ROWS, RetiredPart, footer_columns, profiled_columns,
-    read_part, read_part_within, sparse_columns,
+    read_part, read_part_within, sparse_columns, verify_file_hash,
 };
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
@@ -290,7 +290,9 @@ fn merge_group(
     let mut footers = Vec::with_capacity(group.len());
     for part in group {
         let path = Manifest::part_path(table_dir, &part.file);
-        let footer = footer_columns(&path)?;
+        // A damaged input must stop the merge, not be rewritten into a part with fresh checksums.
+        verify_file_hash(&path, part)?;
+        let footer = footer_columns(&path, part)?;
         for (name, &values) in &footer.value_counts {
             if let Some(kind) = part.columns.get(name) {
                 counts.push(ColumnCount {
@@ -642,7 +644,8 @@ fn merge_by_reshredding(
     let mut shredder = Shredder::new(shred_options.clone());
     for part in group {
         let path = Manifest::part_path(table_dir, &part.file);
-        for batch in read_part(&path, 8192)? {
+        verify_file_hash(&path, part)?;
+        for batch in read_part(&path, part, 8192)? {
             let batch = batch.map_err(|source| FormatError::Arrow {
                 path: path.clone(),
                 source,
@@ -697,6 +700,7 @@ mod tests {
             sort_key_max: Default::default(),
             full,
             key_runs: None,
+            xxh64: None,
         }
     }
 

@@ -18,8 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use strata_format::checksum::CHECKSUM_SUFFIX;
 use strata_format::manifest::PARTS_DIR;
-use strata_format::{Manifest, TableSettings, read_part};
+use strata_format::{Manifest, TableSettings, check_part, read_part};
 use strata_json::JsonPath;
 use strata_json::reconstruct::reconstruct;
 
@@ -178,20 +179,23 @@ impl DataDir {
         Ok(names)
     }
 
-    pub fn tables(&self) -> Result<Vec<TableInfo>, EngineError> {
-        self.table_names()?
+    /// Every table with what its (validated) manifest says, or why it cannot be read: one
+    /// damaged table does not hide the others.
+    pub fn tables(&self) -> Result<Vec<(String, Result<TableInfo, EngineError>)>, EngineError> {
+        Ok(self
+            .table_names()?
             .into_iter()
             .map(|name| {
-                let m = self.manifest(&name)?;
-                Ok(TableInfo {
+                let info = self.manifest(&name).map(|m| TableInfo {
                     documents: m.rows(),
                     parts: m.parts.len(),
                     bytes: m.bytes(),
                     sort_key: m.settings.sort_key.clone(),
-                    name,
-                })
+                    name: name.clone(),
+                });
+                (name, info)
             })
-            .collect()
+            .collect())
     }
 
     /// Takes the table's exclusive writer lock, creating the table directory if needed;
@@ -395,9 +399,11 @@ pub(crate) fn collect_garbage(
     let parts_dir = table_dir.join(PARTS_DIR);
     for entry in read_dir_if_exists(&parts_dir)? {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let listed = manifest.parts.iter().any(|p| p.file == name)
-            || manifest.retired.iter().any(|r| r.file == name);
-        if !listed || reclaimed.contains(&name) {
+        // A part's checksum file lives and dies with its part.
+        let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
+        let listed = manifest.parts.iter().any(|p| p.file == part_name)
+            || manifest.retired.iter().any(|r| r.file == part_name);
+        if !listed || reclaimed.iter().any(|r| r == part_name) {
             remove_if_exists(&entry.path())?;
         }
     }
@@ -462,7 +468,7 @@ pub fn export_table(
     let mut written = 0u64;
     for part in &manifest.parts {
         let path = Manifest::part_path(&dir, &part.file);
-        for batch in read_part(&path, 8192)? {
+        for batch in read_part(&path, part, 8192)? {
             let batch = batch.map_err(|source| strata_format::FormatError::Arrow {
                 path: path.clone(),
                 source,
@@ -482,4 +488,67 @@ pub fn export_table(
         }
     }
     Ok(written)
+}
+
+/// What `strata check` found in one table.
+#[derive(Debug)]
+pub struct TableCheck {
+    pub table: String,
+    /// Problems of the manifest itself (unreadable, or claims the files contradict).
+    pub manifest_problems: Vec<String>,
+    pub parts: Vec<PartCheck>,
+}
+
+/// What `strata check` found in one part.
+#[derive(Debug)]
+pub struct PartCheck {
+    pub file: String,
+    /// Empty when the part is fine.
+    pub problems: Vec<String>,
+    /// What was verified.
+    pub note: String,
+}
+
+impl TableCheck {
+    pub fn is_damaged(&self) -> bool {
+        !self.manifest_problems.is_empty() || self.parts.iter().any(|p| !p.problems.is_empty())
+    }
+}
+
+/// Verifies a table: its manifest against the files, and every visible part completely (whole
+/// file hash, checksum file, footer, every page's checksum, row count, and a decode of every
+/// row). Reads every byte of the table; takes no lock (parts are immutable).
+pub fn check_table(data_dir: &DataDir, table: &str) -> Result<TableCheck, EngineError> {
+    let dir = data_dir.table_dir(table)?;
+    let path = dir.join(strata_format::manifest::MANIFEST_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(EngineError::NoSuchTable(table.to_owned()));
+        }
+        Err(e) => return Err(EngineError::io(path, e)),
+    };
+    let mut check = TableCheck {
+        table: table.to_owned(),
+        manifest_problems: Vec::new(),
+        parts: Vec::new(),
+    };
+    let manifest = match Manifest::parse(&path, &bytes) {
+        Ok(manifest) => manifest,
+        Err(e) => {
+            check.manifest_problems.push(e.to_string());
+            return Ok(check);
+        }
+    };
+    check.manifest_problems = manifest.problems(&dir);
+    for part in &manifest.parts {
+        let path = Manifest::part_path(&dir, &part.file);
+        let (problems, note) = check_part(&path, part);
+        check.parts.push(PartCheck {
+            file: part.file.clone(),
+            problems,
+            note,
+        });
+    }
+    Ok(check)
 }

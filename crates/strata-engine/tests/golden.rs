@@ -1,10 +1,12 @@
 //! Golden files of on-disk format version 1.
 //!
-//! `tests/golden/v1/TABLE/` holds tables written by an earlier build (manifest + Parquet parts)
-//! and `TABLE.export.ndjson` their expected export. Every build must (1) read those files and
-//! export exactly the expected documents, and (2) write the same layout for the same input: the
-//! same manifest entries (columns, kinds, remainder paths, statistics) and the same Parquet
-//! schema. Set STRATA_UPDATE_GOLDEN=1 to regenerate after an intended, documented change.
+//! `tests/golden/v1/TABLE/` holds tables written before part checksums (no `xxh64`, no checksum
+//! files; frozen) and `tests/golden/v1-checksums/TABLE/` the same tables written with them (ADR
+//! 0008), each with `TABLE.export.ndjson`, the expected export. Every build must (1) read both
+//! and export exactly the expected documents (the second verified: `check` finds them intact),
+//! and (2) write the same layout for the same input: the same manifest entries (columns, kinds,
+//! remainder paths, statistics) and the same Parquet schema. Set STRATA_UPDATE_GOLDEN=1 to
+//! regenerate `v1-checksums` after an intended, documented change.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
@@ -69,19 +71,22 @@ fn layout(manifest: &Manifest) -> Value {
     for part in value["parts"].as_array_mut().unwrap() {
         part["file"] = Value::Null;
         part["bytes"] = Value::Null;
+        // Which parts have checksums is checked apart; their value follows the bytes.
+        part.as_object_mut().unwrap().remove("xxh64");
     }
     value
 }
 
 fn part_schema(table_dir: &Path, manifest: &Manifest) -> String {
     let path = Manifest::part_path(table_dir, &manifest.parts[0].file);
-    let reader = strata_format::read_part(&path, 1024).unwrap();
+    let reader = strata_format::read_part(&path, &manifest.parts[0], 1024).unwrap();
     format!("{:#?}", reader.schema())
 }
 
 #[test]
 fn golden_tables_read_and_write_the_same() {
-    let golden = repo().join("tests/golden/v1");
+    let legacy = repo().join("tests/golden/v1");
+    let golden = repo().join("tests/golden/v1-checksums");
     let update = std::env::var_os("STRATA_UPDATE_GOLDEN").is_some();
     if update {
         let _ = std::fs::remove_dir_all(&golden);
@@ -101,16 +106,30 @@ fn golden_tables_read_and_write_the_same() {
     let tmp = tempfile::tempdir().unwrap();
     let fresh_dir = DataDir::new(tmp.path());
     for (table, file, sort_key) in TABLES {
-        // 1. Old files read back exactly.
         let expected =
             std::fs::read_to_string(golden.join(format!("{table}.export.ndjson"))).unwrap();
+        // 1. Old files read back exactly: parts without checksums as before, parts with them
+        // verified.
+        let legacy_dir = DataDir::new(&legacy);
+        let legacy_manifest = legacy_dir.manifest(table).unwrap();
+        assert!(legacy_manifest.parts.iter().all(|p| p.xxh64.is_none()));
+        assert_eq!(
+            export(&legacy_dir, table),
+            expected,
+            "{table}: unverified parts"
+        );
+        let legacy_check = strata_engine::check_table(&legacy_dir, table).unwrap();
+        assert!(!legacy_check.is_damaged(), "{legacy_check:?}");
         let golden_manifest = golden_dir.manifest(table).unwrap();
+        assert!(golden_manifest.parts.iter().all(|p| p.xxh64.is_some()));
+        let golden_check = strata_engine::check_table(&golden_dir, table).unwrap();
+        assert!(!golden_check.is_damaged(), "{golden_check:?}");
         let mut got = String::new();
         for part in &golden_manifest.parts {
-            let batches = strata_format::read_part_batches(&Manifest::part_path(
-                &golden.join(table),
-                &part.file,
-            ))
+            let batches = strata_format::read_part_batches(
+                &Manifest::part_path(&golden.join(table), &part.file),
+                part,
+            )
             .unwrap();
             for batch in batches {
                 for doc in
@@ -132,10 +151,16 @@ fn golden_tables_read_and_write_the_same() {
         // 2. The same input writes the same layout.
         write_table(&fresh_dir, table, file, sort_key);
         let fresh_manifest = fresh_dir.manifest(table).unwrap();
+        assert!(fresh_manifest.parts.iter().all(|p| p.xxh64.is_some()));
         assert_eq!(
             layout(&fresh_manifest),
             layout(&golden_manifest),
             "{table}: manifest layout changed"
+        );
+        assert_eq!(
+            layout(&legacy_manifest),
+            layout(&golden_manifest),
+            "{table}: the layout changed beyond checksums since v1"
         );
         assert_eq!(
             part_schema(&tmp.path().join(table), &fresh_manifest),

@@ -244,10 +244,10 @@ fn parts_are_sorted_by_the_sort_key() {
     let part = &manifest.parts[0];
     assert_eq!(part.sort_key_min["kind"], Value::String("account".into()));
     assert_eq!(part.sort_key_max["kind"], Value::String("identity".into()));
-    let batches = strata_format::read_part_batches(&strata_format::Manifest::part_path(
-        &tmp.path().join("t"),
-        &part.file,
-    ))
+    let batches = strata_format::read_part_batches(
+        &strata_format::Manifest::part_path(&tmp.path().join("t"), &part.file),
+        part,
+    )
     .unwrap();
     let kinds = batches[0].column_by_name("kind").unwrap();
     let kinds = arrow_strings(kinds);

@@ -92,7 +92,8 @@ fn only_part(dir: &DataDir, tmp: &Path) -> (strata_format::PartEntry, Vec<Record
     let manifest = dir.manifest("t").unwrap();
     assert_eq!(manifest.parts.len(), 1);
     let part = manifest.parts[0].clone();
-    let batches = read_part_batches(&Manifest::part_path(&tmp.join("data/t"), &part.file)).unwrap();
+    let batches =
+        read_part_batches(&Manifest::part_path(&tmp.join("data/t"), &part.file), &part).unwrap();
     (part, batches)
 }
 
@@ -302,17 +303,16 @@ fn merges_give_repeated_references_a_row_group_dictionary_and_unique_ids_none() 
         let file = write_ndjson(tmp.path(), &format!("in{i}.ndjson"), docs);
         load(&dir, "t", file, &options(&["k"], None));
     }
-    let inputs: Vec<PathBuf> = dir
-        .manifest("t")
-        .unwrap()
-        .parts
+    let entries = dir.manifest("t").unwrap().parts;
+    let inputs: Vec<PathBuf> = entries
         .iter()
         .map(|p| Manifest::part_path(&table_dir, &p.file))
         .collect();
     assert_eq!(inputs.len(), 2, "one part per input");
     let plain_bytes: u64 = inputs
         .iter()
-        .map(|p| strata_format::footer_columns(p).unwrap().profiles["ref"].plain_bytes)
+        .zip(&entries)
+        .map(|(p, e)| strata_format::footer_columns(p, e).unwrap().profiles["ref"].plain_bytes)
         .sum();
     for input in &inputs {
         assert!(encodings_of(input, "ref").contains(&Encoding::DELTA_BYTE_ARRAY));
@@ -327,7 +327,9 @@ fn merges_give_repeated_references_a_row_group_dictionary_and_unique_ids_none() 
     assert!(refs.contains(&Encoding::RLE_DICTIONARY), "{refs:?}");
     assert!(!refs.contains(&Encoding::DELTA_BYTE_ARRAY), "{refs:?}");
     assert!(encodings_of(&output, "id").contains(&Encoding::DELTA_BYTE_ARRAY));
-    let profiles = strata_format::footer_columns(&output).unwrap().profiles;
+    let profiles = strata_format::footer_columns(&output, &manifest.parts[0])
+        .unwrap()
+        .profiles;
     assert_eq!(profiles["ref"].plain_bytes, plain_bytes);
     assert_eq!(profiles["ref"].values, 24_000);
     assert_eq!(export_sorted(&dir, "t"), before, "merge changed documents");
@@ -380,6 +382,7 @@ proptest! {
         for part in &manifest.parts {
             let batches = read_part_batches(
                 &Manifest::part_path(&tmp.path().join("data/t"), &part.file),
+                part,
             )
             .unwrap();
             assert_remainder_holds_no_typed_value(part, &batches);

@@ -24,6 +24,9 @@ pub enum FormatError {
     },
     #[error("{path}: invalid manifest: {message}")]
     Manifest { path: PathBuf, message: String },
+    /// A part's bytes do not match its checksums, its footer or its manifest entry.
+    #[error("part {path} is damaged: {message}")]
+    Damaged { path: PathBuf, message: String },
     #[error("{path}: invalid part footer: {message}")]
     Footer { path: PathBuf, message: String },
     #[error("{path}: unsupported format version {found} (this build reads {supported})")]

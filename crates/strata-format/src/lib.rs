@@ -4,21 +4,26 @@
 //!   statistics (the granules) and Strata's part metadata in the footer.
 //! - [`profile`]: per-column value counts, plain bytes and distinct-value sketches in a part's
 //!   footer, from which merges choose encodings.
+//! - [`checksum`]: per-page CRC-32s in a checksum file next to each part and a whole-file XXH64 in
+//!   the manifest; every read of a part's bytes is verified against them (ADR 0008).
 //! - [`manifest`]: the table's list of visible parts; replacing it (write, fsync, rename) is the
 //!   single atomic step that makes an ingest or a merge visible.
 //!
 //! `docs/format.md` specifies both; the golden tests under `tests/` keep them stable.
 
+pub mod checksum;
 pub mod error;
 pub mod manifest;
 pub mod part;
 pub mod profile;
+pub mod selfcheck;
 
+pub use checksum::{OpenedPart, PartChecksums, PartFile, check_part, open_part, verify_file_hash};
 pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
     ColumnHints, FooterColumns, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter,
-    PartWriterOptions, ROW_GROUP_ROWS, footer_columns, profiled_columns, read_part,
+    PartWriterOptions, ROW_GROUP_ROWS, footer_columns, profiled_columns, read_opened, read_part,
     read_part_batches, read_part_within, sparse_columns, write_part,
 };
 pub use profile::ColumnProfile;

@@ -56,6 +56,10 @@ pub struct PartEntry {
     /// sort-key path qualifies; manifests written before this field read as absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_runs: Option<KeyRuns>,
+    /// XXH64 (seed 0) of the whole part file as 16 lowercase hex digits. Present exactly when the
+    /// part has a checksum file (`crate::checksum`); absent for parts written before checksums.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xxh64: Option<String>,
 }
 
 /// The rows of a part grouped by the values of a prefix of the sort key: every row belongs to
@@ -119,7 +123,8 @@ impl Manifest {
         self.parts.iter().map(|p| p.bytes).sum()
     }
 
-    /// Reads `manifest.json` of a table directory; Ok(None) when the table does not exist.
+    /// Reads `manifest.json` of a table directory and validates it ([`Manifest::validate`]);
+    /// Ok(None) when the table does not exist.
     pub fn load(table_dir: &Path) -> Result<Option<Manifest>, FormatError> {
         let path = table_dir.join(MANIFEST_FILE);
         let bytes = match fs::read(&path) {
@@ -127,7 +132,99 @@ impl Manifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(FormatError::io(path, e)),
         };
-        Manifest::parse(&path, &bytes).map(Some)
+        let manifest = Manifest::parse(&path, &bytes)?;
+        manifest.validate(table_dir)?;
+        Ok(Some(manifest))
+    }
+
+    /// Checks what a manifest claims against itself and against the files, as far as that is
+    /// cheap (one `stat` per part): every problem found, each naming the part. A manifest with
+    /// problems is refused, so a hand-edited or damaged one is an error, never a wrong answer.
+    /// Row counts are checked against the key runs here, and against the footer whenever a part
+    /// is opened (`crate::checksum::open_part`).
+    pub fn problems(&self, table_dir: &Path) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut seen = BTreeSet::new();
+        for part in &self.parts {
+            let name = &part.file;
+            if !is_plain_file_name(name) {
+                problems.push(format!("part {name:?} is not a file name in {PARTS_DIR}/"));
+                continue;
+            }
+            if !seen.insert(name.as_str()) {
+                problems.push(format!("part {name} is listed twice"));
+                continue;
+            }
+            if self.retired.iter().any(|r| &r.file == name) {
+                problems.push(format!("part {name} is listed as visible and as retired"));
+            }
+            if let Some(hash) = &part.xxh64
+                && (hash.len() != 16 || !hash.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                problems.push(format!("part {name}: xxh64 {hash:?} is not 16 hex digits"));
+            }
+            if let Some(runs) = &part.key_runs {
+                let mut next = 0u64;
+                let in_order = runs.runs.iter().all(|run| {
+                    let ok = run.start == next && run.values.len() == runs.paths.len();
+                    next = run.start.saturating_add(run.rows);
+                    ok
+                });
+                if !in_order {
+                    problems.push(format!(
+                        "part {name}: its key runs do not cover its rows in order"
+                    ));
+                } else if next != part.rows {
+                    problems.push(format!(
+                        "part {name}: {} rows, but its key runs cover {next}",
+                        part.rows
+                    ));
+                }
+            }
+            let path = Manifest::part_path(table_dir, name);
+            match fs::metadata(&path) {
+                Ok(meta) if meta.len() != part.bytes => problems.push(format!(
+                    "part {name}: {} bytes on disk, the manifest says {}",
+                    meta.len(),
+                    part.bytes
+                )),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    problems.push(format!("part {name}: file {} is missing", path.display()))
+                }
+                Err(e) => problems.push(format!("part {name}: {}: {e}", path.display())),
+            }
+            if part.xxh64.is_some() {
+                let sums = crate::checksum::checksum_path(&path);
+                if let Err(e) = fs::metadata(&sums) {
+                    problems.push(format!(
+                        "part {name}: checksum file {}: {e}",
+                        sums.display()
+                    ));
+                }
+            }
+        }
+        for retired in &self.retired {
+            if !is_plain_file_name(&retired.file) {
+                problems.push(format!(
+                    "retired part {:?} is not a file name in {PARTS_DIR}/",
+                    retired.file
+                ));
+            }
+        }
+        problems
+    }
+
+    /// [`Manifest::problems`] as one error naming the manifest (and so the table).
+    pub fn validate(&self, table_dir: &Path) -> Result<(), FormatError> {
+        let problems = self.problems(table_dir);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(FormatError::Manifest {
+            path: table_dir.join(MANIFEST_FILE),
+            message: problems.join("; "),
+        })
     }
 
     /// Parses the bytes of the manifest file at `path` (named in errors).
@@ -163,6 +260,11 @@ impl Manifest {
     pub fn part_path(table_dir: &Path, file: &str) -> PathBuf {
         table_dir.join(PARTS_DIR).join(file)
     }
+}
+
+/// A name of a file directly inside `parts/` (garbage collection deletes by these names).
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// Writes a whole file and fsyncs it.

@@ -21,10 +21,7 @@ use arrow::compute::kernels::aggregate;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder,
-};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -33,6 +30,7 @@ use serde_json::Value;
 use strata_json::{Kind, LayoutColumn, ShreddedBatch};
 
 use crate::FORMAT_VERSION;
+use crate::checksum::{OpenedPart, open_part};
 use crate::error::FormatError;
 use crate::manifest::{KeyRun, KeyRuns, PartEntry, sync_dir};
 use crate::profile::{
@@ -432,6 +430,9 @@ impl PartWriter {
         out.sync_all()
             .map_err(|e| FormatError::io(&self.tmp_path, e))?;
         drop(out);
+        // The checksum file is durable before the part is visible under its final name, and both
+        // before any manifest lists the part.
+        let xxh64 = crate::checksum::write_checksums(&self.tmp_path, &self.final_path)?;
         fs::rename(&self.tmp_path, &self.final_path)
             .map_err(|e| FormatError::io(&self.final_path, e))?;
         if let Some(parts_dir) = self.final_path.parent() {
@@ -461,6 +462,7 @@ impl PartWriter {
             sort_key_max,
             full: false,
             key_runs: self.runs.finish(),
+            xxh64: Some(format!("{xxh64:016x}")),
         })
     }
 }
@@ -682,11 +684,11 @@ fn min_max(array: &ArrayRef) -> Option<(Value, Value)> {
     }
 }
 
-/// What a merge learns about its input from the footer, which is parsed once: the input's reader
-/// ([`read_part_within`]) is built from the same metadata.
+/// What a merge learns about its input from the footer, which is read and verified once: the
+/// input's reader ([`read_part_within`]) is built from the same metadata.
 #[derive(Debug, Clone)]
 pub struct FooterColumns {
-    metadata: ArrowReaderMetadata,
+    opened: OpenedPart,
     /// Non-null values per top-level column (a column chunk without statistics counts all its
     /// rows).
     pub value_counts: BTreeMap<String, u64>,
@@ -694,17 +696,11 @@ pub struct FooterColumns {
     pub profiles: BTreeMap<String, ColumnProfile>,
 }
 
-/// Reads a part's footer: its columns' value counts and profiles.
-pub fn footer_columns(path: &Path) -> Result<FooterColumns, FormatError> {
-    let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let metadata =
-        ArrowReaderMetadata::load(&file, ArrowReaderOptions::default()).map_err(|source| {
-            FormatError::Parquet {
-                path: path.to_owned(),
-                source,
-            }
-        })?;
-    let parquet = metadata.metadata();
+/// Reads the footer of the part `entry` at `path` (verified, [`open_part`]): its columns' value
+/// counts and profiles.
+pub fn footer_columns(path: &Path, entry: &PartEntry) -> Result<FooterColumns, FormatError> {
+    let opened = open_part(path, entry)?;
+    let parquet = opened.metadata.metadata();
     let profiles = match parquet
         .file_metadata()
         .key_value_metadata()
@@ -731,17 +727,32 @@ pub fn footer_columns(path: &Path) -> Result<FooterColumns, FormatError> {
         }
     }
     Ok(FooterColumns {
-        metadata,
+        opened,
         value_counts: counts,
         profiles,
     })
 }
 
-/// Opens a part for reading, batch by batch, with all its columns.
-pub fn read_part(path: &Path, batch_size: usize) -> Result<ParquetRecordBatchReader, FormatError> {
-    let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(batch_size).build())
+/// Opens the part `entry` at `path` for reading, batch by batch, with all its columns; every byte
+/// read is verified against the part's checksums.
+pub fn read_part(
+    path: &Path,
+    entry: &PartEntry,
+    batch_size: usize,
+) -> Result<ParquetRecordBatchReader, FormatError> {
+    let opened = open_part(path, entry)?;
+    read_opened(path, &opened, batch_size)
+}
+
+/// [`read_part`] of a part [`open_part`] has opened.
+pub fn read_opened(
+    path: &Path,
+    opened: &OpenedPart,
+    batch_size: usize,
+) -> Result<ParquetRecordBatchReader, FormatError> {
+    ParquetRecordBatchReaderBuilder::new_with_metadata(opened.file(path)?, opened.metadata.clone())
+        .with_batch_size(batch_size)
+        .build()
         .map_err(|source| FormatError::Parquet {
             path: path.to_owned(),
             source,
@@ -758,8 +769,10 @@ pub fn read_part_within(
     footer: &FooterColumns,
     batch_bytes: usize,
 ) -> Result<(ParquetRecordBatchReader, usize), FormatError> {
-    let file = fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer.metadata.clone());
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+        footer.opened.file(path)?,
+        footer.opened.metadata.clone(),
+    );
     let metadata = builder.metadata();
     let rows = metadata.file_metadata().num_rows().max(1) as usize;
     let data: i64 = metadata
@@ -780,8 +793,8 @@ pub fn read_part_within(
 }
 
 /// Reads a whole part into memory (merges and tests).
-pub fn read_part_batches(path: &Path) -> Result<Vec<RecordBatch>, FormatError> {
-    read_part(path, 64 * 1024)?
+pub fn read_part_batches(path: &Path, entry: &PartEntry) -> Result<Vec<RecordBatch>, FormatError> {
+    read_part(path, entry, 64 * 1024)?
         .map(|b| {
             b.map_err(|source| FormatError::Arrow {
                 path: path.to_owned(),

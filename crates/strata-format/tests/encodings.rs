@@ -106,9 +106,9 @@ fn referencing_docs(rows: u64) -> Vec<Value> {
 #[test]
 fn dense_string_columns_outside_the_sort_key_are_profiled() {
     let rows = 20_000;
-    let (dir, _) = common::write_docs(&referencing_docs(rows), &["k".to_owned()]);
+    let (dir, entry) = common::write_docs(&referencing_docs(rows), &["k".to_owned()]);
     let path = dir.path().join("parts/part.parquet");
-    let footer = footer_columns(&path).unwrap();
+    let footer = footer_columns(&path, &entry).unwrap();
     assert_eq!(
         footer.profiles.keys().collect::<Vec<_>>(),
         ["ref"],
@@ -167,7 +167,7 @@ fn a_dictionary_hint_keeps_whole_row_groups_in_the_dictionary() {
     );
     // The plain bytes of a dictionary column are carried over, not measured.
     assert_eq!(
-        footer_columns(&path).unwrap().profiles["ref"].plain_bytes,
+        footer_columns(&path, &entry).unwrap().profiles["ref"].plain_bytes,
         123_456
     );
 }

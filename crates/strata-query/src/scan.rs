@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,7 +42,7 @@ use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::statistics::Statistics;
 use serde_json::Value;
-use strata_format::{Manifest, PartEntry};
+use strata_format::{Manifest, PartChecksums, PartEntry, PartFile};
 use strata_json::reconstruct::{parse_stored, reconstruct};
 use strata_json::{JsonPath, Kind, REMAINDER_COLUMN};
 
@@ -122,6 +121,8 @@ struct PartInScan {
     entry: PartEntry,
     path: PathBuf,
     metadata: ArrowReaderMetadata,
+    /// What every read of the part is verified against (None: a part without checksums).
+    checksums: Option<Arc<PartChecksums>>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -185,9 +186,9 @@ impl StrataScanExec {
                 continue;
             }
             let path = Manifest::part_path(&dir, &entry.file);
-            let metadata = metadata_cache.get_or_load(&path).map_err(|e| {
-                DataFusionError::Execution(format!("table {table}: {}: {e}", path.display()))
-            })?;
+            let (metadata, checksums) = metadata_cache
+                .get_or_load(&path, entry)
+                .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
             let parquet = metadata.metadata().clone();
             let runs = run_selection(entry, &predicates);
             let mut row_groups = Vec::new();
@@ -234,6 +235,7 @@ impl StrataScanExec {
                 entry: entry.clone(),
                 path,
                 metadata,
+                checksums,
             });
             // One unit per row group so partitions can balance; consecutive groups of the
             // same part are merged back per partition below.
@@ -1051,8 +1053,8 @@ fn open_unit(
                 .map_err(|e| part_error(table, &part.path, e.into()))?
         }
     };
-    let file = File::open(&part.path)
-        .map_err(|e| part_error(table, &part.path, DataFusionError::IoError(e)))?;
+    let file = PartFile::open(&part.path, part.checksums.clone())
+        .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
         .with_projection(mask)
         .with_row_groups(unit.row_groups.iter().map(|(rg, _)| *rg).collect())
@@ -1365,36 +1367,49 @@ fn scalar_at(array: &ArrayRef, row: usize) -> ModeValue {
 /// statement for every part.
 #[derive(Debug, Default)]
 pub struct PartMetadataCache {
-    entries: std::sync::Mutex<std::collections::HashMap<PathBuf, ArrowReaderMetadata>>,
+    entries: std::sync::Mutex<std::collections::HashMap<PathBuf, CachedPart>>,
 }
+
+/// A part's verified footer and page index, and its checksums.
+type CachedPart = (ArrowReaderMetadata, Option<Arc<PartChecksums>>);
 
 impl PartMetadataCache {
     /// Entries kept before the cache starts over (bounds memory on very large tables).
     const MAX_ENTRIES: usize = 4096;
 
-    fn get_or_load(&self, path: &Path) -> std::result::Result<ArrowReaderMetadata, String> {
+    fn get_or_load(
+        &self,
+        path: &Path,
+        entry: &PartEntry,
+    ) -> std::result::Result<CachedPart, strata_format::FormatError> {
         if let Ok(entries) = self.entries.lock()
             && let Some(found) = entries.get(path)
         {
             return Ok(found.clone());
         }
-        let file = File::open(path).map_err(|e| e.to_string())?;
-        let metadata = open_metadata(&file).map_err(|e| e.to_string())?;
+        let opened = strata_format::open_part(path, entry)?;
+        let metadata = open_metadata(&opened.metadata).map_err(|source| {
+            strata_format::FormatError::Parquet {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
+        let part = (metadata, opened.checksums);
         if let Ok(mut entries) = self.entries.lock() {
             if entries.len() >= Self::MAX_ENTRIES {
                 entries.clear();
             }
-            entries.insert(path.to_owned(), metadata.clone());
+            entries.insert(path.to_owned(), part.clone());
         }
-        Ok(metadata)
+        Ok(part)
     }
 }
 
-/// Footer, page index and an Arrow schema that reads every string column as `Utf8View`.
-fn open_metadata(file: &File) -> parquet::errors::Result<ArrowReaderMetadata> {
+/// The verified footer and page index with an Arrow schema that reads every string column as
+/// `Utf8View`.
+fn open_metadata(plain: &ArrowReaderMetadata) -> parquet::errors::Result<ArrowReaderMetadata> {
     let options = ArrowReaderOptions::new()
         .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional);
-    let plain = ArrowReaderMetadata::load(file, options.clone())?;
     let fields: Vec<arrow::datatypes::FieldRef> = plain
         .schema()
         .fields()
