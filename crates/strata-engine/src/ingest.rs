@@ -187,10 +187,7 @@ pub fn ingest(
         .as_deref()
         .map(validate_sort_key)
         .transpose()?;
-    let max_columns = options
-        .max_columns
-        .map(validate_max_columns)
-        .transpose()?;
+    let max_columns = options.max_columns.map(validate_max_columns).transpose()?;
     for input in inputs {
         input.check()?;
     }
@@ -298,8 +295,12 @@ pub fn ingest(
                     (text, line, offset)
                 })
                 .collect();
-            let parsed: Vec<Result<Document, DocumentError>> = parse_pool()
-                .install(|| lines.par_iter().map(|(l, _, _)| parse_document(l)).collect());
+            let parsed: Vec<Result<Document, DocumentError>> = parse_pool().install(|| {
+                lines
+                    .par_iter()
+                    .map(|(l, _, _)| parse_document(l))
+                    .collect()
+            });
             for (&(text, line, offset), result) in lines.iter().zip(parsed) {
                 match result {
                     Ok(doc) => {
@@ -401,7 +402,10 @@ pub fn ingest(
                      committed; `strata optimize {table}` retries the merge): {e}"
                 ));
                 // The merge may have failed before or after its own commit.
-                manifest = Manifest::load(&table_dir).ok().flatten().unwrap_or(committed);
+                manifest = Manifest::load(&table_dir)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(committed);
                 None
             }
         }

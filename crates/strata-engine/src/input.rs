@@ -130,5 +130,7 @@ impl<R: Read> Read for SourceReader<R> {
 /// True when a read error came from the file or standard input itself rather than from
 /// decompressing it.
 pub fn is_source_error(error: &io::Error) -> bool {
-    error.get_ref().is_some_and(|inner| inner.is::<SourceError>())
+    error
+        .get_ref()
+        .is_some_and(|inner| inner.is::<SourceError>())
 }

@@ -101,10 +101,7 @@ pub fn apply_changes(
                         .parse()
                         .map_err(|_| EngineError::InvalidSetting {
                             setting: "max_columns".into(),
-                            reason: format!(
-                                "{:?} is not a non-negative integer",
-                                change.value
-                            ),
+                            reason: format!("{:?} is not a non-negative integer", change.value),
                         })?;
                 settings.max_columns = validate_max_columns(value)?;
             }

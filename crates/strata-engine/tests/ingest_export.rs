@@ -188,7 +188,12 @@ fn small_ingests_merge_without_losing_or_duplicating() {
         manifest.retired.is_empty(),
         "no reader held a lease: the inputs are deleted at once (tests/lifecycle.rs)"
     );
-    assert_eq!(std::fs::read_dir(tmp.path().join("bsky/parts")).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("bsky/parts"))
+            .unwrap()
+            .count(),
+        1
+    );
     assert_eq!(export_sorted(&dir, "bsky"), before);
 }
 

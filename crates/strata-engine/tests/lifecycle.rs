@@ -27,14 +27,9 @@ fn try_load(
     let (dir, table, options) = (dir.clone(), table.to_owned(), options.clone());
     run_with_deep_stack(move || {
         let mut rejects = Vec::new();
-        let result = ingest(
-            &dir,
-            &table,
-            &inputs,
-            &options,
-            &mut |_| {},
-            &mut |r| rejects.push(r.clone()),
-        );
+        let result = ingest(&dir, &table, &inputs, &options, &mut |_| {}, &mut |r| {
+            rejects.push(r.clone())
+        });
         (result, rejects)
     })
 }
@@ -116,12 +111,7 @@ fn a_failed_first_ingest_leaves_no_table() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path().join("db"));
     let bad = write(tmp.path(), "bad.ndjson", "not json\n[1]\n");
-    let (result, rejects) = try_load(
-        &dir,
-        "t",
-        vec![Input::File(bad)],
-        &with_sort_key(&["kind"]),
-    );
+    let (result, rejects) = try_load(&dir, "t", vec![Input::File(bad)], &with_sort_key(&["kind"]));
     assert!(matches!(
         result.unwrap_err(),
         EngineError::AllRejected { rejected: 2, .. }
@@ -149,7 +139,10 @@ fn a_missing_input_is_found_before_any_work() {
         &IngestOptions::default(),
     );
     let e = result.unwrap_err();
-    assert!(matches!(&e, EngineError::Input { path, .. } if *path == missing), "{e}");
+    assert!(
+        matches!(&e, EngineError::Input { path, .. } if *path == missing),
+        "{e}"
+    );
     assert!(!tmp.path().join("db").exists(), "nothing is created");
     load(&dir, "t", good.clone(), &IngestOptions::default());
     let version = dir.manifest("t").unwrap().version;
@@ -186,7 +179,11 @@ fn drop_table_removes_it_and_alter_changes_max_columns() {
     load(&dir, "t", input.clone(), &no_merge());
     let manifest = dir.manifest("t").unwrap();
     assert_eq!(manifest.parts[0].columns.len(), 4, "old parts keep theirs");
-    assert_eq!(manifest.parts[1].columns.len(), 2, "new parts follow the change");
+    assert_eq!(
+        manifest.parts[1].columns.len(),
+        2,
+        "new parts follow the change"
+    );
     let e = dir
         .alter_table(
             "t",
@@ -206,7 +203,10 @@ fn drop_table_removes_it_and_alter_changes_max_columns() {
         dir.alter_table("t", &[]).unwrap_err(),
         EngineError::NoSuchTable(_)
     ));
-    assert!(!tmp.path().join("db").join("t").exists(), "alter creates nothing");
+    assert!(
+        !tmp.path().join("db").join("t").exists(),
+        "alter creates nothing"
+    );
     // A dropped table's name can be used again, with another sort key.
     load(&dir, "t", input, &with_sort_key(&["b"]));
     assert_eq!(dir.manifest("t").unwrap().rows(), 1);
@@ -217,7 +217,11 @@ fn a_failed_follow_up_merge_leaves_the_ingest_committed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path().join("db"));
     for i in 0..7 {
-        let input = write(tmp.path(), &format!("{i}.ndjson"), &format!("{{\"i\":{i}}}\n"));
+        let input = write(
+            tmp.path(),
+            &format!("{i}.ndjson"),
+            &format!("{{\"i\":{i}}}\n"),
+        );
         load(&dir, "t", input, &no_merge());
     }
     // The merge after the next ingest needs this part, which is gone.
@@ -228,8 +232,16 @@ fn a_failed_follow_up_merge_leaves_the_ingest_committed() {
     assert_eq!(summary.progress.loaded, 2);
     assert!(summary.merge.is_none());
     assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
-    assert!(summary.warnings[0].contains("merge"), "{:?}", summary.warnings);
-    assert!(summary.warnings[0].contains(&first), "{:?}", summary.warnings);
+    assert!(
+        summary.warnings[0].contains("merge"),
+        "{:?}",
+        summary.warnings
+    );
+    assert!(
+        summary.warnings[0].contains(&first),
+        "{:?}",
+        summary.warnings
+    );
     let manifest = dir.manifest("t").unwrap();
     assert_eq!(manifest.rows(), 9, "the ingest's documents are committed");
     assert_eq!(summary.table_documents, 9);
@@ -270,7 +282,10 @@ fn rejects_record_the_line_and_only_for_committed_ingests() {
         rejects[1]["text"].as_str().unwrap().len(),
         strata_engine::ingest::MAX_REJECT_TEXT_BYTES
     );
-    assert_eq!(rejects[2]["text"], "\u{FEFF}[1]", "a BOM is skipped only at the start");
+    assert_eq!(
+        rejects[2]["text"], "\u{FEFF}[1]",
+        "a BOM is skipped only at the start"
+    );
     assert_eq!(rejects[3]["file"], binary.display().to_string());
     assert_eq!(rejects[3]["line"], 2);
     assert_eq!(rejects[3]["base64"], "//57fQ==");
@@ -301,7 +316,11 @@ fn rejects_record_the_line_and_only_for_committed_ingests() {
 fn a_bom_at_the_start_of_an_input_is_skipped() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path().join("db"));
-    let input = write(tmp.path(), "bom.ndjson", "\u{FEFF}{\"a\":1}\r\n{\"a\":2}\r\n");
+    let input = write(
+        tmp.path(),
+        "bom.ndjson",
+        "\u{FEFF}{\"a\":1}\r\n{\"a\":2}\r\n",
+    );
     let summary = load(&dir, "t", input, &IngestOptions::default());
     assert_eq!(summary.progress.loaded, 2);
     assert_eq!(summary.progress.rejected, 0);
@@ -353,7 +372,9 @@ fn a_truncated_gzip_or_zstd_input_loads_its_readable_documents() {
 #[test]
 fn a_waiting_writer_is_told_who_holds_the_lock() {
     let tmp = tempfile::tempdir().unwrap();
-    let held = DataDir::new(tmp.path()).lock_for_write("t", "ingest").unwrap();
+    let held = DataDir::new(tmp.path())
+        .lock_for_write("t", "ingest")
+        .unwrap();
     let (tx, rx) = mpsc::channel();
     let waiter = DataDir::new(tmp.path()).with_lock_wait_notice(Arc::new(move |wait| {
         tx.send((
@@ -379,7 +400,11 @@ fn retired_parts_are_deleted_once_no_reader_holds_a_lease() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path().join("db"));
     for i in 0..3 {
-        let input = write(tmp.path(), &format!("{i}.ndjson"), &format!("{{\"i\":{i}}}\n"));
+        let input = write(
+            tmp.path(),
+            &format!("{i}.ndjson"),
+            &format!("{{\"i\":{i}}}\n"),
+        );
         load(&dir, "t", input, &no_merge());
     }
     let parts_dir = tmp.path().join("db/t/parts");
@@ -402,7 +427,11 @@ fn retired_parts_are_deleted_once_no_reader_holds_a_lease() {
 
     // Without readers, `optimize` reclaims the space at once.
     for i in 3..5 {
-        let input = write(tmp.path(), &format!("{i}.ndjson"), &format!("{{\"i\":{i}}}\n"));
+        let input = write(
+            tmp.path(),
+            &format!("{i}.ndjson"),
+            &format!("{{\"i\":{i}}}\n"),
+        );
         load(&dir, "t", input, &no_merge());
     }
     let summary = merge_parts(&dir, "t", &MergeOptions::default()).unwrap();

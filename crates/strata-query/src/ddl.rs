@@ -124,7 +124,11 @@ fn data_dir(context: &SessionContext) -> Result<DataDir, QueryError> {
     context
         .catalog("strata")
         .and_then(|catalog| catalog.schema("public"))
-        .and_then(|schema| schema.downcast_ref::<DataDirSchema>().map(|s| s.data_dir().clone()))
+        .and_then(|schema| {
+            schema
+                .downcast_ref::<DataDirSchema>()
+                .map(|s| s.data_dir().clone())
+        })
         .ok_or_else(|| plan_error("the session has no data directory schema".to_owned()))
 }
 
