@@ -188,12 +188,14 @@ fn small_ingests_merge_without_losing_or_duplicating() {
         manifest.retired.is_empty(),
         "no reader held a lease: the inputs are deleted at once (tests/lifecycle.rs)"
     );
-    assert_eq!(
-        std::fs::read_dir(tmp.path().join("bsky/parts"))
-            .unwrap()
-            .count(),
-        1
-    );
+    // The merged part and its checksum file (ADR 0008); the inputs' files are gone.
+    let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("bsky/parts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(format!("{}.crc", files[0]), files[1]);
     assert_eq!(export_sorted(&dir, "bsky"), before);
 }
 

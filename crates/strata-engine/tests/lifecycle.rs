@@ -70,11 +70,13 @@ fn rejects_file(dir: &DataDir, table: &str) -> Vec<Value> {
     }
 }
 
+/// File names in `dir`, without parts' checksum files (which live and die with their part).
 fn files_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| !name.ends_with(".crc"))
                 .collect()
         })
         .unwrap_or_default();
@@ -224,9 +226,14 @@ fn a_failed_follow_up_merge_leaves_the_ingest_committed() {
         );
         load(&dir, "t", input, &no_merge());
     }
-    // The merge after the next ingest needs this part, which is gone.
+    // The merge after the next ingest needs this part, which is damaged: the manifest still
+    // loads (same size, checksum file present), the merge's whole-part check fails (ADR 0008).
     let first = dir.manifest("t").unwrap().parts[0].file.clone();
-    std::fs::remove_file(Manifest::part_path(&tmp.path().join("db/t"), &first)).unwrap();
+    let path = Manifest::part_path(&tmp.path().join("db/t"), &first);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
     let input = write(tmp.path(), "last.ndjson", "{\"i\":7}\n{\"i\":8}\n");
     let summary = load(&dir, "t", input, &IngestOptions::default());
     assert_eq!(summary.progress.loaded, 2);
