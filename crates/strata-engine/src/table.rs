@@ -181,7 +181,7 @@ impl DataDir {
 
     /// Every table with what its (validated) manifest says, or why it cannot be read: one
     /// damaged table does not hide the others.
-    pub fn tables(&self) -> Result<Vec<(String, Result<TableInfo, EngineError>)>, EngineError> {
+    pub fn tables(&self) -> Result<Vec<TableListing>, EngineError> {
         Ok(self
             .table_names()?
             .into_iter()
@@ -373,6 +373,9 @@ pub(crate) fn new_part_file(manifest_version: u64) -> String {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// A table's name with what its manifest says, or why it cannot be read.
+pub type TableListing = (String, Result<TableInfo, EngineError>);
 
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
