@@ -45,7 +45,11 @@ def test_a_failed_follow_up_merge_is_a_warning(strata, tmp_path):
         f.write_text(json.dumps({"i": i}) + "\n")
         strata.ingest("t", f, extra=["--no-merge"])
     manifest = json.loads((strata.data_dir / "t" / "manifest.json").read_text())
-    (strata.data_dir / "t" / "parts" / manifest["parts"][0]["file"]).unlink()
+    # A damaged part (same size, so the manifest still loads): the merge's check refuses it.
+    part = strata.data_dir / "t" / "parts" / manifest["parts"][0]["file"]
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
     last = tmp_path / "last.ndjson"
     last.write_text('{"i": 7}\n{"i": 8}\n')
     proc = strata.run("ingest", "t", last, check=False)
