@@ -7,7 +7,8 @@ SHELL := /bin/bash
 CARGO ?= cargo
 DEMO_DIR ?= demo-data
 DEMO_DOCS ?= 1000000
-STRATA := target/debug/strata
+# Where cargo puts the binary (a CARGO_TARGET_DIR outside the clone is honoured).
+STRATA := $(abspath $(or $(CARGO_TARGET_DIR),target))/debug/strata
 VENV := .venv
 PY := $(VENV)/bin/python
 
@@ -40,13 +41,13 @@ rust-test:
 	$(CARGO) test --workspace
 
 python-test: build $(PY)
-	STRATA_BIN=$(CURDIR)/$(STRATA) $(PY) -m pytest -q tests/python
+	STRATA_BIN=$(STRATA) $(PY) -m pytest -q tests/python
 
 # The benchmark suite's own tests: answer checks, every runnable peer end to end on the real
 # samples (with the debug binary), the HTML report drawn in headless Chromium.
 bench-test: build
 	bench/run.sh --help >/dev/null
-	STRATA_BIN=$(CURDIR)/$(STRATA) bench/.venv/bin/python -m pytest -q bench/tests
+	STRATA_BIN=$(STRATA) bench/.venv/bin/python -m pytest -q bench/tests
 
 lint:
 	$(CARGO) fmt --all -- --check
