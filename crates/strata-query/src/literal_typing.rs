@@ -22,15 +22,15 @@ use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{InList, Like, ScalarFunction};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, LogicalPlan, Operator, ScalarUDF, lit};
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::number::float_text;
 use crate::paths::PathMode;
+use crate::rule::rewrite_expressions_keeping_names;
 use crate::udf::{CompareNumber, StrataPath};
 
 #[derive(Debug)]
@@ -293,26 +293,12 @@ impl AnalyzerRule for TypeComparisonsByLiteral {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         let rewritten = plan.transform_up_with_subqueries(|node| {
-            let preserver = NamePreserver::new(&node);
-            let node = node.map_expressions(|expr| {
-                let saved = preserver.save(&expr);
-                let result = expr.transform_up(|e| {
-                    Ok(match self.retype(&e) {
-                        Some(typed) => Transformed::yes(typed),
-                        None => Transformed::no(e),
-                    })
-                })?;
-                Ok(if result.transformed {
-                    Transformed::yes(saved.restore(result.data))
-                } else {
-                    result
+            rewrite_expressions_keeping_names(node, |e| {
+                Ok(match self.retype(&e) {
+                    Some(typed) => Transformed::yes(typed),
+                    None => Transformed::no(e),
                 })
-            })?;
-            if node.transformed {
-                Ok(Transformed::yes(node.data.recompute_schema()?))
-            } else {
-                Ok(node)
-            }
+            })
         })?;
         Ok(rewritten.data)
     }

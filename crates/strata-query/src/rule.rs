@@ -131,34 +131,44 @@ impl AnalyzerRule for ReadPathsFromColumns {
                 let column = Column::new(Some(relation.clone()), path.column_name());
                 inputs.iter().any(|schema| schema.has_column(&column))
             };
-            let preserver = NamePreserver::new(&node);
-            let node = node.map_expressions(|expr| {
-                let saved = preserver.save(&expr);
-                let result = expr.transform_up(|e| {
-                    if let Some((column, path)) = path_call(&e)
-                        && let Some(relation) = column.relation.as_ref()
-                        && available(relation, &path)
-                    {
-                        let replacement =
-                            Expr::Column(Column::new(Some(relation.clone()), path.column_name()));
-                        return Ok(Transformed::yes(replacement));
-                    }
-                    Ok(Transformed::no(e))
-                })?;
-                Ok(if result.transformed {
-                    Transformed::yes(saved.restore(result.data))
-                } else {
-                    result
-                })
-            })?;
-            let transformed = node.transformed;
-            let plan = node.data.recompute_schema()?;
-            Ok(if transformed {
-                Transformed::yes(plan)
-            } else {
-                Transformed::no(plan)
+            rewrite_expressions_keeping_names(node, |e| {
+                if let Some((column, path)) = path_call(&e)
+                    && let Some(relation) = column.relation.as_ref()
+                    && available(relation, &path)
+                {
+                    let replacement =
+                        Expr::Column(Column::new(Some(relation.clone()), path.column_name()));
+                    return Ok(Transformed::yes(replacement));
+                }
+                Ok(Transformed::no(e))
             })
         })?;
         Ok(rewritten.data)
     }
+}
+
+/// Rewrites every expression of `node` bottom-up with `rewrite`, keeping the names the plan's
+/// schema knows them by (a rewritten expression is aliased to its old name), and recomputes the
+/// node's schema (its inputs may have changed too).
+pub(crate) fn rewrite_expressions_keeping_names(
+    node: LogicalPlan,
+    mut rewrite: impl FnMut(Expr) -> Result<Transformed<Expr>>,
+) -> Result<Transformed<LogicalPlan>> {
+    let preserver = NamePreserver::new(&node);
+    let node = node.map_expressions(|expr| {
+        let saved = preserver.save(&expr);
+        let result = expr.transform_up(&mut rewrite)?;
+        Ok(if result.transformed {
+            Transformed::yes(saved.restore(result.data))
+        } else {
+            result
+        })
+    })?;
+    let transformed = node.transformed;
+    let plan = node.data.recompute_schema()?;
+    Ok(if transformed {
+        Transformed::yes(plan)
+    } else {
+        Transformed::no(plan)
+    })
 }
