@@ -254,8 +254,8 @@ fn syntax_error(text: &str, error: &serde_json::Error) -> DocumentError {
     }
 }
 
-/// The byte offset and text of the first `\uXXXX` escape in a string of `text` that is a
-/// surrogate without its other half.
+/// The byte offset and text of the first `\u` escape (four hex digits) in a string of `text`
+/// that is a surrogate without its other half.
 fn find_lone_surrogate(text: &str) -> Option<(usize, &str)> {
     let bytes = text.as_bytes();
     let unit_at = |i: usize| -> Option<u32> {
