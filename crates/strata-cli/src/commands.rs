@@ -11,11 +11,8 @@ use strata_engine::{
     DataDir, IngestOptions, MergeOptions, check_table, export_table, ingest, merge_parts,
 };
 
-use crate::output::{Format, write_stream};
 use crate::progress::IngestBar;
-use crate::{Cli, Command};
-
-pub type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+use crate::{Cli, CliResult, Command};
 
 pub fn run(cli: Cli) -> CliResult {
     let data_dir = DataDir::new(&cli.data_dir).with_lock_wait_notice(Arc::new(|wait| {
@@ -126,7 +123,7 @@ pub fn run(cli: Cli) -> CliResult {
             sql,
             format,
             timing,
-        } => run_query(&data_dir, &sql, format, timing),
+        } => crate::statements::run_script(&data_dir, &sql, format, timing),
         Command::Sql => crate::shell::run_shell(&data_dir),
     }
 }
@@ -249,23 +246,6 @@ fn run_generate(
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-fn run_query(data_dir: &DataDir, sql: &str, format: Format, timing: bool) -> CliResult {
-    let runtime = crate::shell::runtime()?;
-    let session = strata_query::Session::open(data_dir.root())?;
-    let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout());
-    runtime.block_on(async {
-        for statement in strata_query::split_statements(sql) {
-            let started = Instant::now();
-            let result = session.stream(&statement).await?;
-            write_stream(&mut out, format, &result.schema, result.batches).await?;
-            if timing {
-                eprintln!("Time: {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
-            }
-        }
-        Ok(())
-    })
 }
 
 /// `strata check`: one line per table and per part, `ok` or `DAMAGED` with every problem.

@@ -10,11 +10,15 @@ mod commands;
 mod output;
 mod progress;
 mod shell;
+mod statements;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// What every command returns: success, or an error printed by `main` (exit status 1).
+pub type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -15,16 +15,9 @@ use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 use strata_engine::DataDir;
 
-use crate::commands::CliResult;
-use crate::output::{Format, write_stream};
-
-/// The tokio runtime that DataFusion runs on, one worker per core.
-pub fn runtime() -> Result<tokio::runtime::Runtime, std::io::Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .thread_stack_size(strata_json::DEEP_STACK_BYTES)
-        .enable_all()
-        .build()
-}
+use crate::CliResult;
+use crate::output::Format;
+use crate::statements::{run_statement, runtime};
 
 /// SIGINTs received, as something a statement can be raced against.
 #[derive(Default)]
@@ -63,14 +56,6 @@ impl Interrupts {
             notified.await;
         }
     }
-}
-
-/// Runs one statement and prints its result as it streams.
-async fn run_statement(session: &strata_query::Session, statement: &str) -> CliResult {
-    let result = session.stream(statement).await?;
-    let out = BufWriter::with_capacity(1 << 16, std::io::stdout());
-    write_stream(out, Format::Table, &result.schema, result.batches).await?;
-    Ok(())
 }
 
 pub fn run_shell(data_dir: &DataDir) -> CliResult {
@@ -140,7 +125,12 @@ pub fn run_shell(data_dir: &DataDir) -> CliResult {
             interrupts.clear();
             let outcome = runtime.block_on(async {
                 tokio::select! {
-                    result = run_statement(&session, &statement) => Some(result),
+                    result = run_statement(
+                        &session,
+                        &statement,
+                        Format::Table,
+                        BufWriter::with_capacity(1 << 16, std::io::stdout()),
+                    ) => Some(result),
                     () = interrupts.wait() => None,
                 }
             });

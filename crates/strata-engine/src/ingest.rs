@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use rayon::prelude::*;
-use strata_format::{Manifest, PartEntry, PartWriterOptions, TableSettings, write_part};
+use strata_format::{Manifest, PartEntry, TableSettings};
 use strata_json::{
     DEEP_STACK_BYTES, Document, DocumentError, JsonPath, ShredOptions, Shredder, parse_document,
 };
@@ -25,12 +25,11 @@ use strata_json::{
 use crate::error::EngineError;
 use crate::input::{Input, is_source_error};
 use crate::merge::{MergeOptions, MergeScope, MergeSummary, merge_locked};
+use crate::part_writing::{
+    DEFAULT_PART_TARGET_BYTES, full_part, join_writer, spawn_part_writer, write_shredded,
+};
 use crate::settings::{validate_max_columns, validate_sort_key};
 use crate::table::{DataDir, PENDING_REJECTS_PREFIX, collect_garbage, new_part_file};
-
-/// Buffered value bytes at which a part is cut. With the part being written in the background
-/// and the next one filling, peak memory is a small multiple of this (see docs/architecture.md).
-pub const DEFAULT_PART_TARGET_BYTES: usize = 96 * 1024 * 1024;
 
 const CHUNK_BYTES: usize = 8 * 1024 * 1024;
 const CHUNK_LINES: usize = 32 * 1024;
@@ -430,56 +429,6 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 fn trim_newline(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
-}
-
-/// Sorts and writes one part (on the calling thread).
-pub(crate) fn write_shredded(
-    table: &str,
-    table_dir: &std::path::Path,
-    file: &str,
-    shredder: Shredder,
-    sort_key: &[String],
-) -> Result<PartEntry, EngineError> {
-    let shredded = shredder.finish().map_err(|source| EngineError::Json {
-        table: table.to_owned(),
-        source,
-    })?;
-    Ok(write_part(
-        table_dir,
-        file,
-        &shredded,
-        sort_key,
-        &PartWriterOptions::default(),
-    )?)
-}
-
-/// Parts written because the buffer reached the target size (see [`PartEntry::full`]).
-pub(crate) fn full_part(mut entry: PartEntry) -> PartEntry {
-    entry.full = true;
-    entry
-}
-
-fn spawn_part_writer(
-    table: String,
-    table_dir: PathBuf,
-    file: String,
-    shredder: Shredder,
-    sort_key: Vec<String>,
-) -> Result<JoinHandle<Result<PartEntry, EngineError>>, EngineError> {
-    std::thread::Builder::new()
-        .name("strata-part-writer".into())
-        .stack_size(DEEP_STACK_BYTES)
-        .spawn(move || write_shredded(&table, &table_dir, &file, shredder, &sort_key))
-        .map_err(|e| EngineError::io("<part writer thread>", e))
-}
-
-fn join_writer(
-    handle: JoinHandle<Result<PartEntry, EngineError>>,
-) -> Result<PartEntry, EngineError> {
-    match handle.join() {
-        Ok(result) => result,
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
 }
 
 /// Collects an ingest's rejected lines in a pending file of the table directory; they are

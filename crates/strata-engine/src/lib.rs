@@ -17,6 +17,7 @@ pub mod error;
 pub mod ingest;
 pub mod input;
 pub mod merge;
+mod part_writing;
 pub mod settings;
 pub mod table;
 

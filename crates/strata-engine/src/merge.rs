@@ -34,7 +34,7 @@ use strata_json::shred::MAX_LISTED_REMAINDER_PATHS;
 use strata_json::{Document, JsonPath, Kind, ShredOptions, Shredder};
 
 use crate::error::EngineError;
-use crate::ingest::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
+use crate::part_writing::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
 use crate::table::{DataDir, collect_garbage, new_part_file, unix_now};
 
 /// Parts smaller than this on disk are candidates for the automatic merge after an ingest.

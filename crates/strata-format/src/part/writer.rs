@@ -1,0 +1,369 @@
+//! Writing a part: sorted batches to a Parquet file with sort-key bounds, key runs and column
+//! profiles, made visible by an fsync and a rename.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::compute::kernels::aggregate;
+use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::file::metadata::KeyValue;
+use serde_json::Value;
+use strata_json::{Kind, LayoutColumn, ShreddedBatch};
+
+use super::encoding::{ColumnHints, PartWriterOptions, sparse_columns, writer_properties};
+use super::key_runs::KeyRunTracker;
+use crate::error::FormatError;
+use crate::manifest::{PartEntry, sync_dir};
+use crate::profile::{ColumnProfile, DistinctSketch, PROFILES_KEY, encode_profiles};
+
+/// Writes `shredded` as `parts/<file>` of `table_dir` and returns its manifest entry.
+pub fn write_part(
+    table_dir: &Path,
+    file: &str,
+    shredded: &ShreddedBatch,
+    sort_key: &[String],
+    options: &PartWriterOptions,
+) -> Result<PartEntry, FormatError> {
+    let layout = PartSchema {
+        schema: shredded.batch.schema(),
+        columns: shredded.columns.clone(),
+        remainder_paths: shredded.remainder_paths.clone(),
+        remainder_paths_truncated: shredded.remainder_paths_truncated,
+    };
+    // The runs are known before writing here, so exactly their columns stay uncompressed.
+    let mut runs = KeyRunTracker::new(&layout, sort_key);
+    runs.observe(&shredded.batch)
+        .map_err(|source| FormatError::Arrow {
+            path: table_dir.join(file),
+            source,
+        })?;
+    let batch = &shredded.batch;
+    let hints = ColumnHints {
+        uncompressed: runs.clone().finish().map(|r| r.paths).unwrap_or_default(),
+        sparse: sparse_columns(
+            shredded.columns.iter().filter_map(|c| {
+                let array = batch.column_by_name(&c.name)?;
+                Some((c.name.as_str(), (array.len() - array.null_count()) as u64))
+            }),
+            batch.num_rows() as u64,
+        ),
+        // An ingest part is profiled, not yet judged: its plain bytes are what a merge weighs.
+        dictionary: BTreeMap::new(),
+    };
+    let mut writer = PartWriter::open(table_dir, file, layout, sort_key, &hints, options, runs)?;
+    writer.append(batch)?;
+    writer.finish()
+}
+
+/// What a part holds, known before its rows are written.
+#[derive(Debug, Clone)]
+pub struct PartSchema {
+    pub schema: SchemaRef,
+    pub columns: Vec<LayoutColumn>,
+    pub remainder_paths: BTreeMap<String, BTreeSet<Kind>>,
+    pub remainder_paths_truncated: bool,
+}
+
+/// Writes one part from batches already sorted by the sort key, streaming: memory holds one
+/// row group, whatever the part's size. Statistics and key runs are gathered on the way.
+///
+/// The bytes go to `<file>.tmp` first and are fsynced and renamed by [`PartWriter::finish`], so
+/// a visible part file is always complete; it only becomes part of the table when a manifest
+/// listing it is committed.
+pub struct PartWriter {
+    writer: ArrowWriter<fs::File>,
+    tmp_path: PathBuf,
+    final_path: PathBuf,
+    file: String,
+    layout: PartSchema,
+    sort_key: Vec<String>,
+    rows: u64,
+    bounds: BTreeMap<String, (Value, Value)>,
+    runs: KeyRunTracker,
+    profiles: Vec<ProfileBuilder>,
+}
+
+/// A column's profile while its part is written.
+struct ProfileBuilder {
+    name: String,
+    index: usize,
+    values: u64,
+    distinct: DistinctSketch,
+    /// Plain bytes carried over when the column is dictionary encoded.
+    carried_plain_bytes: Option<u64>,
+}
+
+impl PartWriter {
+    /// Starts `parts/<file>` of `table_dir`, encoding columns as `hints` say.
+    pub fn create(
+        table_dir: &Path,
+        file: &str,
+        layout: PartSchema,
+        sort_key: &[String],
+        hints: &ColumnHints,
+        options: &PartWriterOptions,
+    ) -> Result<Self, FormatError> {
+        let runs = KeyRunTracker::new(&layout, sort_key);
+        Self::open(table_dir, file, layout, sort_key, hints, options, runs)
+    }
+
+    /// [`PartWriter::create`] with a key-run tracker that has observed the rows already.
+    fn open(
+        table_dir: &Path,
+        file: &str,
+        layout: PartSchema,
+        sort_key: &[String],
+        hints: &ColumnHints,
+        options: &PartWriterOptions,
+        runs: KeyRunTracker,
+    ) -> Result<Self, FormatError> {
+        let parts_dir = table_dir.join(crate::manifest::PARTS_DIR);
+        fs::create_dir_all(&parts_dir).map_err(|e| FormatError::io(&parts_dir, e))?;
+        let final_path = parts_dir.join(file);
+        let tmp_path = parts_dir.join(format!("{file}.tmp"));
+        let parquet_err = |source| FormatError::Parquet {
+            path: tmp_path.clone(),
+            source,
+        };
+        let props = writer_properties(&layout.schema, &layout.columns, sort_key, hints, options)
+            .map_err(parquet_err)?;
+        let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
+        let writer =
+            ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
+        let profiles = profiled_columns(&layout, sort_key, hints)
+            .map(|(index, column)| ProfileBuilder {
+                carried_plain_bytes: hints.dictionary.get(&column.name).copied(),
+                name: column.name.clone(),
+                index,
+                values: 0,
+                distinct: DistinctSketch::default(),
+            })
+            .collect();
+        Ok(PartWriter {
+            profiles,
+            writer,
+            runs,
+            tmp_path,
+            final_path,
+            file: file.to_owned(),
+            layout,
+            sort_key: sort_key.to_vec(),
+            rows: 0,
+            bounds: BTreeMap::new(),
+        })
+    }
+
+    /// Appends rows; they must sort after (or equal to) every row written before.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
+        self.runs
+            .observe(batch)
+            .map_err(|source| FormatError::Arrow {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        self.append(batch)
+    }
+
+    /// [`PartWriter::write`] of rows the key-run tracker has observed.
+    fn append(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
+        for name in &self.sort_key {
+            if let Some(column) = batch.column_by_name(name)
+                && let Some((min, max)) = min_max(column)
+            {
+                match self.bounds.get_mut(name) {
+                    Some((low, high)) => {
+                        if json_order(&min, low).is_some_and(|o| o.is_lt()) {
+                            *low = min;
+                        }
+                        if json_order(&max, high).is_some_and(|o| o.is_gt()) {
+                            *high = max;
+                        }
+                    }
+                    None => {
+                        self.bounds.insert(name.clone(), (min, max));
+                    }
+                }
+            }
+        }
+        for profile in &mut self.profiles {
+            if let Some(strings) = batch
+                .columns()
+                .get(profile.index)
+                .and_then(|c| c.as_string_opt::<i32>())
+            {
+                for value in strings.iter().flatten() {
+                    profile.distinct.insert(value.as_bytes());
+                }
+                profile.values += (strings.len() - strings.null_count()) as u64;
+            }
+        }
+        self.writer
+            .write(batch)
+            .map_err(|source| FormatError::Parquet {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Flushes the last row group and records the profiles, whose plain bytes are known only
+    /// now, in the footer.
+    fn append_profiles(&mut self) -> Result<(), parquet::errors::ParquetError> {
+        if self.profiles.is_empty() {
+            return Ok(());
+        }
+        self.writer.flush()?;
+        // Typed columns are flat and precede the remainder map, so a typed column's index in the
+        // Arrow schema is also its leaf index in each row group.
+        let mut written: BTreeMap<usize, u64> = BTreeMap::new();
+        for group in self.writer.flushed_row_groups() {
+            for profile in &self.profiles {
+                if let Some(column) = group.columns().get(profile.index) {
+                    *written.entry(profile.index).or_default() +=
+                        column.compressed_size().max(0) as u64;
+                }
+            }
+        }
+        let profiles: BTreeMap<String, ColumnProfile> = std::mem::take(&mut self.profiles)
+            .into_iter()
+            .map(|p| {
+                let plain_bytes = p
+                    .carried_plain_bytes
+                    .unwrap_or_else(|| written.get(&p.index).copied().unwrap_or(0));
+                let profile = ColumnProfile {
+                    values: p.values,
+                    plain_bytes,
+                    distinct: p.distinct,
+                };
+                (p.name, profile)
+            })
+            .collect();
+        self.writer.append_key_value_metadata(KeyValue::new(
+            PROFILES_KEY.to_owned(),
+            encode_profiles(&profiles),
+        ));
+        Ok(())
+    }
+
+    /// Closes, fsyncs and renames the file; returns its manifest entry.
+    pub fn finish(mut self) -> Result<PartEntry, FormatError> {
+        self.append_profiles()
+            .map_err(|source| FormatError::Parquet {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        let out = self
+            .writer
+            .into_inner()
+            .map_err(|source| FormatError::Parquet {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        out.sync_all()
+            .map_err(|e| FormatError::io(&self.tmp_path, e))?;
+        drop(out);
+        // The checksum file is durable before the part is visible under its final name, and both
+        // before any manifest lists the part.
+        let xxh64 = crate::checksum::write_checksums(&self.tmp_path, &self.final_path)?;
+        fs::rename(&self.tmp_path, &self.final_path)
+            .map_err(|e| FormatError::io(&self.final_path, e))?;
+        if let Some(parts_dir) = self.final_path.parent() {
+            sync_dir(parts_dir)?;
+        }
+        let bytes = fs::metadata(&self.final_path)
+            .map_err(|e| FormatError::io(&self.final_path, e))?
+            .len();
+        let (sort_key_min, sort_key_max) = self
+            .bounds
+            .into_iter()
+            .map(|(name, (min, max))| ((name.clone(), min), (name, max)))
+            .unzip();
+        Ok(PartEntry {
+            file: self.file,
+            rows: self.rows,
+            bytes,
+            columns: self
+                .layout
+                .columns
+                .iter()
+                .map(|c| (c.name.clone(), c.kind))
+                .collect(),
+            remainder_paths: self.layout.remainder_paths,
+            remainder_paths_truncated: self.layout.remainder_paths_truncated,
+            sort_key_min,
+            sort_key_max,
+            full: false,
+            key_runs: self.runs.finish(),
+            xxh64: Some(format!("{xxh64:016x}")),
+        })
+    }
+}
+
+/// The columns a part profiles, with their index in the schema: string-valued ones dense enough
+/// for delta encodings, outside the sort key (whose repeats are adjacent) and the key runs.
+pub fn profiled_columns<'a>(
+    layout: &'a PartSchema,
+    sort_key: &'a [String],
+    hints: &'a ColumnHints,
+) -> impl Iterator<Item = (usize, &'a LayoutColumn)> + 'a {
+    layout.columns.iter().filter_map(move |column| {
+        let string_valued = matches!(column.kind, Kind::String | Kind::Number | Kind::Json);
+        let excluded = hints.sparse.contains(&column.name)
+            || hints.uncompressed.contains(&column.name)
+            || sort_key.contains(&column.name);
+        if !string_valued || excluded {
+            return None;
+        }
+        let index = layout.schema.index_of(&column.name).ok()?;
+        Some((index, column))
+    })
+}
+
+/// Order of two JSON scalars of the same type (None across types).
+fn json_order(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => Some(x.cmp(&y)),
+            _ => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        },
+        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+/// Min and max of a typed column as JSON values (None when all null or not comparable).
+fn min_max(array: &ArrayRef) -> Option<(Value, Value)> {
+    match array.data_type() {
+        DataType::Int64 => {
+            let a = array.as_primitive::<Int64Type>();
+            Some((aggregate::min(a)?.into(), aggregate::max(a)?.into()))
+        }
+        DataType::Float64 => {
+            let a = array.as_primitive::<Float64Type>();
+            let min = serde_json::Number::from_f64(aggregate::min(a)?)?;
+            let max = serde_json::Number::from_f64(aggregate::max(a)?)?;
+            Some((Value::Number(min), Value::Number(max)))
+        }
+        DataType::Utf8 => {
+            let a = array.as_string::<i32>();
+            Some((
+                aggregate::min_string(a)?.into(),
+                aggregate::max_string(a)?.into(),
+            ))
+        }
+        DataType::Boolean => {
+            let a = array.as_boolean();
+            Some((
+                aggregate::min_boolean(a)?.into(),
+                aggregate::max_boolean(a)?.into(),
+            ))
+        }
+        _ => None,
+    }
+}
