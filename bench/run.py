@@ -39,6 +39,8 @@ def parse_args(argv=None):
     p.add_argument("--runs", type=int, default=3, help="runs per query in one process (run 1 is the cold run)")
     p.add_argument("--seed", type=int, default=1, help="seed for `strata generate`")
     p.add_argument("--strata-bin", default=str(REPO / "target" / "release" / "strata"))
+    p.add_argument("--strata-baseline", default=None, metavar="PATH",
+                   help="another Strata build, measured as system strata-baseline in the same run")
     p.add_argument("--work", default=str(BENCH / "work"), help="scratch dir for datasets and databases")
     p.add_argument("--out", default=str(BENCH / "results"))
     p.add_argument("--dataset", action="append", default=[], metavar="WORKLOAD=FILE",
@@ -77,11 +79,12 @@ def main(argv=None):
         print(results.write(results.load(out / "results.json"), out))
         return 0
     ctx = Context(work=Path(args.work).resolve(), strata_bin=Path(args.strata_bin).resolve(),
+                  strata_baseline_bin=Path(args.strata_baseline).resolve() if args.strata_baseline else None,
                   query_timeout=args.query_timeout)
     ctx.work.mkdir(parents=True, exist_ok=True)
     res = results.new(runner.machine_info(), {
         "systems": args.systems, "workloads": args.workloads, "scales": args.scales, "runs": args.runs,
-        "seed": args.seed, "strata_bin": str(ctx.strata_bin), "query_timeout": args.query_timeout})
+        "seed": args.seed, "strata_bin": str(ctx.strata_bin), "strata_baseline": args.strata_baseline, "query_timeout": args.query_timeout})
     # DuckDB's stored copy runs first among peers so a broken reference shows up early; Strata first of all.
     order = sorted(args.systems, key=lambda s: (s != "strata", s != "duckdb"))
     for wname in args.workloads:

@@ -103,3 +103,18 @@ def test_ferretdb_on_real_gharchive_sample(ctx, monkeypatch):
     for qid in ("A", "B", "C"):
         assert rec["queries"][qid]["matches_reference"] or rec["rejected"], rec["queries"][qid].get("mismatch")
     assert "unsupported" in rec["queries"]["D"]
+
+
+def test_strata_baseline_is_a_second_build_measured_in_the_same_run(ctx, tmp_path):
+    w = WORKLOADS["jsonbench"]
+    ds = datasets.prepare(w, "sample", ctx.strata_bin, ctx.work, override=SAMPLES["jsonbench"])
+    missing = runner.run_system(SYSTEMS["strata-baseline"](ctx), w, ds, None, runs=1)
+    assert missing["status"] == "not run" and "--strata-baseline" in missing["error"]
+    if not ctx.strata_bin.is_file():
+        pytest.skip(f"no Strata binary at {ctx.strata_bin}")
+    both = Context(work=tmp_path, strata_bin=ctx.strata_bin, strata_baseline_bin=ctx.strata_bin)
+    ref = reference.compute(both, w, ds)
+    for name in ("strata-baseline", "strata"):
+        rec = runner.run_system(SYSTEMS[name](both), w, ds, ref, runs=1)
+        assert rec["status"] == "ok", rec.get("error")
+        assert rec["version"] and all(q["matches_reference"] for q in rec["queries"].values())

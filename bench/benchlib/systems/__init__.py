@@ -8,8 +8,8 @@ from .duckdb import DuckDB
 from .elasticsearch import Elasticsearch, OpenSearch
 from .ferretdb import FerretDB
 from .postgres import Postgres
-from .strata import Strata
+from .strata import Strata, StrataBaseline
 from .unavailable import GreptimeDB, MongoDB
 
-SYSTEMS = {cls.name: cls for cls in (Strata, ClickHouse, DuckDB, Postgres, Elasticsearch, OpenSearch, FerretDB, MongoDB,
+SYSTEMS = {cls.name: cls for cls in (Strata, StrataBaseline, ClickHouse, DuckDB, Postgres, Elasticsearch, OpenSearch, FerretDB, MongoDB,
                                           GreptimeDB)}

@@ -22,6 +22,7 @@ class Unsupported(Exception):
 class Context:
     work: Path  # scratch space for databases (bench/work by default)
     strata_bin: Path
+    strata_baseline_bin: Path | None = None  # another build, run as system `strata-baseline`
     python: str = sys.executable
     query_timeout: float = 600.0  # seconds per query run, for systems that can be this slow (FerretDB)
 

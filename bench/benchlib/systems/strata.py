@@ -22,19 +22,23 @@ class Strata(System):
     name = "strata"
     label = "Strata"
 
+    @property
+    def binary(self):
+        return self.ctx.strata_bin
+
     def check_runnable(self):
-        if not Path(self.ctx.strata_bin).is_file():
-            raise NotRunnable(f"Strata binary not found at {self.ctx.strata_bin} "
+        if not Path(self.binary).is_file():
+            raise NotRunnable(f"Strata binary not found at {self.binary} "
                               "(cargo build --release --bin strata, or pass --strata-bin)")
 
     def _version(self):
-        proc = run_measured([self.ctx.strata_bin, "--version"])
+        proc = run_measured([self.binary, "--version"])
         return proc.stdout.decode(errors="replace").strip() or "strata (version unknown)"
 
     def load(self, workload, dataset):
-        self.dir = self.ctx.work / "strata"
+        self.dir = self.ctx.work / self.name
         shutil.rmtree(self.dir, ignore_errors=True)
-        proc = run_measured([self.ctx.strata_bin, "--data-dir", self.dir, "ingest", workload.table,
+        proc = run_measured([self.binary, "--data-dir", self.dir, "ingest", workload.table,
                              "--sort-key", ",".join(workload.sort_key), dataset.path]).check("strata ingest")
         summary = proc.stderr.decode(errors="replace")
         m = LOADED_RE.search(summary)
@@ -44,7 +48,7 @@ class Strata(System):
             docs = reported.get("documents")
         if docs is None:
             raise RuntimeError(f"could not read the number of loaded documents from strata's output: {summary[-500:]}")
-        optimize = run_measured([self.ctx.strata_bin, "--data-dir", self.dir, "optimize",
+        optimize = run_measured([self.binary, "--data-dir", self.dir, "optimize",
                                  workload.table]).check("strata optimize")
         merged = self._tables(workload.table)
         table_dir = self.dir / workload.table
@@ -62,7 +66,7 @@ class Strata(System):
 
     def _tables(self, table):
         """Lenient parse of `strata tables`: the row of `table` -> documents, parts, bytes."""
-        proc = run_measured([self.ctx.strata_bin, "--data-dir", self.dir, "tables"])
+        proc = run_measured([self.binary, "--data-dir", self.dir, "tables"])
         for line in proc.stdout.decode(errors="replace").splitlines():
             fields = line.split()
             if fields and fields[0] == table:
@@ -73,7 +77,7 @@ class Strata(System):
 
     def query(self, workload, sql, runs):
         script = "; ".join([sql.rstrip().rstrip(";")] * runs)
-        proc = run_measured([self.ctx.strata_bin, "--data-dir", self.dir, "query", "--format", "ndjson",
+        proc = run_measured([self.binary, "--data-dir", self.dir, "query", "--format", "ndjson",
                              "--timing", script]).check("strata query")
         times = [float(t) / 1000 for t in TIME_RE.findall(proc.stderr.decode(errors="replace"))]
         if len(times) != runs:
@@ -89,3 +93,21 @@ class Strata(System):
     def cleanup(self):
         if getattr(self, "dir", None):
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class StrataBaseline(Strata):
+    """Another build of Strata (`--strata-baseline`), measured beside the current one in the same
+    run so that a change's cost or gain is a ratio of two side-by-side measurements."""
+    name = "strata-baseline"
+    label = "Strata (baseline)"
+
+    @property
+    def binary(self):
+        if self.ctx.strata_baseline_bin is None:
+            raise NotRunnable("no baseline build given (--strata-baseline PATH)")
+        return self.ctx.strata_baseline_bin
+
+    def check_runnable(self):
+        if self.ctx.strata_baseline_bin is None:
+            raise NotRunnable("no baseline build given (--strata-baseline PATH)")
+        super().check_runnable()
