@@ -107,6 +107,9 @@ class StrataBaseline(Strata):
             raise NotRunnable("no baseline build given (--strata-baseline PATH)")
         return self.ctx.strata_baseline_bin
 
+    def queries(self, workload):
+        return workload.queries_for(Strata.name)  # the same SQL as the current build
+
     def check_runnable(self):
         if self.ctx.strata_baseline_bin is None:
             raise NotRunnable("no baseline build given (--strata-baseline PATH)")
