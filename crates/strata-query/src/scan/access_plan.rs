@@ -15,10 +15,10 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
 use parquet::file::metadata::ParquetMetaData;
 use strata_format::{PartChecksums, PartEntry};
 
-use super::prune::Predicate;
+use super::prune::ScanPredicate;
 use super::prune::key_runs::run_selection;
-use super::prune::page::page_selection;
-use super::prune::row_group::row_group_may_match;
+use super::prune::page::{intersect, page_selection};
+use super::prune::row_group::{RowGroupStatistics, row_groups_to_scan};
 
 /// Row groups of one part to read, each with the rows it may match.
 #[derive(Debug, Clone)]
@@ -39,17 +39,43 @@ pub(super) struct PartInScan {
     pub(super) checksums: Option<Arc<PartChecksums>>,
 }
 
-/// What pruning skipped, at each level.
+/// What pruning skipped, at each level, and by what: statistics (manifest, footer, page
+/// index) or key runs.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct PruneCounts {
     pub(super) parts_total: usize,
+    /// By the manifest's statistics.
     pub(super) parts_pruned: usize,
     pub(super) row_groups_total: usize,
-    pub(super) row_groups_pruned: usize,
-    pub(super) pages_total: usize,
-    pub(super) pages_pruned: usize,
+    pub(super) row_groups_pruned_by_statistics: usize,
+    /// Row groups left without a row once key runs were applied.
+    pub(super) row_groups_pruned_by_key_runs: usize,
+    pub(super) granules_total: usize,
+    pub(super) granules_pruned_by_statistics: usize,
+    pub(super) granules_pruned_by_key_runs: usize,
     pub(super) rows_total: usize,
-    pub(super) rows_pruned: usize,
+    pub(super) rows_pruned_by_parts: usize,
+    pub(super) rows_pruned_by_row_groups: usize,
+    pub(super) rows_pruned_by_pages: usize,
+    pub(super) rows_pruned_by_key_runs: usize,
+}
+
+impl PruneCounts {
+    pub(super) fn row_groups_pruned(&self) -> usize {
+        self.row_groups_pruned_by_statistics + self.row_groups_pruned_by_key_runs
+    }
+
+    pub(super) fn granules_pruned(&self) -> usize {
+        self.granules_pruned_by_statistics + self.granules_pruned_by_key_runs
+    }
+
+    pub(super) fn rows_pruned_by_statistics(&self) -> usize {
+        self.rows_pruned_by_parts + self.rows_pruned_by_row_groups + self.rows_pruned_by_pages
+    }
+
+    pub(super) fn rows_pruned(&self) -> usize {
+        self.rows_pruned_by_statistics() + self.rows_pruned_by_key_runs
+    }
 }
 
 /// Granules of a row group of `rows` rows: pruning is reported in granules (GRANULE_ROWS long,
@@ -72,14 +98,29 @@ fn granules_outside(rows: usize, ranges: &[Range<usize>]) -> usize {
     total - kept
 }
 
-/// The access plan of one part that survived part pruning.
+fn rows_in(ranges: &[Range<usize>]) -> usize {
+    ranges.iter().map(|r| r.len()).sum()
+}
+
+/// The access plan of one part that survived part pruning: row groups the footer statistics
+/// rule out are skipped; in the others, only rows in pages the page index keeps and in key
+/// runs the predicate keeps are read.
 pub(super) fn plan_part(
     entry: &PartEntry,
-    parquet: &ParquetMetaData,
-    predicates: &[Predicate],
+    metadata: &ArrowReaderMetadata,
+    predicate: &ScanPredicate,
     counts: &mut PruneCounts,
 ) -> ParquetAccessPlan {
-    let runs = run_selection(entry, predicates);
+    let parquet = metadata.metadata().as_ref();
+    let schema = metadata.schema().as_ref();
+    let runs = run_selection(entry, predicate);
+    let statistics = RowGroupStatistics {
+        entry,
+        parquet,
+        schema,
+        predicate,
+    };
+    let row_groups_kept = row_groups_to_scan(&statistics);
     let mut plan = ParquetAccessPlan::new_all(parquet.num_row_groups());
     let mut first_row = 0usize;
     for (index, rg) in parquet.row_groups().iter().enumerate() {
@@ -87,36 +128,65 @@ pub(super) fn plan_part(
         let group_start = first_row;
         first_row += group_rows;
         counts.row_groups_total += 1;
-        counts.pages_total += granules(group_rows);
-        if !predicates.iter().all(|p| row_group_may_match(entry, rg, p)) {
-            counts.row_groups_pruned += 1;
-            counts.pages_pruned += granules(group_rows);
+        counts.granules_total += granules(group_rows);
+        if !row_groups_kept.get(index).copied().unwrap_or(true) {
+            counts.row_groups_pruned_by_statistics += 1;
+            counts.granules_pruned_by_statistics += granules(group_rows);
+            counts.rows_pruned_by_row_groups += group_rows;
             plan.skip(index);
             continue;
         }
-        if let Some(pages) = page_selection(entry, parquet, index, predicates) {
-            counts.pages_pruned += granules_outside(group_rows, &pages);
-            plan.scan_selection(index, selection(&pages, group_rows));
+        let pages = page_selection(entry, parquet, schema, index, predicate);
+        if let Some(pages) = &pages {
+            counts.granules_pruned_by_statistics += granules_outside(group_rows, pages);
+            counts.rows_pruned_by_pages += group_rows - rows_in(pages);
         }
-        if let Some(runs) = &runs {
-            let local: Vec<Range<usize>> = runs
-                .iter()
-                .filter_map(|r| {
-                    let start = r.start.max(group_start);
-                    let end = r.end.min(group_start + group_rows);
-                    (start < end).then(|| start - group_start..end - group_start)
-                })
-                .collect();
-            plan.scan_selection(index, selection(&local, group_rows));
-        }
-        if let RowGroupAccess::Selection(s) = &plan.inner()[index]
-            && !s.selects_any()
-        {
-            counts.row_groups_pruned += 1;
-            plan.skip(index);
-        }
+        let Some(runs) = &runs else {
+            if let Some(pages) = pages {
+                keep_rows(&mut plan, index, &pages, group_rows, counts, 0);
+            }
+            continue;
+        };
+        let local: Vec<Range<usize>> = runs
+            .iter()
+            .filter_map(|r| {
+                let start = r.start.max(group_start);
+                let end = r.end.min(group_start + group_rows);
+                (start < end).then(|| start - group_start..end - group_start)
+            })
+            .collect();
+        let (before, after) = match &pages {
+            Some(pages) => (pages.clone(), intersect(pages, &local)),
+            None => (std::iter::once(0..group_rows).collect(), local),
+        };
+        counts.rows_pruned_by_key_runs += rows_in(&before) - rows_in(&after);
+        let by_runs = granules_outside(group_rows, &after) - granules_outside(group_rows, &before);
+        keep_rows(&mut plan, index, &after, group_rows, counts, by_runs);
     }
     plan
+}
+
+/// Narrows row group `index` of `plan` to `ranges`; a row group left without rows is skipped
+/// (counted as pruned by key runs when they emptied it).
+fn keep_rows(
+    plan: &mut ParquetAccessPlan,
+    index: usize,
+    ranges: &[Range<usize>],
+    group_rows: usize,
+    counts: &mut PruneCounts,
+    granules_by_runs: usize,
+) {
+    counts.granules_pruned_by_key_runs += granules_by_runs;
+    if ranges.is_empty() {
+        if granules_by_runs > 0 {
+            counts.row_groups_pruned_by_key_runs += 1;
+        } else {
+            counts.row_groups_pruned_by_statistics += 1;
+        }
+        plan.skip(index);
+    } else if rows_in(ranges) < group_rows {
+        plan.scan_selection(index, selection(ranges, group_rows));
+    }
 }
 
 fn selection(ranges: &[Range<usize>], rows: usize) -> RowSelection {

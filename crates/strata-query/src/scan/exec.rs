@@ -24,8 +24,8 @@ use strata_format::Manifest;
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
-use super::prune::part::part_may_match;
-use super::prune::{Predicate, predicate_from_expr, split_conjunction};
+use super::prune::ScanPredicate;
+use super::prune::part::parts_to_scan;
 use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
 };
@@ -38,7 +38,7 @@ pub struct StrataScanExec {
     outputs: Arc<Vec<ScanOutput>>,
     schema: SchemaRef,
     partitions: Vec<Vec<ScanUnit>>,
-    predicates: Vec<Predicate>,
+    predicate: ScanPredicate,
     limit: Option<usize>,
     counts: PruneCounts,
     metrics: ExecutionPlanMetricsSet,
@@ -61,26 +61,24 @@ impl StrataScanExec {
         target_partitions: usize,
         metadata_cache: &PartMetadataCache,
     ) -> Result<Self> {
-        let predicates: Vec<Predicate> = filters
-            .iter()
-            .flat_map(split_conjunction)
-            .filter_map(|e| predicate_from_expr(e, columns))
-            .collect();
+        let predicate = ScanPredicate::new(filters, columns);
         let mut counts = PruneCounts {
             parts_total: manifest.parts.len(),
             ..Default::default()
         };
         let mut units = Vec::new();
-        for entry in &manifest.parts {
-            if !predicates.iter().all(|p| part_may_match(entry, p)) {
+        let parts_kept = parts_to_scan(&manifest.parts, &predicate);
+        for (entry, kept) in manifest.parts.iter().zip(parts_kept) {
+            if !kept {
                 counts.parts_pruned += 1;
+                counts.rows_pruned_by_parts += entry.rows as usize;
                 continue;
             }
             let path = Manifest::part_path(&dir, &entry.file);
             let (metadata, checksums) = metadata_cache
                 .get_or_load(&path, entry)
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
-            let plan = access_plan::plan_part(entry, metadata.metadata(), &predicates, &mut counts);
+            let plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
             let part = Arc::new(PartInScan {
                 entry: entry.clone(),
                 path,
@@ -90,8 +88,6 @@ impl StrataScanExec {
             units.extend(access_plan::split_units(&part, &plan));
         }
         counts.rows_total = manifest.parts.iter().map(|p| p.rows as usize).sum();
-        let rows_kept: u64 = units.iter().map(|u| u.rows).sum();
-        counts.rows_pruned = counts.rows_total.saturating_sub(rows_kept as usize);
         let partitions = distribute(units, target_partitions);
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
@@ -105,7 +101,7 @@ impl StrataScanExec {
             outputs: Arc::new(outputs),
             schema,
             partitions,
-            predicates,
+            predicate,
             limit,
             counts,
             metrics,
@@ -128,11 +124,28 @@ impl StrataScanExec {
             ("parts_total", c.parts_total),
             ("parts_pruned", c.parts_pruned),
             ("row_groups_total", c.row_groups_total),
-            ("row_groups_pruned", c.row_groups_pruned),
-            ("granules_total", c.pages_total),
-            ("granules_pruned", c.pages_pruned),
+            ("row_groups_pruned", c.row_groups_pruned()),
+            (
+                "row_groups_pruned_by_statistics",
+                c.row_groups_pruned_by_statistics,
+            ),
+            (
+                "row_groups_pruned_by_key_runs",
+                c.row_groups_pruned_by_key_runs,
+            ),
+            ("granules_total", c.granules_total),
+            ("granules_pruned", c.granules_pruned()),
+            (
+                "granules_pruned_by_statistics",
+                c.granules_pruned_by_statistics,
+            ),
+            ("granules_pruned_by_key_runs", c.granules_pruned_by_key_runs),
             ("rows_total", c.rows_total),
-            ("rows_pruned", c.rows_pruned),
+            ("rows_pruned", c.rows_pruned()),
+            ("rows_pruned_by_parts", c.rows_pruned_by_parts),
+            ("rows_pruned_by_row_groups", c.rows_pruned_by_row_groups),
+            ("rows_pruned_by_pages", c.rows_pruned_by_pages),
+            ("rows_pruned_by_key_runs", c.rows_pruned_by_key_runs),
         ] {
             MetricBuilder::new(&self.metrics)
                 .global_counter(name)
@@ -182,23 +195,31 @@ impl DisplayAs for StrataScanExec {
         let c = self.counts;
         write!(
             f,
-            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {}), granules pruned={}/{}, rows pruned={}/{}",
+            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {}: statistics {}, key runs {}), granules pruned={}/{} (statistics {}, key runs {}), rows pruned={}/{} (parts {}, row groups {}, pages {}, key runs {})",
             self.table,
             outputs.join(", "),
             c.parts_total - c.parts_pruned,
             c.parts_total,
             c.parts_pruned,
-            c.row_groups_total - c.row_groups_pruned,
+            c.row_groups_total - c.row_groups_pruned(),
             c.row_groups_total,
-            c.row_groups_pruned,
-            c.pages_pruned,
-            c.pages_total,
-            c.rows_pruned,
-            c.rows_total
+            c.row_groups_pruned(),
+            c.row_groups_pruned_by_statistics,
+            c.row_groups_pruned_by_key_runs,
+            c.granules_pruned(),
+            c.granules_total,
+            c.granules_pruned_by_statistics,
+            c.granules_pruned_by_key_runs,
+            c.rows_pruned(),
+            c.rows_total,
+            c.rows_pruned_by_parts,
+            c.rows_pruned_by_row_groups,
+            c.rows_pruned_by_pages,
+            c.rows_pruned_by_key_runs,
         )?;
-        if !self.predicates.is_empty() {
-            let p: Vec<String> = self.predicates.iter().map(|p| p.to_string()).collect();
-            write!(f, ", pruning_predicates=[{}]", p.join(" AND "))?;
+        let predicate = self.predicate.to_string();
+        if !predicate.is_empty() {
+            write!(f, ", pruning_predicate={predicate}")?;
         }
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;

@@ -1,152 +1,178 @@
 //! Pruning: deciding, before any data page is read, which parts, row groups, pages and rows
-//! cannot satisfy the pushed-down filters. Each level is a module; `access_plan` combines them.
+//! cannot satisfy the pushed-down filters.
+//!
+//! The filters become one DataFusion [`PruningPredicate`] over the scan's virtual columns
+//! (`data.k`, `data.k::bigint`, ...), evaluated at each level through a [`PruningStatistics`]
+//! of that level: parts (`part`, from the manifest), key runs (`key_runs`, exact row ranges of
+//! a part), row groups (`row_group`, from the footer) and pages (`page`, from the page index;
+//! single-column conjuncts only, since page boundaries differ between columns).
+//!
+//! The invariant every level keeps: statistics are reported for a virtual column only where
+//! they describe exactly the values the scan will produce for it (see [`ColumnSource`]). A
+//! container whose physical column has another kind than the column's mode, or whose remainder
+//! may hold values of that mode, reports nothing for the column, so it is never pruned wrongly.
 
 pub(super) mod key_runs;
 pub(super) mod page;
 pub(super) mod part;
 pub(super) mod row_group;
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
-use arrow::datatypes::DataType;
-use datafusion::common::ScalarValue;
+use arrow::array::{Array, ArrayRef, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::logical_expr::execution_props::ExecutionProps;
+use datafusion::logical_expr::expr_rewriter::unnormalize_col;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{Expr, Operator};
+use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, Literal};
+use datafusion::physical_expr::utils::{Guarantee, LiteralGuarantee, collect_columns};
+use datafusion::physical_expr::{PhysicalExpr, conjunction, create_physical_expr};
+use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use serde_json::Value;
 use strata_format::{Manifest, PartEntry};
 use strata_json::Kind;
 
+use super::ScanOutput;
+use super::read::{OutputPlan, plan_output};
 use crate::paths::{PathColumn, PathMode};
 
-/// A comparison that can be decided from min/max statistics.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Bound {
-    Str(String),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
+/// The pushed-down filters of one scan, as pruning predicates over its virtual columns.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanPredicate {
+    /// Every convertible filter, conjoined (None: nothing prunes).
+    whole: Option<Arc<PruningPredicate>>,
+    /// The single-column conjuncts, for the page level.
+    single_column: Vec<(PathColumn, Arc<PruningPredicate>)>,
+    /// Virtual columns by name.
+    columns: Arc<HashMap<String, PathColumn>>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Predicate {
-    Compare {
-        column: PathColumn,
-        op: Operator,
-        value: Bound,
-    },
-    In {
-        column: PathColumn,
-        values: Vec<Bound>,
-    },
-    IsNotNull {
-        column: PathColumn,
-    },
+/// The schema the filters are written over: the document and every virtual column.
+fn virtual_schema(columns: &[PathColumn]) -> SchemaRef {
+    let mut fields = vec![Field::new(crate::table::DATA_COLUMN, DataType::Utf8, true)];
+    fields.extend(
+        columns
+            .iter()
+            .map(|c| Field::new(c.column_name(), c.mode.data_type(), true)),
+    );
+    Arc::new(Schema::new(fields))
 }
 
-impl Predicate {
-    pub(super) fn column(&self) -> &PathColumn {
-        match self {
-            Predicate::Compare { column, .. }
-            | Predicate::In { column, .. }
-            | Predicate::IsNotNull { column } => column,
-        }
-    }
-}
-
-impl fmt::Display for Predicate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Predicate::Compare { column, op, value } => {
-                write!(f, "{} {op} {value:?}", column.column_name())
-            }
-            Predicate::In { column, values } => {
-                write!(f, "{} IN ({} values)", column.column_name(), values.len())
-            }
-            Predicate::IsNotNull { column } => write!(f, "{} IS NOT NULL", column.column_name()),
-        }
-    }
-}
-
-pub(super) fn split_conjunction(expr: &Expr) -> Vec<&Expr> {
-    match expr {
-        Expr::BinaryExpr(b) if b.op == Operator::And => {
-            let mut out = split_conjunction(&b.left);
-            out.extend(split_conjunction(&b.right));
-            out
-        }
-        other => vec![other],
-    }
-}
-
-fn column_of(expr: &Expr, columns: &[PathColumn]) -> Option<PathColumn> {
-    let Expr::Column(c) = strip_cast(expr) else {
-        return None;
+/// The filters as physical expressions over `schema`, conjunct by conjunct; a conjunct that
+/// cannot be converted (it reads no virtual column, or uses what has no physical form) is
+/// dropped, which only prunes less.
+fn physical_conjuncts(filters: &[Expr], schema: &SchemaRef) -> Vec<Arc<dyn PhysicalExpr>> {
+    let Ok(dfschema) = DFSchema::try_from(schema.as_ref().clone()) else {
+        return Vec::new();
     };
-    columns
+    let props = ExecutionProps::new();
+    let context = PhysicalPlanningContext::default();
+    filters
         .iter()
-        .find(|p| {
-            p.column_name() == c.name
-                && matches!(
-                    p.mode,
-                    PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool
-                )
-        })
-        .cloned()
+        .flat_map(split_conjunction)
+        // Filters offered for pushdown name the table; the scan's schema does not.
+        .map(|e| unnormalize_col(e.clone()))
+        .filter_map(|e| create_physical_expr(&e, &dfschema, &props, &context).ok())
+        .collect()
 }
 
-fn strip_cast(expr: &Expr) -> &Expr {
-    match expr {
-        Expr::Cast(c)
-            if matches!(
-                c.field.data_type(),
-                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
-            ) =>
-        {
-            strip_cast(&c.expr)
+fn build(expr: Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Arc<PruningPredicate>> {
+    let predicate = PruningPredicateBuilder::new()
+        .with_file_schema(schema.clone())
+        .try_build(expr)
+        .ok()?;
+    // Literal guarantees prune through `contained` even when min/max cannot (long IN lists).
+    (!predicate.always_true() || !predicate.literal_guarantees().is_empty())
+        .then(|| Arc::new(predicate))
+}
+
+impl ScanPredicate {
+    pub(crate) fn new(filters: &[Expr], columns: &[PathColumn]) -> Self {
+        let schema = virtual_schema(columns);
+        let conjuncts = physical_conjuncts(filters, &schema);
+        let by_name: HashMap<String, PathColumn> = columns
+            .iter()
+            .map(|c| (c.column_name(), c.clone()))
+            .collect();
+        let single_column = conjuncts
+            .iter()
+            .filter_map(|e| {
+                let used = collect_columns(e);
+                let [column] = used.iter().collect::<Vec<_>>()[..] else {
+                    return None;
+                };
+                let column = by_name.get(column.name())?.clone();
+                Some((column, build(e.clone(), &schema)?))
+            })
+            .collect();
+        let whole = (!conjuncts.is_empty())
+            .then(|| build(conjunction(conjuncts), &schema))
+            .flatten();
+        ScanPredicate {
+            whole,
+            single_column,
+            columns: Arc::new(by_name),
         }
-        other => other,
+    }
+
+    pub(super) fn whole(&self) -> Option<&PruningPredicate> {
+        self.whole.as_deref()
+    }
+
+    pub(super) fn single_column(&self) -> &[(PathColumn, Arc<PruningPredicate>)] {
+        &self.single_column
+    }
+
+    /// The virtual column a statistics request names.
+    pub(super) fn column(&self, name: &str) -> Option<&PathColumn> {
+        self.columns.get(name)
     }
 }
 
-fn bound_of(expr: &Expr) -> Option<Bound> {
-    let Expr::Literal(value, _) = strip_cast(expr) else {
-        return None;
-    };
-    Some(match value {
-        ScalarValue::Utf8(Some(s))
-        | ScalarValue::Utf8View(Some(s))
-        | ScalarValue::LargeUtf8(Some(s)) => Bound::Str(s.clone()),
-        ScalarValue::Int64(Some(i)) => Bound::Int(*i),
-        ScalarValue::Int32(Some(i)) => Bound::Int(i64::from(*i)),
-        ScalarValue::UInt32(Some(i)) => Bound::Int(i64::from(*i)),
-        ScalarValue::Float64(Some(f)) => Bound::Float(*f),
-        ScalarValue::Boolean(Some(b)) => Bound::Bool(*b),
-        _ => return None,
-    })
+impl fmt::Display for ScanPredicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.whole {
+            Some(p) => write!(f, "{}", p.predicate_expr()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Whether the scan applies `filter` exactly in every part of `manifest`, so that DataFusion
-/// needs no filter above it: an equality or IN list of strings on a string path that every
-/// part holds in a typed string column and indexes in its key runs. Run values are exact and
-/// the scan reads only the runs that match (see `run_selection`), so the rows it returns are
+/// needs no filter above it: the filter guarantees (`literal_guarantees`) that a string path
+/// is one of a set of strings and says nothing else, and every part holds the path in a typed
+/// string column, nowhere else, and indexes it in its key runs. Run values are exact and the
+/// scan reads only the runs the predicate keeps (`key_runs`), so the rows it returns are
 /// exactly the rows satisfying the filter.
 pub(crate) fn filter_is_exact(filter: &Expr, columns: &[PathColumn], manifest: &Manifest) -> bool {
-    let Some(predicate) = predicate_from_expr(filter, columns) else {
+    let schema = virtual_schema(columns);
+    let [expr] = &physical_conjuncts(std::slice::from_ref(filter), &schema)[..] else {
         return false;
     };
-    let string_values = match &predicate {
-        Predicate::Compare {
-            op: Operator::Eq,
-            value: Bound::Str(_),
-            ..
-        } => true,
-        Predicate::In { values, .. } => values.iter().all(|v| matches!(v, Bound::Str(_))),
-        _ => false,
+    let [guarantee] = &LiteralGuarantee::analyze(expr)[..] else {
+        return false;
     };
-    let column = predicate.column();
-    string_values
+    let Some(column) = columns
+        .iter()
+        .find(|c| c.column_name() == guarantee.column.name())
+    else {
+        return false;
+    };
+    guarantee.guarantee == Guarantee::In
         && column.mode == PathMode::String
+        && guarantee
+            .literals
+            .iter()
+            .all(|v| matches!(v, ScalarValue::Utf8View(Some(_))))
+        && only_equalities(expr, guarantee.column.name())
         && manifest.parts.iter().all(|part| {
             part.columns.get(&column.path) == Some(&Kind::String)
+                && !remainder_feeds(part, &column.path, column.mode)
                 && part
                     .key_runs
                     .as_ref()
@@ -154,76 +180,26 @@ pub(crate) fn filter_is_exact(filter: &Expr, columns: &[PathColumn], manifest: &
         })
 }
 
-pub(super) fn predicate_from_expr(expr: &Expr, columns: &[PathColumn]) -> Option<Predicate> {
-    match expr {
-        // DataFusion rewrites short IN lists to OR chains of equalities; fold them back.
-        Expr::BinaryExpr(b) if b.op == Operator::Or => {
-            let equal_values = |p: Predicate| match p {
-                Predicate::Compare {
-                    column,
-                    op: Operator::Eq,
-                    value,
-                } => Some((column, vec![value])),
-                Predicate::In { column, values } => Some((column, values)),
-                _ => None,
-            };
-            let (left_column, mut values) = equal_values(predicate_from_expr(&b.left, columns)?)?;
-            let (right_column, right_values) =
-                equal_values(predicate_from_expr(&b.right, columns)?)?;
-            if left_column != right_column {
-                return None;
+/// Whether `expr` is an equality of column `name` with a literal, an IN list of literals, or
+/// an OR of such: a filter that says nothing but what its literal guarantee says.
+fn only_equalities(expr: &Arc<dyn PhysicalExpr>, name: &str) -> bool {
+    let is_column =
+        |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Column>().is_some_and(|c| c.name() == name);
+    let is_literal = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Literal>().is_some();
+    if let Some(b) = expr.downcast_ref::<BinaryExpr>() {
+        return match b.op() {
+            Operator::Or => only_equalities(b.left(), name) && only_equalities(b.right(), name),
+            Operator::Eq => {
+                (is_column(b.left()) && is_literal(b.right()))
+                    || (is_literal(b.left()) && is_column(b.right()))
             }
-            values.extend(right_values);
-            Some(Predicate::In {
-                column: left_column,
-                values,
-            })
-        }
-        Expr::BinaryExpr(b) => {
-            let flipped = |op: Operator| match op {
-                Operator::Lt => Operator::Gt,
-                Operator::LtEq => Operator::GtEq,
-                Operator::Gt => Operator::Lt,
-                Operator::GtEq => Operator::LtEq,
-                other => other,
-            };
-            if !matches!(
-                b.op,
-                Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
-            ) {
-                return None;
-            }
-            if let (Some(column), Some(value)) = (column_of(&b.left, columns), bound_of(&b.right)) {
-                Some(Predicate::Compare {
-                    column,
-                    op: b.op,
-                    value,
-                })
-            } else if let (Some(column), Some(value)) =
-                (column_of(&b.right, columns), bound_of(&b.left))
-            {
-                Some(Predicate::Compare {
-                    column,
-                    op: flipped(b.op),
-                    value,
-                })
-            } else {
-                None
-            }
-        }
-        Expr::InList(list) if !list.negated => {
-            let column = column_of(&list.expr, columns)?;
-            let values: Option<Vec<Bound>> = list.list.iter().map(bound_of).collect();
-            Some(Predicate::In {
-                column,
-                values: values?,
-            })
-        }
-        Expr::IsNotNull(inner) => Some(Predicate::IsNotNull {
-            column: column_of(inner, columns)?,
-        }),
-        _ => None,
+            _ => false,
+        };
     }
+    if let Some(list) = expr.downcast_ref::<InListExpr>() {
+        return !list.negated() && is_column(list.expr()) && list.list().iter().all(is_literal);
+    }
+    false
 }
 
 /// Column kinds whose values a typed mode reads.
@@ -248,46 +224,113 @@ pub(super) fn remainder_feeds(entry: &PartEntry, path: &str, mode: PathMode) -> 
             .is_some_and(|kinds| kinds.iter().any(|k| kind_feeds_mode(*k, mode)))
 }
 
-fn bound_from_json(value: &Value) -> Option<Bound> {
-    match value {
-        Value::String(s) => Some(Bound::Str(s.clone())),
-        Value::Bool(b) => Some(Bound::Bool(*b)),
-        Value::Number(n) => n
-            .as_i64()
-            .map(Bound::Int)
-            .or_else(|| n.as_str().parse().ok().map(Bound::Float)),
-        _ => None,
-    }
+/// What a part's statistics can say about one virtual column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ColumnSource<'a> {
+    /// Every value is NULL in this part (nothing stored feeds the mode).
+    AllNull,
+    /// The values are exactly those of this physical column, in an order-preserving type:
+    /// its min, max and null counts are the column's.
+    Physical(&'a str),
+    /// Values may come from elsewhere (the remainder, sub-objects) or change order when
+    /// converted (integers as text): no statistics.
+    Unknown,
 }
 
-fn compare(a: &Bound, b: &Bound) -> Option<std::cmp::Ordering> {
-    match (a, b) {
-        (Bound::Str(x), Bound::Str(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
-        (Bound::Int(x), Bound::Int(y)) => Some(x.cmp(y)),
-        (Bound::Float(x), Bound::Float(y)) => x.partial_cmp(y),
-        (Bound::Int(x), Bound::Float(y)) => (*x as f64).partial_cmp(y),
-        (Bound::Float(x), Bound::Int(y)) => x.partial_cmp(&(*y as f64)),
-        (Bound::Bool(x), Bound::Bool(y)) => Some(x.cmp(y)),
-        _ => None,
-    }
-}
-
-/// Whether any value in [min, max] can satisfy the predicate (true when unsure).
-fn range_may_match(predicate: &Predicate, min: &Bound, max: &Bound) -> bool {
-    use std::cmp::Ordering::*;
-    let within = |v: &Bound| {
-        !matches!(compare(v, min), Some(Less)) && !matches!(compare(v, max), Some(Greater))
-    };
-    match predicate {
-        Predicate::IsNotNull { .. } => true,
-        Predicate::In { values, .. } => values.iter().any(within),
-        Predicate::Compare { op, value, .. } => match op {
-            Operator::Eq => within(value),
-            Operator::Lt => !matches!(compare(min, value), Some(Greater | Equal)),
-            Operator::LtEq => !matches!(compare(min, value), Some(Greater)),
-            Operator::Gt => !matches!(compare(max, value), Some(Less | Equal)),
-            Operator::GtEq => !matches!(compare(max, value), Some(Less)),
-            _ => true,
+/// Where the values of `column` come from in the part `entry` (see [`ColumnSource`]); decided
+/// by the same plan the read uses, so statistics and values cannot disagree.
+pub(super) fn column_source<'a>(entry: &'a PartEntry, column: &PathColumn) -> ColumnSource<'a> {
+    let physical = || entry.columns.get_key_value(&column.path);
+    match plan_output(entry, &ScanOutput::Path(column.clone())) {
+        OutputPlan::AllNull(_) => ColumnSource::AllNull,
+        OutputPlan::Typed {
+            column: Some(_),
+            overlay: false,
+            mode,
+            ..
+        } => match physical() {
+            Some((name, kind)) if order_preserved(*kind, mode) => ColumnSource::Physical(name),
+            _ => ColumnSource::Unknown,
         },
+        OutputPlan::TextDirect { .. } => match physical() {
+            Some((name, Kind::String)) => ColumnSource::Physical(name),
+            _ => ColumnSource::Unknown,
+        },
+        _ => ColumnSource::Unknown,
     }
+}
+
+/// Whether a physical column of `kind` read in `mode` keeps its values' order, so that its
+/// min/max (cast to the mode's type) bound the values the mode produces. Numbers kept as text
+/// (`Kind::Number`) and integers or booleans rendered as text do not.
+fn order_preserved(kind: Kind, mode: PathMode) -> bool {
+    matches!(
+        (kind, mode),
+        (
+            Kind::String,
+            PathMode::String | PathMode::Text | PathMode::Mixed
+        ) | (Kind::Int, PathMode::Int | PathMode::Float)
+            | (Kind::Float, PathMode::Float)
+            | (Kind::Bool, PathMode::Bool)
+    )
+}
+
+/// A manifest JSON value (sort-key min/max, key-run value) as a value of `column`'s type; None
+/// when it is not one (a NULL, or another kind).
+pub(super) fn scalar_from_json(value: &Value, mode: PathMode) -> Option<ScalarValue> {
+    match (value, mode) {
+        (Value::String(s), PathMode::String | PathMode::Text | PathMode::Mixed) => {
+            Some(ScalarValue::Utf8View(Some(s.clone())))
+        }
+        (Value::Number(n), PathMode::Int) => n.as_i64().map(|i| ScalarValue::Int64(Some(i))),
+        (Value::Number(n), PathMode::Float) => n.as_f64().map(|f| ScalarValue::Float64(Some(f))),
+        (Value::Bool(b), PathMode::Bool) => Some(ScalarValue::Boolean(Some(*b))),
+        _ => None,
+    }
+}
+
+/// One array of `mode`'s type from per-container values (None: unknown); None when no
+/// container has a value.
+pub(super) fn scalars_to_array(
+    values: Vec<Option<ScalarValue>>,
+    mode: PathMode,
+) -> Option<ArrayRef> {
+    if values.iter().all(Option::is_none) {
+        return None;
+    }
+    let null = ScalarValue::try_from(&mode.data_type()).ok()?;
+    ScalarValue::iter_to_array(
+        values
+            .into_iter()
+            .map(|v| v.unwrap_or_else(|| null.clone())),
+    )
+    .ok()
+}
+
+/// Per-container counts as the `UInt64Array` statistics are given in; None when none is known.
+pub(super) fn counts_to_array(counts: Vec<Option<u64>>) -> Option<ArrayRef> {
+    if counts.iter().all(Option::is_none) {
+        return None;
+    }
+    Some(Arc::new(UInt64Array::from(counts)))
+}
+
+/// `array` cast to the type of `mode` (Int64 statistics for a `::double` column); None when it
+/// cannot be.
+pub(super) fn cast_to_mode(array: ArrayRef, mode: PathMode) -> Option<ArrayRef> {
+    let target = mode.data_type();
+    if array.data_type() == &target {
+        return Some(array);
+    }
+    arrow::compute::cast(&array, &target).ok()
+}
+
+/// Which containers the predicate keeps; every container when it cannot be evaluated.
+pub(super) fn keep(
+    predicate: &PruningPredicate,
+    statistics: &dyn datafusion::common::pruning::PruningStatistics,
+) -> Vec<bool> {
+    predicate
+        .prune(statistics)
+        .unwrap_or_else(|_| vec![true; statistics.num_containers()])
 }
