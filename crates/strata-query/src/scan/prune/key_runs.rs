@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, UInt64Array};
+use arrow::datatypes::DataType;
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::physical_expr::utils::collect_columns;
@@ -90,10 +91,12 @@ impl PruningStatistics for RunStatistics<'_> {
     fn contained(&self, column: &Column, values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
         let (virtual_column, position) = self.position(column)?;
         let data_type = virtual_column.mode.data_type();
-        // Only literals of the column's own type can be compared by equality of scalars.
-        if values
-            .iter()
-            .any(|v| v.data_type() != data_type || v.is_null())
+        // Only literals of the column's own type can be compared by equality of scalars, and
+        // floats are left to min/max (scalar equality is not SQL's on them).
+        if data_type == DataType::Float64
+            || values
+                .iter()
+                .any(|v| v.data_type() != data_type || v.is_null())
         {
             return None;
         }

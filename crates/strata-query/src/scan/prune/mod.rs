@@ -240,19 +240,26 @@ pub(super) enum ColumnSource<'a> {
 /// Where the values of `column` come from in the part `entry` (see [`ColumnSource`]); decided
 /// by the same plan the read uses, so statistics and values cannot disagree.
 pub(super) fn column_source<'a>(entry: &'a PartEntry, column: &PathColumn) -> ColumnSource<'a> {
-    let physical = || entry.columns.get_key_value(&column.path);
+    let physical = entry.columns.get_key_value(&column.path);
+    if matches!(
+        column.mode,
+        PathMode::String | PathMode::Int | PathMode::Float | PathMode::Bool | PathMode::Number
+    ) {
+        // The typed modes' plan without building it (this runs per part and statistic, and
+        // the plan looks for sub-paths among all the part's paths): the typed column when
+        // its kind feeds the mode, overlaid with the remainder when that may feed it too.
+        let feeding = physical.filter(|(_, kind)| kind_feeds_mode(**kind, column.mode));
+        return match (feeding, remainder_feeds(entry, &column.path, column.mode)) {
+            (None, false) => ColumnSource::AllNull,
+            (Some((name, kind)), false) if order_preserved(*kind, column.mode) => {
+                ColumnSource::Physical(name)
+            }
+            _ => ColumnSource::Unknown,
+        };
+    }
     match plan_output(entry, &ScanOutput::Path(column.clone())) {
         OutputPlan::AllNull(_) => ColumnSource::AllNull,
-        OutputPlan::Typed {
-            column: Some(_),
-            overlay: false,
-            mode,
-            ..
-        } => match physical() {
-            Some((name, kind)) if order_preserved(*kind, mode) => ColumnSource::Physical(name),
-            _ => ColumnSource::Unknown,
-        },
-        OutputPlan::TextDirect { .. } => match physical() {
+        OutputPlan::TextDirect { .. } => match physical {
             Some((name, Kind::String)) => ColumnSource::Physical(name),
             _ => ColumnSource::Unknown,
         },
