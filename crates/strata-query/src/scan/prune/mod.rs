@@ -16,6 +16,8 @@ pub(super) mod key_runs;
 pub(super) mod page;
 pub(super) mod part;
 pub(super) mod row_group;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
