@@ -156,6 +156,15 @@ fn equality_on_the_leading_sort_key_selects_exactly_its_rows() {
         "SELECT count(*) FROM events WHERE data.kind = 'beta'",
     );
     assert_eq!(pruned(&plan, "rows pruned"), (20_000, 30_000), "{plan}");
+    // Page statistics rule out the granules holding no `beta` (rows 0..8,192 and
+    // 24,576..30,000); the runs cut the rest down to rows 10,000..20,000.
+    for metric in [
+        "rows_pruned_by_pages=13.62 K",
+        "rows_pruned_by_key_runs=6.38 K",
+        "granules_pruned_by_statistics=2",
+    ] {
+        assert!(plan.contains(metric), "no {metric} in\n{plan}");
+    }
     assert!(plan.contains("output_rows=10.00 K"), "{plan}");
     // The runs decide the equality row by row: the scan applies it alone.
     assert!(!plan.contains("FilterExec"), "{plan}");
