@@ -83,9 +83,15 @@ fn physical_conjuncts(filters: &[Expr], schema: &SchemaRef) -> Vec<Arc<dyn Physi
         .collect()
 }
 
+/// IN lists up to this long prune by min/max (DataFusion's default is 20); the hand-built
+/// pruning this replaced had no limit, and an OR of a few hundred comparisons per container
+/// costs microseconds.
+const MAX_IN_LIST_PRUNED: usize = 256;
+
 fn build(expr: Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Arc<PruningPredicate>> {
     let predicate = PruningPredicateBuilder::new()
         .with_file_schema(schema.clone())
+        .with_max_in_list_size(MAX_IN_LIST_PRUNED)
         .try_build(expr)
         .ok()?;
     // Literal guarantees prune through `contained` even when min/max cannot (long IN lists).

@@ -338,6 +338,12 @@ fn row_groups_prune_by_footer_statistics_of_their_own_kind_only() {
     assert_eq!(row_groups(&e, &metadata, n().gt(lit(4i64))), [false, true]);
     assert_eq!(row_groups(&e, &metadata, k().eq(s("a"))), [true, false]);
     assert_eq!(row_groups(&e, &metadata, k().is_null()), [false, true]);
+    // Long IN lists too (DataFusion's default stops at 20 values).
+    let long: Vec<Expr> = (10..40i64).map(lit).collect();
+    assert_eq!(
+        row_groups(&e, &metadata, n().in_list(long, false)),
+        [false, false]
+    );
     assert_eq!(
         row_groups(&e, &metadata, k().like(s("d%")).or(n().lt(lit(2i64)))),
         [true, true]
