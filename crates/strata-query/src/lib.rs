@@ -74,6 +74,16 @@ pub struct Session {
 
 impl Session {
     pub fn open(data_dir: &Path) -> Result<Session, QueryError> {
+        Session::open_with_pruning(data_dir, true)
+    }
+
+    /// A session whose scans read every row of every part (no statistics, no key runs, every
+    /// filter applied above the scan): the reference that pruned answers are checked against.
+    pub fn open_without_pruning(data_dir: &Path) -> Result<Session, QueryError> {
+        Session::open_with_pruning(data_dir, false)
+    }
+
+    fn open_with_pruning(data_dir: &Path, pruning: bool) -> Result<Session, QueryError> {
         let memory_limit = std::env::var("STRATA_MEMORY_LIMIT")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -128,7 +138,7 @@ impl Session {
         use datafusion::catalog::CatalogProvider;
         catalog.register_schema(
             "public",
-            Arc::new(DataDirSchema::new(DataDir::new(data_dir), registry)),
+            Arc::new(DataDirSchema::new(DataDir::new(data_dir), registry).with_pruning(pruning)),
         )?;
         context.register_catalog("strata", Arc::new(catalog));
         Ok(Session { context })

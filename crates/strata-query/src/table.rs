@@ -89,6 +89,8 @@ pub struct StrataTable {
     metadata_cache: Arc<PartMetadataCache>,
     /// Taken before the manifest was read: the snapshot's parts stay on disk while it is held.
     lease: Option<Arc<ReadLease>>,
+    /// False only to compare answers against unpruned scans (`Session::open_without_pruning`).
+    pruning: bool,
 }
 
 impl StrataTable {
@@ -110,6 +112,12 @@ impl StrataTable {
             Vec::new(),
             metadata_cache,
         )))
+    }
+
+    /// The same table, pruning (`true`, the default) or scanning every row of every part.
+    pub fn with_pruning(mut self, pruning: bool) -> StrataTable {
+        self.pruning = pruning;
+        self
     }
 
     fn build(
@@ -146,6 +154,7 @@ impl StrataTable {
             schema: Arc::new(Schema::new(fields)),
             metadata_cache,
             lease,
+            pruning: true,
         }
     }
 
@@ -162,6 +171,7 @@ impl StrataTable {
             columns.into_iter().collect(),
             self.metadata_cache.clone(),
         )
+        .with_pruning(self.pruning)
     }
 
     pub fn name(&self) -> &str {
@@ -200,7 +210,9 @@ impl TableProvider for StrataTable {
         Ok(filters
             .iter()
             .map(|filter| {
-                if crate::scan::filter_is_exact(filter, &self.columns, &self.manifest) {
+                if self.pruning
+                    && crate::scan::filter_is_exact(filter, &self.columns, &self.manifest)
+                {
                     TableProviderFilterPushDown::Exact
                 } else {
                     TableProviderFilterPushDown::Inexact
@@ -239,7 +251,7 @@ impl TableProvider for StrataTable {
             &self.columns,
             outputs,
             schema,
-            filters,
+            if self.pruning { filters } else { &[] },
             limit,
             partitions,
             &self.metadata_cache,
@@ -257,6 +269,8 @@ pub struct DataDirSchema {
     /// Shared by every statement of the session: parts never change once written.
     metadata_cache: Arc<PartMetadataCache>,
     snapshots: SnapshotCache,
+    /// See `StrataTable::with_pruning`.
+    pruning: bool,
 }
 
 impl DataDirSchema {
@@ -266,7 +280,15 @@ impl DataDirSchema {
             registry,
             metadata_cache: Arc::new(PartMetadataCache::default()),
             snapshots: SnapshotCache::default(),
+            pruning: true,
         }
+    }
+
+    /// Tables that prune (`true`, the default) or scan every row of every part; used only to
+    /// check that pruning never changes an answer.
+    pub fn with_pruning(mut self, pruning: bool) -> Self {
+        self.pruning = pruning;
+        self
     }
 
     pub fn data_dir(&self) -> &DataDir {
@@ -298,6 +320,7 @@ impl SchemaProvider for DataDirSchema {
         else {
             return Ok(None);
         };
+        let table = table.with_pruning(self.pruning);
         if let Ok(mut registry) = self.registry.write() {
             registry.insert(name.to_owned(), table.paths().clone());
         }

@@ -156,6 +156,15 @@ fn equality_on_the_leading_sort_key_selects_exactly_its_rows() {
         "SELECT count(*) FROM events WHERE data.kind = 'beta'",
     );
     assert_eq!(pruned(&plan, "rows pruned"), (20_000, 30_000), "{plan}");
+    // Page statistics rule out the granules holding no `beta` (rows 0..8,192 and
+    // 24,576..30,000); the runs cut the rest down to rows 10,000..20,000.
+    for metric in [
+        "rows_pruned_by_pages=13.62 K",
+        "rows_pruned_by_key_runs=6.38 K",
+        "granules_pruned_by_statistics=2",
+    ] {
+        assert!(plan.contains(metric), "no {metric} in\n{plan}");
+    }
     assert!(plan.contains("output_rows=10.00 K"), "{plan}");
     // The runs decide the equality row by row: the scan applies it alone.
     assert!(!plan.contains("FilterExec"), "{plan}");
@@ -166,4 +175,44 @@ fn equality_on_the_leading_sort_key_selects_exactly_its_rows() {
     assert_eq!(pruned(&plan, "rows pruned"), (10_000, 30_000), "{plan}");
     // `n` has too many values per part for runs: DataFusion still filters on it.
     assert!(plan.contains("FilterExec: data.n"), "{plan}");
+}
+
+#[test]
+fn general_predicates_prune_parts_granules_and_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    for (kind, rows) in [("alpha", 1_000), ("beta", 40_000), ("gamma", 1_000)] {
+        let lines: Vec<String> = (0..rows)
+            .map(|n| format!(r#"{{"kind":"{kind}","n":{n}}}"#))
+            .collect();
+        ingest_lines(&dir, "events", &lines);
+    }
+    let count = |sql: &str| {
+        explain_analyze(
+            tmp.path(),
+            &format!("SELECT count(*) FROM events WHERE {sql}"),
+        )
+    };
+    // A LIKE prefix is a range of strings.
+    let plan = count("data.kind LIKE 'al%'");
+    assert_eq!(pruned(&plan, "parts"), (1, 3), "{plan}");
+    // OR of ranges on one path.
+    let plan = count("data.kind < 'b' OR data.kind > 'g'");
+    assert_eq!(pruned(&plan, "parts"), (2, 3), "{plan}");
+    // NOT IN and NOT of an equality.
+    let plan = count("data.kind NOT IN ('alpha', 'gamma')");
+    assert_eq!(pruned(&plan, "parts"), (1, 3), "{plan}");
+    let plan = count("NOT (data.kind <> 'beta')");
+    assert_eq!(pruned(&plan, "parts"), (1, 3), "{plan}");
+    // A path no part stores is NULL everywhere.
+    let plan = count("data.missing IS NOT NULL");
+    assert_eq!(pruned(&plan, "parts"), (0, 3), "{plan}");
+    // A cast of a path: integer statistics bound its doubles; pages of the large part too.
+    let plan = count("CAST(data.n AS DOUBLE) > 20000.5");
+    assert_eq!(pruned(&plan, "parts"), (1, 3), "{plan}");
+    assert_eq!(pruned(&plan, "granules pruned"), (2, 5), "{plan}");
+    assert!(plan.contains("rows_pruned_by_pages=16.38 K"), "{plan}");
+    // An OR across two paths prunes where both sides are ruled out.
+    let plan = count("data.kind = 'alpha' OR data.n > 30000");
+    assert_eq!(pruned(&plan, "parts"), (2, 3), "{plan}");
 }

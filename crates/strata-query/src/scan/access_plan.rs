@@ -1,0 +1,236 @@
+//! Access plans: the one place where the scan decides which rows of a part it skips.
+//!
+//! A part's plan is a DataFusion [`ParquetAccessPlan`]: one [`RowGroupAccess`] per row group,
+//! the intersection of what every source of skipping allows — the part's key runs (exact row
+//! ranges), row-group statistics and page statistics. Later sources (text-index hits, deletion
+//! vectors) narrow the same plan. The plan is split into units of one row group each so that
+//! partitions can balance, and units of one part are merged back per partition.
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
+use parquet::file::metadata::ParquetMetaData;
+use strata_format::{PartChecksums, PartEntry};
+
+use super::prune::ScanPredicate;
+use super::prune::key_runs::run_selection;
+use super::prune::page::{intersect, page_selection};
+use super::prune::row_group::{RowGroupStatistics, row_groups_to_scan};
+
+/// Row groups of one part to read, each with the rows it may match.
+#[derive(Debug, Clone)]
+pub(super) struct ScanUnit {
+    pub(super) part: Arc<PartInScan>,
+    /// Over all row groups of the part; those outside the unit are skipped.
+    pub(super) plan: ParquetAccessPlan,
+    /// Rows the unit reads.
+    pub(super) rows: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct PartInScan {
+    pub(super) entry: PartEntry,
+    pub(super) path: PathBuf,
+    pub(super) metadata: ArrowReaderMetadata,
+    /// What every read of the part is verified against (None: a part without checksums).
+    pub(super) checksums: Option<Arc<PartChecksums>>,
+}
+
+/// What pruning skipped, at each level, and by what: statistics (manifest, footer, page
+/// index) or key runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct PruneCounts {
+    pub(super) parts_total: usize,
+    /// By the manifest's statistics.
+    pub(super) parts_pruned: usize,
+    pub(super) row_groups_total: usize,
+    pub(super) row_groups_pruned_by_statistics: usize,
+    /// Row groups left without a row once key runs were applied.
+    pub(super) row_groups_pruned_by_key_runs: usize,
+    pub(super) granules_total: usize,
+    pub(super) granules_pruned_by_statistics: usize,
+    pub(super) granules_pruned_by_key_runs: usize,
+    pub(super) rows_total: usize,
+    pub(super) rows_pruned_by_parts: usize,
+    pub(super) rows_pruned_by_row_groups: usize,
+    pub(super) rows_pruned_by_pages: usize,
+    pub(super) rows_pruned_by_key_runs: usize,
+}
+
+impl PruneCounts {
+    pub(super) fn row_groups_pruned(&self) -> usize {
+        self.row_groups_pruned_by_statistics + self.row_groups_pruned_by_key_runs
+    }
+
+    pub(super) fn granules_pruned(&self) -> usize {
+        self.granules_pruned_by_statistics + self.granules_pruned_by_key_runs
+    }
+
+    pub(super) fn rows_pruned_by_statistics(&self) -> usize {
+        self.rows_pruned_by_parts + self.rows_pruned_by_row_groups + self.rows_pruned_by_pages
+    }
+
+    pub(super) fn rows_pruned(&self) -> usize {
+        self.rows_pruned_by_statistics() + self.rows_pruned_by_key_runs
+    }
+}
+
+/// Granules of a row group of `rows` rows: pruning is reported in granules (GRANULE_ROWS long,
+/// the writer's page row limit) so the figures do not depend on how many pages each column
+/// happened to need.
+fn granules(rows: usize) -> usize {
+    rows.div_ceil(strata_format::part::GRANULE_ROWS)
+}
+
+/// Granules of a row group of `rows` rows that no range of `ranges` touches.
+fn granules_outside(rows: usize, ranges: &[Range<usize>]) -> usize {
+    let granule = strata_format::part::GRANULE_ROWS;
+    let total = granules(rows);
+    let kept = (0..total)
+        .filter(|g| {
+            let (start, end) = (g * granule, ((g + 1) * granule).min(rows));
+            ranges.iter().any(|r| r.start < end && start < r.end)
+        })
+        .count();
+    total - kept
+}
+
+fn rows_in(ranges: &[Range<usize>]) -> usize {
+    ranges.iter().map(|r| r.len()).sum()
+}
+
+/// The access plan of one part that survived part pruning: row groups the footer statistics
+/// rule out are skipped; in the others, only rows in pages the page index keeps and in key
+/// runs the predicate keeps are read.
+pub(super) fn plan_part(
+    entry: &PartEntry,
+    metadata: &ArrowReaderMetadata,
+    predicate: &ScanPredicate,
+    counts: &mut PruneCounts,
+) -> ParquetAccessPlan {
+    let parquet = metadata.metadata().as_ref();
+    let schema = metadata.schema().as_ref();
+    let runs = run_selection(entry, predicate);
+    let statistics = RowGroupStatistics {
+        entry,
+        parquet,
+        schema,
+        predicate,
+    };
+    let row_groups_kept = row_groups_to_scan(&statistics);
+    let mut plan = ParquetAccessPlan::new_all(parquet.num_row_groups());
+    let mut first_row = 0usize;
+    for (index, rg) in parquet.row_groups().iter().enumerate() {
+        let group_rows = rg.num_rows() as usize;
+        let group_start = first_row;
+        first_row += group_rows;
+        counts.row_groups_total += 1;
+        counts.granules_total += granules(group_rows);
+        if !row_groups_kept.get(index).copied().unwrap_or(true) {
+            counts.row_groups_pruned_by_statistics += 1;
+            counts.granules_pruned_by_statistics += granules(group_rows);
+            counts.rows_pruned_by_row_groups += group_rows;
+            plan.skip(index);
+            continue;
+        }
+        let pages = page_selection(entry, parquet, schema, index, predicate);
+        if let Some(pages) = &pages {
+            counts.granules_pruned_by_statistics += granules_outside(group_rows, pages);
+            counts.rows_pruned_by_pages += group_rows - rows_in(pages);
+        }
+        let Some(runs) = &runs else {
+            if let Some(pages) = pages {
+                keep_rows(&mut plan, index, &pages, group_rows, counts, 0);
+            }
+            continue;
+        };
+        let local: Vec<Range<usize>> = runs
+            .iter()
+            .filter_map(|r| {
+                let start = r.start.max(group_start);
+                let end = r.end.min(group_start + group_rows);
+                (start < end).then(|| start - group_start..end - group_start)
+            })
+            .collect();
+        let (before, after) = match &pages {
+            Some(pages) => (pages.clone(), intersect(pages, &local)),
+            None => (std::iter::once(0..group_rows).collect(), local),
+        };
+        counts.rows_pruned_by_key_runs += rows_in(&before) - rows_in(&after);
+        let by_runs = granules_outside(group_rows, &after) - granules_outside(group_rows, &before);
+        keep_rows(&mut plan, index, &after, group_rows, counts, by_runs);
+    }
+    plan
+}
+
+/// Narrows row group `index` of `plan` to `ranges`; a row group left without rows is skipped
+/// (counted as pruned by key runs when they emptied it).
+fn keep_rows(
+    plan: &mut ParquetAccessPlan,
+    index: usize,
+    ranges: &[Range<usize>],
+    group_rows: usize,
+    counts: &mut PruneCounts,
+    granules_by_runs: usize,
+) {
+    counts.granules_pruned_by_key_runs += granules_by_runs;
+    if ranges.is_empty() {
+        if granules_by_runs > 0 {
+            counts.row_groups_pruned_by_key_runs += 1;
+        } else {
+            counts.row_groups_pruned_by_statistics += 1;
+        }
+        plan.skip(index);
+    } else if rows_in(ranges) < group_rows {
+        plan.scan_selection(index, selection(ranges, group_rows));
+    }
+}
+
+fn selection(ranges: &[Range<usize>], rows: usize) -> RowSelection {
+    RowSelection::from_consecutive_ranges(ranges.iter().cloned(), rows)
+}
+
+/// Rows an access plan reads.
+pub(super) fn planned_rows(plan: &ParquetAccessPlan, parquet: &ParquetMetaData) -> u64 {
+    plan.inner()
+        .iter()
+        .enumerate()
+        .map(|(rg, access)| match access {
+            RowGroupAccess::Skip => 0,
+            RowGroupAccess::Scan => parquet.row_group(rg).num_rows() as u64,
+            RowGroupAccess::Selection(s) => s.row_count() as u64,
+        })
+        .sum()
+}
+
+/// One unit per scanned row group of `plan`, so partitions can balance.
+pub(super) fn split_units(part: &Arc<PartInScan>, plan: &ParquetAccessPlan) -> Vec<ScanUnit> {
+    let parquet = part.metadata.metadata();
+    plan.inner()
+        .iter()
+        .enumerate()
+        .filter(|(_, access)| access.should_scan())
+        .map(|(rg, access)| {
+            let mut single = ParquetAccessPlan::new_none(plan.len());
+            single.set(rg, access.clone());
+            let rows = planned_rows(&single, parquet);
+            ScanUnit {
+                part: part.clone(),
+                plan: single,
+                rows,
+            }
+        })
+        .collect()
+}
+
+/// Adds the row groups `other` scans to `plan` (both over the same part).
+pub(super) fn merge(plan: &mut ParquetAccessPlan, other: &ParquetAccessPlan) {
+    for (rg, access) in other.inner().iter().enumerate() {
+        if access.should_scan() {
+            plan.set(rg, access.clone());
+        }
+    }
+}

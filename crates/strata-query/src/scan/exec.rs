@@ -1,0 +1,393 @@
+//! `StrataScanExec`: the execution plan node of a table scan — planning (pruning into access
+//! plans, spreading them over partitions), display and metrics, and execution on blocking
+//! threads, one stream per partition.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Int32Type, SchemaRef};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use strata_format::Manifest;
+
+use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
+use super::group_counter::GroupCounter;
+use super::metadata_cache::PartMetadataCache;
+use super::prune::ScanPredicate;
+use super::prune::part::parts_to_scan;
+use super::read::{
+    OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
+};
+use super::{ScanOutput, part_error};
+use crate::paths::PathColumn;
+
+#[derive(Debug)]
+pub struct StrataScanExec {
+    table: String,
+    outputs: Arc<Vec<ScanOutput>>,
+    schema: SchemaRef,
+    partitions: Vec<Vec<ScanUnit>>,
+    predicate: ScanPredicate,
+    limit: Option<usize>,
+    counts: PruneCounts,
+    metrics: ExecutionPlanMetricsSet,
+    properties: Arc<PlanProperties>,
+    /// Keeps the snapshot's parts on disk while the scan runs (`strata_engine::table`).
+    lease: Option<Arc<strata_engine::ReadLease>>,
+}
+
+impl StrataScanExec {
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_new(
+        table: String,
+        dir: PathBuf,
+        manifest: &Manifest,
+        columns: &[PathColumn],
+        outputs: Vec<ScanOutput>,
+        schema: SchemaRef,
+        filters: &[Expr],
+        limit: Option<usize>,
+        target_partitions: usize,
+        metadata_cache: &PartMetadataCache,
+    ) -> Result<Self> {
+        let predicate = ScanPredicate::new(filters, columns);
+        let mut counts = PruneCounts {
+            parts_total: manifest.parts.len(),
+            ..Default::default()
+        };
+        let mut units = Vec::new();
+        let parts_kept = parts_to_scan(&manifest.parts, &predicate);
+        for (entry, kept) in manifest.parts.iter().zip(parts_kept) {
+            if !kept {
+                counts.parts_pruned += 1;
+                counts.rows_pruned_by_parts += entry.rows as usize;
+                continue;
+            }
+            let path = Manifest::part_path(&dir, &entry.file);
+            let (metadata, checksums) = metadata_cache
+                .get_or_load(&path, entry)
+                .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
+            let plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
+            let part = Arc::new(PartInScan {
+                entry: entry.clone(),
+                path,
+                metadata,
+                checksums,
+            });
+            units.extend(access_plan::split_units(&part, &plan));
+        }
+        counts.rows_total = manifest.parts.iter().map(|p| p.rows as usize).sum();
+        let partitions = distribute(units, target_partitions);
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(partitions.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        let metrics = ExecutionPlanMetricsSet::new();
+        let scan = StrataScanExec {
+            table,
+            outputs: Arc::new(outputs),
+            schema,
+            partitions,
+            predicate,
+            limit,
+            counts,
+            metrics,
+            properties: Arc::new(properties),
+            lease: None,
+        };
+        scan.record_prune_counts();
+        Ok(scan)
+    }
+
+    /// Holds `lease` until the scan and its streams are done.
+    pub fn with_lease(mut self, lease: Option<Arc<strata_engine::ReadLease>>) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    fn record_prune_counts(&self) {
+        let c = self.counts;
+        for (name, value) in [
+            ("parts_total", c.parts_total),
+            ("parts_pruned", c.parts_pruned),
+            ("row_groups_total", c.row_groups_total),
+            ("row_groups_pruned", c.row_groups_pruned()),
+            (
+                "row_groups_pruned_by_statistics",
+                c.row_groups_pruned_by_statistics,
+            ),
+            (
+                "row_groups_pruned_by_key_runs",
+                c.row_groups_pruned_by_key_runs,
+            ),
+            ("granules_total", c.granules_total),
+            ("granules_pruned", c.granules_pruned()),
+            (
+                "granules_pruned_by_statistics",
+                c.granules_pruned_by_statistics,
+            ),
+            ("granules_pruned_by_key_runs", c.granules_pruned_by_key_runs),
+            ("rows_total", c.rows_total),
+            ("rows_pruned", c.rows_pruned()),
+            ("rows_pruned_by_parts", c.rows_pruned_by_parts),
+            ("rows_pruned_by_row_groups", c.rows_pruned_by_row_groups),
+            ("rows_pruned_by_pages", c.rows_pruned_by_pages),
+            ("rows_pruned_by_key_runs", c.rows_pruned_by_key_runs),
+        ] {
+            MetricBuilder::new(&self.metrics)
+                .global_counter(name)
+                .add(value);
+        }
+    }
+}
+
+/// Splits units into `n` partitions of similar row counts, keeping each part's row groups
+/// together where possible so a partition opens each file once.
+fn distribute(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
+    let total: u64 = units.iter().map(|u| u.rows).sum();
+    let n = n.max(1);
+    let per_partition = total.div_ceil(n as u64).max(1);
+    let mut partitions: Vec<Vec<ScanUnit>> = vec![Vec::new()];
+    let mut filled = 0u64;
+    for unit in units {
+        if filled >= per_partition && partitions.len() < n {
+            partitions.push(Vec::new());
+            filled = 0;
+        }
+        filled += unit.rows;
+        let Some(partition) = partitions.last_mut() else {
+            continue;
+        };
+        match partition.last_mut() {
+            Some(last) if Arc::ptr_eq(&last.part, &unit.part) => {
+                access_plan::merge(&mut last.plan, &unit.plan);
+                last.rows += unit.rows;
+            }
+            _ => partition.push(unit),
+        }
+    }
+    partitions
+}
+
+impl DisplayAs for StrataScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let outputs: Vec<String> = self
+            .outputs
+            .iter()
+            .map(|o| match o {
+                ScanOutput::Document => "data".to_owned(),
+                ScanOutput::Path(p) => p.column_name(),
+            })
+            .collect();
+        let c = self.counts;
+        write!(
+            f,
+            "StrataScanExec: table={}, columns=[{}], parts={}/{} (pruned {}), row_groups={}/{} (pruned {}: statistics {}, key runs {}), granules pruned={}/{} (statistics {}, key runs {}), rows pruned={}/{} (parts {}, row groups {}, pages {}, key runs {})",
+            self.table,
+            outputs.join(", "),
+            c.parts_total - c.parts_pruned,
+            c.parts_total,
+            c.parts_pruned,
+            c.row_groups_total - c.row_groups_pruned(),
+            c.row_groups_total,
+            c.row_groups_pruned(),
+            c.row_groups_pruned_by_statistics,
+            c.row_groups_pruned_by_key_runs,
+            c.granules_pruned(),
+            c.granules_total,
+            c.granules_pruned_by_statistics,
+            c.granules_pruned_by_key_runs,
+            c.rows_pruned(),
+            c.rows_total,
+            c.rows_pruned_by_parts,
+            c.rows_pruned_by_row_groups,
+            c.rows_pruned_by_pages,
+            c.rows_pruned_by_key_runs,
+        )?;
+        let predicate = self.predicate.to_string();
+        if !predicate.is_empty() {
+            write!(f, ", pruning_predicate={predicate}")?;
+        }
+        if let Some(limit) = self.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for StrataScanExec {
+    fn name(&self) -> &str {
+        "StrataScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = self.partitions.get(partition).cloned().unwrap_or_default();
+        let outputs = self.outputs.clone();
+        let schema = self.schema.clone();
+        let limit = self.limit;
+        let table = self.table.clone();
+        let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 2);
+        let tx = builder.tx();
+        let lease = self.lease.clone();
+        builder.spawn_blocking(move || {
+            let _lease = lease;
+            let mut produced = 0usize;
+            for unit in units {
+                let plans: Vec<OutputPlan> = outputs
+                    .iter()
+                    .map(|o| plan_output(&unit.part.entry, o))
+                    .collect();
+                let reader = open_unit(&unit, &plans, &table, &bytes_scanned, None)?;
+                for batch in reader {
+                    let out = batch
+                        .map_err(DataFusionError::from)
+                        .and_then(|batch| build_outputs(&batch, &plans, &schema))
+                        .map_err(|e| part_error(&table, &unit.part.path, e))?;
+                    produced += out.num_rows();
+                    output_rows.add(out.num_rows());
+                    if tx.blocking_send(Ok(out)).is_err() {
+                        return Ok(()); // the consumer has gone away
+                    }
+                    if limit.is_some_and(|l| produced >= l) {
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+}
+
+impl StrataScanExec {
+    /// The row limit pushed into the scan.
+    pub(crate) fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// The scan's outputs, in schema order.
+    pub(crate) fn outputs(&self) -> &[ScanOutput] {
+        &self.outputs
+    }
+
+    /// The first phase of `GROUP BY <output> ... count(*)` over this scan, for one partition:
+    /// rows counted per distinct value of string output `group`, emitted as batches of
+    /// `result_schema` (the group value, then the count once per count aggregate).
+    ///
+    /// Where a part stores the path as a dictionary-encoded string column (the usual case for
+    /// low-cardinality paths), the column is read as dictionary keys and counted per key, so no
+    /// string is materialised or hashed per row. The result is a partial aggregate: a value may
+    /// appear in several batches (the count table is emitted whenever it reaches
+    /// [`GroupCounter::MAX_GROUPS`], which bounds memory), and the final phase adds them up.
+    pub(crate) fn execute_count_by(
+        &self,
+        partition: usize,
+        group: usize,
+        result_schema: SchemaRef,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = self.partitions.get(partition).cloned().unwrap_or_default();
+        let output = self
+            .outputs
+            .get(group)
+            .cloned()
+            .ok_or_else(|| DataFusionError::Internal(format!("scan has no output {group}")))?;
+        let table = self.table.clone();
+        let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let rows_by_key =
+            MetricBuilder::new(&self.metrics).counter("rows_counted_by_key", partition);
+        let mut builder = RecordBatchReceiverStreamBuilder::new(result_schema.clone(), 2);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            let mut counter = GroupCounter::default();
+            for unit in units {
+                let plan = plan_output(&unit.part.entry, &output);
+                let dictionary = dictionary_source(&unit.part.entry, &plan);
+                let reader = open_unit(
+                    &unit,
+                    std::slice::from_ref(&plan),
+                    &table,
+                    &bytes_scanned,
+                    dictionary,
+                )?;
+                for batch in reader {
+                    let batch = batch
+                        .map_err(DataFusionError::from)
+                        .map_err(|e| part_error(&table, &unit.part.path, e))?;
+                    output_rows.add(batch.num_rows());
+                    let keys = dictionary
+                        .and_then(|c| batch.column_by_name(c))
+                        .and_then(|a| a.as_dictionary_opt::<Int32Type>());
+                    match keys {
+                        Some(keys) => {
+                            rows_by_key.add(keys.len());
+                            counter.add_dictionary(keys);
+                        }
+                        None => {
+                            let values = build_output(&batch, &plan)
+                                .map_err(|e| part_error(&table, &unit.part.path, e))?;
+                            counter.add_strings(&values)?;
+                        }
+                    }
+                    if counter.len() >= GroupCounter::MAX_GROUPS {
+                        let out = counter.emit(&result_schema)?;
+                        if tx.blocking_send(Ok(out)).is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            let out = counter.emit(&result_schema)?;
+            let _ = tx.blocking_send(Ok(out)); // Err: the consumer has gone away
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+}

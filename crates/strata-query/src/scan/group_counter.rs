@@ -1,0 +1,151 @@
+//! The state of a partial `GROUP BY <string path> ... count(*)`: rows counted per distinct value,
+//! by dictionary key where the column is dictionary-encoded (see `StrataScanExec::execute_count_by`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, Int64Array, RecordBatch, StringViewArray,
+};
+use arrow::datatypes::{DataType, Int32Type, SchemaRef};
+use datafusion::common::Result;
+
+/// Row counts per distinct string value (NULL included), the state of a partial
+/// `GROUP BY ... count(*)`.
+#[derive(Default)]
+pub(super) struct GroupCounter {
+    counts: HashMap<String, i64>,
+    nulls: i64,
+    /// The dictionary whose keys `key_counts` counts: consecutive batches of one column chunk
+    /// share its buffers (each batch wraps them in a new array), so per-key counts are folded
+    /// into `counts` only when they change.
+    dictionary: Option<ArrayRef>,
+    key_counts: Vec<i64>,
+}
+
+impl GroupCounter {
+    /// Distinct values held before the table is emitted and started afresh.
+    pub(super) const MAX_GROUPS: usize = 1 << 16;
+
+    /// Distinct values folded so far (the current dictionary's keys are folded when it changes,
+    /// so memory stays within `MAX_GROUPS` plus one column chunk's dictionary).
+    pub(super) fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    pub(super) fn add_dictionary(&mut self, array: &DictionaryArray<Int32Type>) {
+        let same = self.dictionary.as_ref().is_some_and(|d| {
+            let identity = dictionary_identity(array.values());
+            identity.is_some() && identity == dictionary_identity(d)
+        });
+        if !same {
+            self.fold_dictionary();
+            self.dictionary = Some(array.values().clone());
+            self.key_counts = vec![0; array.values().len()];
+        }
+        let keys = array.keys();
+        if keys.null_count() == 0 {
+            for key in keys.values() {
+                if let Some(count) = self.key_counts.get_mut(*key as usize) {
+                    *count += 1;
+                }
+            }
+        } else {
+            for key in keys.iter() {
+                match key.and_then(|k| self.key_counts.get_mut(k as usize)) {
+                    Some(count) => *count += 1,
+                    None => self.nulls += 1,
+                }
+            }
+        }
+    }
+
+    fn fold_dictionary(&mut self) {
+        let Some(values) = self.dictionary.take() else {
+            return;
+        };
+        let key_counts = std::mem::take(&mut self.key_counts);
+        for (i, n) in key_counts.into_iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            match string_at(&values, i) {
+                Some(value) => self.add(value, n),
+                None => self.nulls += n,
+            }
+        }
+    }
+
+    pub(super) fn add_strings(&mut self, array: &ArrayRef) -> Result<()> {
+        let array = match array.data_type() {
+            DataType::Utf8View => array.clone(),
+            _ => arrow::compute::cast(array, &DataType::Utf8View)?,
+        };
+        for value in array.as_string_view().iter() {
+            match value {
+                Some(value) => self.add(value, 1),
+                None => self.nulls += 1,
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, value: &str, n: i64) {
+        match self.counts.get_mut(value) {
+            Some(count) => *count += n,
+            None => {
+                self.counts.insert(value.to_owned(), n);
+            }
+        }
+    }
+
+    /// The counted groups as one batch of `schema` (value, then the count per aggregate),
+    /// leaving the counter empty.
+    pub(super) fn emit(&mut self, schema: &SchemaRef) -> Result<RecordBatch> {
+        self.fold_dictionary();
+        let mut values: Vec<Option<String>> = Vec::with_capacity(self.counts.len() + 1);
+        let mut counts: Vec<i64> = Vec::with_capacity(self.counts.len() + 1);
+        for (value, n) in self.counts.drain() {
+            values.push(Some(value));
+            counts.push(n);
+        }
+        if self.nulls > 0 {
+            values.push(None);
+            counts.push(std::mem::take(&mut self.nulls));
+        }
+        let group_type = schema.field(0).data_type();
+        let values: ArrayRef = Arc::new(StringViewArray::from_iter(values));
+        let values = if values.data_type() == group_type {
+            values
+        } else {
+            arrow::compute::cast(&values, group_type)?
+        };
+        let counts: ArrayRef = Arc::new(Int64Array::from(counts));
+        let mut columns = vec![values];
+        columns.extend((1..schema.fields().len()).map(|_| counts.clone()));
+        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    }
+}
+
+/// The buffers behind a string dictionary: equal identities mean the same dictionary (buffers
+/// are immutable, and the counter holds the compared one alive, so an address cannot be reused).
+fn dictionary_identity(values: &ArrayRef) -> Option<(*const u8, *const u8, usize)> {
+    let strings = values.as_string_opt::<i32>()?;
+    Some((
+        strings.offsets().inner().inner().as_ptr(),
+        strings.values().as_ptr(),
+        strings.len(),
+    ))
+}
+
+fn string_at(values: &ArrayRef, i: usize) -> Option<&str> {
+    if values.is_null(i) {
+        return None;
+    }
+    match values.data_type() {
+        DataType::Utf8 => Some(values.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Some(values.as_string::<i64>().value(i)),
+        DataType::Utf8View => Some(values.as_string_view().value(i)),
+        _ => None,
+    }
+}

@@ -1,0 +1,189 @@
+//! Page (granule) pruning: the data pages of one column as pruning containers, from the page
+//! index (column index and offset index) of the cached footer.
+//!
+//! Pages of different columns start at different rows, so, as DataFusion's own page filter
+//! does, each single-column conjunct is evaluated over its column's pages and the row ranges
+//! of the pages kept are intersected across conjuncts.
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray};
+use arrow::datatypes::Schema;
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, ScalarValue};
+use datafusion::physical_optimizer::pruning::PruningPredicate;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::file::metadata::ParquetMetaData;
+use strata_format::PartEntry;
+
+use crate::paths::PathColumn;
+
+use super::{ColumnSource, ScanPredicate, cast_to_mode, column_source, keep};
+
+/// The pages of one physical column in one row group.
+struct PageStatistics<'a> {
+    column: &'a PathColumn,
+    converter: StatisticsConverter<'a>,
+    parquet: &'a ParquetMetaData,
+    row_group: [usize; 1],
+    pages: usize,
+}
+
+impl PageStatistics<'_> {
+    fn applies(&self, column: &Column) -> bool {
+        column.name() == self.column.column_name()
+    }
+}
+
+impl PruningStatistics for PageStatistics<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        if !self.applies(column) {
+            return None;
+        }
+        let mins = self
+            .converter
+            .data_page_mins(
+                self.parquet.column_index()?,
+                self.parquet.offset_index()?,
+                &self.row_group,
+            )
+            .ok()?;
+        cast_to_mode(mins, self.column.mode)
+    }
+
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        if !self.applies(column) {
+            return None;
+        }
+        let maxes = self
+            .converter
+            .data_page_maxes(
+                self.parquet.column_index()?,
+                self.parquet.offset_index()?,
+                &self.row_group,
+            )
+            .ok()?;
+        cast_to_mode(maxes, self.column.mode)
+    }
+
+    fn num_containers(&self) -> usize {
+        self.pages
+    }
+
+    fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        if !self.applies(column) {
+            return None;
+        }
+        let counts = self
+            .converter
+            .data_page_null_counts(
+                self.parquet.column_index()?,
+                self.parquet.offset_index()?,
+                &self.row_group,
+            )
+            .ok()?;
+        Some(Arc::new(counts))
+    }
+
+    fn row_counts(&self) -> Option<ArrayRef> {
+        let counts = self
+            .converter
+            .data_page_row_counts(
+                self.parquet.offset_index()?,
+                self.parquet.row_groups(),
+                &self.row_group,
+            )
+            .ok()??;
+        Some(Arc::new(counts))
+    }
+
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}
+
+/// Row ranges of row group `rg` whose pages may satisfy one conjunct; None when the column's
+/// pages say nothing about it.
+fn conjunct_selection(
+    entry: &PartEntry,
+    parquet: &ParquetMetaData,
+    schema: &Schema,
+    rg: usize,
+    column: &PathColumn,
+    predicate: &PruningPredicate,
+) -> Option<Vec<Range<usize>>> {
+    let ColumnSource::Physical(name) = column_source(entry, column) else {
+        return None;
+    };
+    let offsets = parquet.offset_index()?.get(rg)?;
+    let converter =
+        StatisticsConverter::try_new(name, schema, parquet.file_metadata().schema_descr()).ok()?;
+    let locations = offsets
+        .get(converter.parquet_column_index()?)?
+        .page_locations();
+    let rows = parquet.row_group(rg).num_rows() as usize;
+    let statistics = PageStatistics {
+        column,
+        converter,
+        parquet,
+        row_group: [rg],
+        pages: locations.len(),
+    };
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    for (page, kept) in keep(predicate, &statistics).into_iter().enumerate() {
+        if !kept {
+            continue;
+        }
+        let start = locations[page].first_row_index as usize;
+        let end = locations
+            .get(page + 1)
+            .map_or(rows, |next| next.first_row_index as usize);
+        match ranges.last_mut() {
+            Some(last) if last.end == start => last.end = end,
+            _ => ranges.push(start..end),
+        }
+    }
+    Some(ranges)
+}
+
+/// Row ranges of row group `rg` whose pages (granules) may match every single-column conjunct;
+/// None when no conjunct can use the page index.
+pub(in crate::scan) fn page_selection(
+    entry: &PartEntry,
+    parquet: &ParquetMetaData,
+    schema: &Schema,
+    rg: usize,
+    predicate: &ScanPredicate,
+) -> Option<Vec<Range<usize>>> {
+    let mut selected: Option<Vec<Range<usize>>> = None;
+    for (column, conjunct) in predicate.single_column() {
+        let Some(ranges) = conjunct_selection(entry, parquet, schema, rg, column, conjunct) else {
+            continue;
+        };
+        selected = Some(match selected {
+            None => ranges,
+            Some(previous) => intersect(&previous, &ranges),
+        });
+    }
+    selected
+}
+
+pub(in crate::scan) fn intersect(a: &[Range<usize>], b: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let start = a[i].start.max(b[j].start);
+        let end = a[i].end.min(b[j].end);
+        if start < end {
+            out.push(start..end);
+        }
+        if a[i].end < b[j].end {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}

@@ -1,0 +1,262 @@
+//! Pruning never changes an answer: random tables of several parts (typed columns, values of
+//! conflicting kinds in the remainder, JSON nulls, absent paths, key runs, a part large enough
+//! for several pages) and random predicates (comparisons, IN, OR, NOT, IS [NOT] NULL, LIKE
+//! prefixes, casts, over string, bigint, double and boolean modes) give the same rows through a
+//! pruning session as through one that scans every row (`Session::open_without_pruning`).
+//! In the style of DataFusion's `core/tests/fuzz_cases/pruning.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::io::Write;
+use std::path::Path;
+
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use proptest::prelude::*;
+use strata_engine::input::Input;
+use strata_engine::{DataDir, IngestOptions, ingest};
+use strata_query::Session;
+
+/// A JSON value of a generated document (None: the key is absent).
+#[derive(Debug, Clone)]
+enum Json {
+    Null,
+    Str(&'static str),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Json {
+    fn text(&self) -> String {
+        match self {
+            Json::Null => "null".into(),
+            Json::Str(s) => format!("\"{s}\""),
+            Json::Int(i) => i.to_string(),
+            Json::Float(f) => format!("{f:?}"),
+            Json::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+const STRINGS: [&str; 6] = ["a", "ab", "b", "ba", "c", "10"];
+
+fn any_value() -> impl Strategy<Value = Json> {
+    prop_oneof![
+        Just(Json::Null),
+        prop::sample::select(&STRINGS[..]).prop_map(Json::Str),
+        (-3i64..4).prop_map(Json::Int),
+        (-5i64..6).prop_map(|h| Json::Float(h as f64 / 2.0 + 0.25)),
+        any::<bool>().prop_map(Json::Bool),
+    ]
+}
+
+/// A value of `path`: mostly of the path's own kind in this part, sometimes absent, null or of
+/// another kind (which lands in the remainder).
+fn value_of(kind: u8) -> impl Strategy<Value = Option<Json>> {
+    let own = match kind {
+        0 => prop::sample::select(&STRINGS[..])
+            .prop_map(Json::Str)
+            .boxed(),
+        1 => (-3i64..4).prop_map(Json::Int).boxed(),
+        2 => (-5i64..6)
+            .prop_map(|h| Json::Float(h as f64 / 2.0 + 0.25))
+            .boxed(),
+        _ => any::<bool>().prop_map(Json::Bool).boxed(),
+    };
+    prop_oneof![
+        8 => own.prop_map(Some),
+        1 => Just(None),
+        1 => any_value().prop_map(Some),
+    ]
+}
+
+const PATHS: [&str; 4] = ["s", "i", "f", "b"];
+
+/// The documents of one part: per path, the kind most of its values have in this part.
+fn part() -> impl Strategy<Value = Vec<String>> {
+    (prop::array::uniform4(0u8..5), 1usize..25).prop_flat_map(|(draws, rows)| {
+        // Path p's values are mostly of kind p (s strings, i ints, f floats, b booleans), but
+        // in some parts mostly of another kind.
+        let kinds: Vec<u8> = (0u8..4)
+            .zip(draws)
+            .map(|(p, d)| if d < 3 { p } else { (p + d) % 4 })
+            .collect();
+        let row = (
+            value_of(kinds[0]),
+            value_of(kinds[1]),
+            value_of(kinds[2]),
+            value_of(kinds[3]),
+        );
+        prop::collection::vec(row, rows).prop_map(|rows| {
+            rows.into_iter()
+                .map(|(s, i, f, b)| document(&[s, i, f, b]))
+                .collect()
+        })
+    })
+}
+
+fn document(values: &[Option<Json>]) -> String {
+    let fields: Vec<String> = PATHS
+        .iter()
+        .zip(values)
+        .filter_map(|(path, value)| value.as_ref().map(|v| format!("\"{path}\":{}", v.text())))
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+/// A part of `rows` rows sorted by `i` then `s`, large enough for several pages (granules), so
+/// that page statistics and key runs have something to skip.
+fn large_part(rows: usize, seed: u64) -> Vec<String> {
+    (0..rows)
+        .map(|n| {
+            let i = (n * 4 / rows) as i64;
+            let s = STRINGS[(n / 700 + seed as usize) % STRINGS.len()];
+            let f = (n % 97) as f64 / 4.0;
+            if n % 1000 == 7 {
+                format!(r#"{{"s":"{s}","i":"text","f":{f:?}}}"#)
+            } else {
+                format!(r#"{{"s":"{s}","i":{i},"f":{f:?},"b":{}}}"#, n % 3 == 0)
+            }
+        })
+        .collect()
+}
+
+fn atom() -> impl Strategy<Value = String> {
+    let string = prop::sample::select(&STRINGS[..]);
+    let int = -3i64..4;
+    let half = (-5i64..6).prop_map(|h| h as f64 / 2.0 + 0.25);
+    let cmp = prop::sample::select(&["=", "<>", "<", "<=", ">", ">="][..]);
+    prop_oneof![
+        (cmp.clone(), string).prop_map(|(op, v)| format!("data.s {op} '{v}'")),
+        (cmp.clone(), int.clone()).prop_map(|(op, v)| format!("data.i {op} {v}")),
+        (cmp.clone(), half.clone()).prop_map(|(op, v)| format!("data.f {op} {v:?}")),
+        (cmp.clone(), int.clone()).prop_map(|(op, v)| format!("data.f {op} {v}")),
+        any::<bool>().prop_map(|v| format!("data.b = {v}")),
+        Just("data.b".to_owned()),
+        (cmp, half).prop_map(|(op, v)| format!("CAST(data.i AS DOUBLE) {op} {v:?}")),
+        prop::collection::vec(prop::sample::select(&STRINGS[..]), 1..4).prop_map(|vs| {
+            let list: Vec<String> = vs.iter().map(|v| format!("'{v}'")).collect();
+            format!("data.s IN ({})", list.join(", "))
+        }),
+        (any::<bool>(), prop::collection::vec(int, 1..4)).prop_map(|(not, vs)| {
+            let list: Vec<String> = vs.iter().map(|v| v.to_string()).collect();
+            let not = if not { "NOT " } else { "" };
+            format!("data.i {not}IN ({})", list.join(", "))
+        }),
+        (prop::sample::select(&PATHS[..]), any::<bool>())
+            .prop_map(|(p, not)| format!("data.{p} IS {}NULL", if not { "NOT " } else { "" })),
+        prop::sample::select(&["a", "b", "1", ""][..]).prop_map(|p| format!("data.s LIKE '{p}%'")),
+    ]
+}
+
+fn predicate() -> impl Strategy<Value = String> {
+    atom().prop_recursive(2, 6, 2, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) AND ({b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) OR ({b})")),
+            inner.prop_map(|a| format!("NOT ({a})")),
+        ]
+    })
+}
+
+fn load(dir: &DataDir, lines: &[String], sort_key: &Option<Vec<String>>, max_columns: usize) {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for line in lines {
+        writeln!(file, "{line}").unwrap();
+    }
+    ingest(
+        dir,
+        "t",
+        &[Input::File(file.path().to_owned())],
+        &IngestOptions {
+            sort_key: sort_key.clone(),
+            max_columns: Some(max_columns),
+            auto_merge: false,
+            ..Default::default()
+        },
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap();
+}
+
+/// The rows of `sql`, sorted, or its error.
+fn rows(
+    session: &Session,
+    runtime: &tokio::runtime::Runtime,
+    sql: &str,
+) -> Result<Vec<String>, String> {
+    runtime.block_on(async {
+        let result = session.run(sql).await.map_err(|e| e.to_string())?;
+        let options = FormatOptions::default().with_null("NULL");
+        let mut rows = Vec::new();
+        for batch in &result.batches {
+            let formatters: Vec<ArrayFormatter> = batch
+                .columns()
+                .iter()
+                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+                .collect();
+            for row in 0..batch.num_rows() {
+                let cells: Vec<String> = formatters
+                    .iter()
+                    .map(|f| f.value(row).to_string())
+                    .collect();
+                rows.push(cells.join(" | "));
+            }
+        }
+        rows.sort();
+        Ok(rows)
+    })
+}
+
+fn check(root: &Path, predicates: &[String]) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pruned = Session::open(root).unwrap();
+    let unpruned = Session::open_without_pruning(root).unwrap();
+    for predicate in predicates {
+        for sql in [
+            format!("SELECT data FROM t WHERE {predicate}"),
+            format!("SELECT count(*) FROM t WHERE {predicate}"),
+        ] {
+            // A cast that fails on some stored value fails only where that row is read, so
+            // an error of the full scan says nothing about the pruned one.
+            let Ok(expected) = rows(&unpruned, &runtime, &sql) else {
+                continue;
+            };
+            let actual = rows(&pruned, &runtime, &sql);
+            prop_assert_eq!(actual, Ok(expected), "{}", sql);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn pruning_returns_the_rows_of_an_unpruned_scan(
+        parts in prop::collection::vec(part(), 1..5),
+        large in prop::option::of(9_000usize..18_000),
+        seed in 0u64..6,
+        sorted in any::<bool>(),
+        few_columns in any::<bool>(),
+        predicates in prop::collection::vec(predicate(), 1..5),
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(tmp.path());
+        let sort_key = sorted.then(|| vec!["s".to_owned(), "i".to_owned()]);
+        // Two typed columns per part push the other paths into the remainder.
+        let max_columns = if few_columns { 2 } else { 64 };
+        for lines in &parts {
+            load(&dir, lines, &sort_key, max_columns);
+        }
+        if let Some(rows) = large {
+            load(&dir, &large_part(rows, seed), &sort_key, max_columns);
+        }
+        check(tmp.path(), &predicates)?;
+    }
+}
