@@ -70,9 +70,11 @@ fn explain_analyze_reports_pruned_parts_granules_rows_and_bytes() {
         ingest_lines(&dir, "events", &lines);
     }
 
+    // The queries of these tests read rows (`sum`): a count over what pruning keeps exactly
+    // would be answered from statistics, without a scan to report on.
     let plan = explain_analyze(
         tmp.path(),
-        "SELECT count(*) FROM events WHERE data.kind = 'beta' AND data.n < 100",
+        "SELECT sum(data.n) FROM events WHERE data.kind = 'beta' AND data.n < 100",
     );
     // parts=kept/total, then pruned counts as pruned/total.
     assert_eq!(pruned(&plan, "parts"), (1, 3), "{plan}");
@@ -95,7 +97,7 @@ fn explain_analyze_reports_pruned_parts_granules_rows_and_bytes() {
     // IN lists (which DataFusion turns into OR chains) prune like equality.
     let plan = explain_analyze(
         tmp.path(),
-        "SELECT count(*) FROM events WHERE data.kind IN ('alpha', 'gamma')",
+        "SELECT sum(data.n) FROM events WHERE data.kind IN ('alpha', 'gamma')",
     );
     assert_eq!(pruned(&plan, "parts"), (2, 3), "{plan}");
     assert_eq!(pruned(&plan, "rows pruned"), (40_000, 42_000), "{plan}");
@@ -103,14 +105,14 @@ fn explain_analyze_reports_pruned_parts_granules_rows_and_bytes() {
     // Page statistics exist for every column, so equality on another path prunes too...
     let plan = explain_analyze(
         tmp.path(),
-        "SELECT count(*) FROM events WHERE data.text = 'row 5 of beta'",
+        "SELECT sum(data.n) FROM events WHERE data.text = 'row 5 of beta'",
     );
     assert_eq!(pruned(&plan, "parts"), (3, 3), "{plan}");
     assert!(pruned(&plan, "granules pruned").0 > 0, "{plan}");
     // ...while a filter statistics cannot decide prunes nothing.
     let plan = explain_analyze(
         tmp.path(),
-        "SELECT count(*) FROM events WHERE data.text LIKE '%5 of beta'",
+        "SELECT sum(data.n) FROM events WHERE data.text LIKE '%5 of beta'",
     );
     assert_eq!(pruned(&plan, "parts"), (3, 3), "{plan}");
     assert_eq!(pruned(&plan, "rows pruned"), (0, 42_000), "{plan}");
@@ -153,7 +155,7 @@ fn equality_on_the_leading_sort_key_selects_exactly_its_rows() {
     ingest_lines(&dir, "events", &lines);
     let plan = explain_analyze(
         tmp.path(),
-        "SELECT count(*) FROM events WHERE data.kind = 'beta'",
+        "SELECT sum(data.n) FROM events WHERE data.kind = 'beta'",
     );
     assert_eq!(pruned(&plan, "rows pruned"), (20_000, 30_000), "{plan}");
     // Page statistics rule out the granules holding no `beta` (rows 0..8,192 and
@@ -170,7 +172,7 @@ fn equality_on_the_leading_sort_key_selects_exactly_its_rows() {
     assert!(!plan.contains("FilterExec"), "{plan}");
     let plan = explain_analyze(
         tmp.path(),
-        "SELECT count(*) FROM events WHERE data.kind IN ('alpha', 'gamma') AND data.n >= 0",
+        "SELECT sum(data.n) FROM events WHERE data.kind IN ('alpha', 'gamma') AND data.n >= 0",
     );
     assert_eq!(pruned(&plan, "rows pruned"), (10_000, 30_000), "{plan}");
     // `n` has too many values per part for runs: DataFusion still filters on it.
@@ -190,7 +192,7 @@ fn general_predicates_prune_parts_granules_and_rows() {
     let count = |sql: &str| {
         explain_analyze(
             tmp.path(),
-            &format!("SELECT count(*) FROM events WHERE {sql}"),
+            &format!("SELECT sum(data.n) FROM events WHERE {sql}"),
         )
     };
     // A LIKE prefix is a range of strings.
@@ -215,4 +217,63 @@ fn general_predicates_prune_parts_granules_and_rows() {
     // An OR across two paths prunes where both sides are ruled out.
     let plan = count("data.kind = 'alpha' OR data.n > 30000");
     assert_eq!(pruned(&plan, "parts"), (2, 3), "{plan}");
+}
+
+fn answer(root: &std::path::Path, sql: &str) -> String {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let session = Session::open(root).unwrap();
+        let result = session.run(sql).await.unwrap();
+        pretty_format_batches(&result.batches).unwrap().to_string()
+    })
+}
+
+#[test]
+fn whole_part_counts_and_bounds_answer_from_statistics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    for part in 0..3 {
+        let mut lines: Vec<String> = (0..2_000)
+            .map(|n| format!(r#"{{"kind":"k{part}","n":{}}}"#, n + part * 10_000))
+            .collect();
+        lines.push(format!(r#"{{"kind":"k{part}"}}"#));
+        ingest_lines(&dir, "events", &lines);
+    }
+    let sql =
+        "SELECT count(*), count(data.n), min(data.n), max(data.n), max(data.kind) FROM events";
+    let plan = explain_analyze(tmp.path(), sql);
+    // Exact row counts, null counts and min/max from the manifest and footers: no scan runs.
+    assert!(!plan.contains("StrataScanExec"), "{plan}");
+    let expected = "| 6003     | 6000          | 0           | 21999       | k2             |";
+    assert!(
+        answer(tmp.path(), sql).contains(expected),
+        "{}",
+        answer(tmp.path(), sql)
+    );
+
+    // Key runs make an equality on the leading sort key exact, so its count is known too.
+    let sql = "SELECT count(*) FROM events WHERE data.kind = 'k1'";
+    let plan = explain_analyze(tmp.path(), sql);
+    assert!(!plan.contains("StrataScanExec"), "{plan}");
+    assert!(
+        answer(tmp.path(), sql).contains("| 2001     |"),
+        "{}",
+        answer(tmp.path(), sql)
+    );
+
+    // A part that stores `n` mostly as text keeps its integers in the remainder: its statistics
+    // do not describe `n` read as a number, so the scan reads it.
+    let mixed = [r#""many""#, r#""more""#, "7"].map(|n| format!(r#"{{"kind":"k9","n":{n}}}"#));
+    ingest_lines(&dir, "events", &mixed);
+    let sql = "SELECT count(*), max(TRY_CAST(data.n AS BIGINT)) FROM events";
+    let plan = explain_analyze(tmp.path(), sql);
+    assert!(plan.contains("StrataScanExec"), "{plan}");
+    assert!(
+        answer(tmp.path(), sql).contains("| 6006     | 21999"),
+        "{}",
+        answer(tmp.path(), sql)
+    );
+    // With a filter that pruning cannot make exact, DataFusion still counts the rows.
+    let plan = explain_analyze(tmp.path(), "SELECT count(*) FROM events WHERE data.n > 5");
+    assert!(plan.contains("FilterExec"), "{plan}");
 }

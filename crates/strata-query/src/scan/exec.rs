@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use arrow::array::AsArray;
 use arrow::datatypes::{Int32Type, SchemaRef};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -29,6 +30,7 @@ use super::prune::part::parts_to_scan;
 use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
 };
+use super::statistics::scan_statistics;
 use super::{ScanOutput, part_error};
 use crate::paths::PathColumn;
 
@@ -259,6 +261,23 @@ impl ExecutionPlan for StrataScanExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let (outputs, schema, limit) = (&self.outputs, &self.schema, self.limit);
+        // Per partition: the units it reads; overall: all of them.
+        let statistics = match args.partition() {
+            Some(p) => {
+                let units = self.partitions.get(p).into_iter().flatten();
+                scan_statistics(units, outputs, schema, limit)
+            }
+            None => scan_statistics(self.partitions.iter().flatten(), outputs, schema, limit),
+        };
+        Ok(Arc::new(statistics))
     }
 
     fn execute(

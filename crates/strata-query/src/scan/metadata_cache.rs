@@ -4,34 +4,73 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
+use datafusion::execution::cache::lru_queue::LruQueue;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use strata_format::{PartChecksums, PartEntry};
 
 /// Parsed footers and page indexes of parts, kept across the statements of a session.
 ///
 /// A part file is immutable and its name is never reused (ADR 0001), so an entry can never be
-/// stale; merged-away parts simply stop being asked for. Parsing a footer with hundreds of
-/// columns and their page index costs milliseconds, which would otherwise be paid by every
-/// statement for every part.
-#[derive(Debug, Default)]
+/// stale; merged-away parts simply stop being asked for and age out. Parsing a footer with
+/// hundreds of columns and their page index costs milliseconds, which would otherwise be paid by
+/// every statement for every part. Memory is bounded by bytes (the parsed metadata's own size):
+/// past the budget, the least recently used parts are evicted.
 pub struct PartMetadataCache {
-    entries: std::sync::Mutex<std::collections::HashMap<PathBuf, CachedPart>>,
+    entries: std::sync::Mutex<Entries>,
+    budget_bytes: usize,
+}
+
+struct Entries {
+    parts: LruQueue<PathBuf, (CachedPart, usize)>,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for PartMetadataCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartMetadataCache")
+            .field("bytes", &self.bytes())
+            .field("budget_bytes", &self.budget_bytes)
+            .finish()
+    }
+}
+
+impl Default for PartMetadataCache {
+    fn default() -> Self {
+        Self::with_budget(Self::DEFAULT_BUDGET_BYTES)
+    }
 }
 
 /// A part's verified footer and page index, and its checksums.
 pub(super) type CachedPart = (ArrowReaderMetadata, Option<Arc<PartChecksums>>);
 
 impl PartMetadataCache {
-    /// Entries kept before the cache starts over (bounds memory on very large tables).
-    const MAX_ENTRIES: usize = 4096;
+    /// Parsed metadata kept by default: a Bluesky part of 512Ki-row groups parses to about
+    /// 0.2 MB, a wide GH Archive part to a few MB, so this holds the footers of hundreds of parts.
+    pub const DEFAULT_BUDGET_BYTES: usize = 256 * 1024 * 1024;
+
+    /// A cache that keeps at most `budget_bytes` of parsed metadata (at least the newest part).
+    pub fn with_budget(budget_bytes: usize) -> Self {
+        PartMetadataCache {
+            entries: std::sync::Mutex::new(Entries {
+                parts: LruQueue::new(),
+                bytes: 0,
+            }),
+            budget_bytes,
+        }
+    }
+
+    /// Bytes of parsed metadata held now.
+    pub fn bytes(&self) -> usize {
+        self.entries.lock().map_or(0, |e| e.bytes)
+    }
 
     pub(super) fn get_or_load(
         &self,
         path: &Path,
         entry: &PartEntry,
     ) -> std::result::Result<CachedPart, strata_format::FormatError> {
-        if let Ok(entries) = self.entries.lock()
-            && let Some(found) = entries.get(path)
+        if let Ok(mut entries) = self.entries.lock()
+            && let Some((found, _)) = entries.parts.get(&path.to_path_buf())
         {
             return Ok(found.clone());
         }
@@ -42,12 +81,19 @@ impl PartMetadataCache {
                 source,
             }
         })?;
+        let size = metadata.metadata().memory_size();
         let part = (metadata, opened.checksums);
         if let Ok(mut entries) = self.entries.lock() {
-            if entries.len() >= Self::MAX_ENTRIES {
-                entries.clear();
+            if let Some((_, replaced)) = entries.parts.put(path.to_owned(), (part.clone(), size)) {
+                entries.bytes -= replaced;
             }
-            entries.insert(path.to_owned(), part.clone());
+            entries.bytes += size;
+            while entries.bytes > self.budget_bytes && entries.parts.len() > 1 {
+                match entries.parts.pop() {
+                    Some((_, (_, evicted))) => entries.bytes -= evicted,
+                    None => break,
+                }
+            }
         }
         Ok(part)
     }
@@ -75,4 +121,67 @@ fn open_metadata(plain: &ArrowReaderMetadata) -> parquet::errors::Result<ArrowRe
         plain.schema().metadata().clone(),
     ));
     ArrowReaderMetadata::try_new(plain.metadata().clone(), options.with_schema(schema))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::Write;
+
+    use strata_engine::input::Input;
+    use strata_engine::{DataDir, IngestOptions, ingest};
+    use strata_format::Manifest;
+
+    use super::PartMetadataCache;
+
+    #[test]
+    fn least_recently_used_parts_leave_once_over_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(tmp.path());
+        for part in 0..3 {
+            let mut file = tempfile::NamedTempFile::new().unwrap();
+            for n in 0..100 {
+                writeln!(file, r#"{{"part":{part},"n":{n}}}"#).unwrap();
+            }
+            let input = [Input::File(file.path().to_owned())];
+            ingest(
+                &dir,
+                "t",
+                &input,
+                &IngestOptions::default(),
+                &mut |_| {},
+                &mut |_| {},
+            )
+            .unwrap();
+        }
+        let table_dir = dir.table_dir("t").unwrap();
+        let manifest = dir.manifest("t").unwrap();
+        let paths: Vec<_> = manifest
+            .parts
+            .iter()
+            .map(|e| (Manifest::part_path(&table_dir, &e.file), e))
+            .collect();
+        let size = |cache: &PartMetadataCache, i: usize| {
+            let before = cache.bytes();
+            cache.get_or_load(&paths[i].0, paths[i].1).unwrap();
+            cache.bytes() - before
+        };
+        let unbounded = PartMetadataCache::default();
+        let sizes: Vec<usize> = (0..3).map(|i| size(&unbounded, i)).collect();
+        assert!(sizes.iter().all(|&s| s > 0), "{sizes:?}");
+        assert_eq!(unbounded.bytes(), sizes.iter().sum::<usize>());
+        // Room for two parts: loading a third evicts the least recently used, not the oldest.
+        let cache = PartMetadataCache::with_budget(sizes[0] + sizes[1] + sizes[2] - 1);
+        for i in [0, 1, 0, 2] {
+            cache.get_or_load(&paths[i].0, paths[i].1).unwrap();
+        }
+        assert_eq!(cache.bytes(), sizes[0] + sizes[2]);
+        // A budget below one part still keeps the newest.
+        let tiny = PartMetadataCache::with_budget(1);
+        for (path, entry) in &paths {
+            tiny.get_or_load(path, entry).unwrap();
+        }
+        assert_eq!(tiny.bytes(), sizes[2]);
+    }
 }

@@ -17,6 +17,7 @@ mod group_counter;
 mod metadata_cache;
 mod prune;
 mod read;
+mod statistics;
 
 use std::path::Path;
 
