@@ -10,11 +10,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use proptest::prelude::*;
 use strata_engine::input::Input;
 use strata_engine::{DataDir, IngestOptions, ingest};
 use strata_query::Session;
+
+mod common;
 
 /// A JSON value of a generated document (None: the key is absent).
 #[derive(Debug, Clone)]
@@ -188,22 +189,7 @@ fn rows(
 ) -> Result<Vec<String>, String> {
     runtime.block_on(async {
         let result = session.run(sql).await.map_err(|e| e.to_string())?;
-        let options = FormatOptions::default().with_null("NULL");
-        let mut rows = Vec::new();
-        for batch in &result.batches {
-            let formatters: Vec<ArrayFormatter> = batch
-                .columns()
-                .iter()
-                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-                .collect();
-            for row in 0..batch.num_rows() {
-                let cells: Vec<String> = formatters
-                    .iter()
-                    .map(|f| f.value(row).to_string())
-                    .collect();
-                rows.push(cells.join(" | "));
-            }
-        }
+        let mut rows = common::rows(&result.batches);
         rows.sort();
         Ok(rows)
     })

@@ -8,10 +8,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use strata_engine::input::Input;
 use strata_engine::{DataDir, IngestOptions, ingest};
 use strata_query::Session;
+
+mod common;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -61,23 +62,7 @@ fn run(root: &Path, sql: &str) -> Vec<String> {
             .run(sql)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        let options = FormatOptions::default().with_null("NULL");
-        let mut rows = Vec::new();
-        for batch in &result.batches {
-            let formatters: Vec<ArrayFormatter> = batch
-                .columns()
-                .iter()
-                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-                .collect();
-            for row in 0..batch.num_rows() {
-                let cells: Vec<String> = formatters
-                    .iter()
-                    .map(|f| f.value(row).to_string())
-                    .collect();
-                rows.push(cells.join(" | "));
-            }
-        }
-        rows
+        common::rows(&result.batches)
     })
 }
 
