@@ -19,7 +19,8 @@ pub mod profile;
 pub mod selfcheck;
 
 pub use checksum::{
-    OpenedPart, PartChecksums, PartFile, VerifiedPartReader, check_part, open_part, verify_file_hash,
+    OpenedPart, PartChecksums, PartFile, VerifiedPartReader, check_part, open_part,
+    verify_file_hash,
 };
 pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};

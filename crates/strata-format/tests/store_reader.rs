@@ -24,8 +24,9 @@ const BATCH: usize = 4096;
 fn docs(rows: usize) -> Vec<Value> {
     (0..rows)
         .map(|i| {
+            let kind = ["commit", "identity", "account"][i % 3];
             json!({
-                "kind": ["commit", "identity", "account"][i % 3],
+                "kind": kind,
                 "did": format!("did:plc:{}", common::hash_text((i / 7) as u64)),
                 "time_us": 1_700_000_000_000_000i64 + i as i64 * 997,
                 "ok": i % 5 == 0,
@@ -81,9 +82,11 @@ fn read_through_file(
 ) -> Vec<RecordBatch> {
     let path = part_path(dir);
     let opened = open_part(&path, entry).unwrap();
-    let mut builder =
-        ParquetRecordBatchReaderBuilder::new_with_metadata(opened.file(&path).unwrap(), opened.metadata)
-            .with_batch_size(BATCH);
+    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+        opened.file(&path).unwrap(),
+        opened.metadata,
+    )
+    .with_batch_size(BATCH);
     if let Some(selection) = selection {
         builder = builder.with_row_selection(selection);
     }
@@ -171,8 +174,5 @@ async fn a_missing_part_is_an_error_naming_it() {
         .await
         .expect_err("read from an empty store")
         .to_string();
-    assert!(
-        message.contains(&path.display().to_string()),
-        "{message}"
-    );
+    assert!(message.contains(&path.display().to_string()), "{message}");
 }

@@ -97,9 +97,10 @@ impl VerifiedPartReader {
             .map(|range| {
                 // `runs` are disjoint, ascending and cover every range.
                 let i = runs.partition_point(|run| run.end <= range.start);
-                let (run, bytes) = runs.get(i).zip(fetched.get(i)).ok_or_else(|| {
-                    ParquetError::General(format!("bytes {range:?} not fetched"))
-                })?;
+                let (run, bytes) = runs
+                    .get(i)
+                    .zip(fetched.get(i))
+                    .ok_or_else(|| ParquetError::General(format!("bytes {range:?} not fetched")))?;
                 let from = (range.start - run.start) as usize;
                 Ok(bytes.slice(from..from + (range.end - range.start) as usize))
             })

@@ -8,8 +8,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::AsArray;
-use futures::StreamExt;
-use object_store::ObjectStore;
 use arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::common::{DataFusionError, Result, Statistics};
 use datafusion::execution::TaskContext;
@@ -23,6 +21,8 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
+use futures::StreamExt;
+use object_store::ObjectStore;
 use strata_format::Manifest;
 
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};

@@ -140,7 +140,8 @@ fn needed_columns(entry: &PartEntry, plan: &OutputPlan, needed: &mut BTreeSet<St
 }
 
 /// A stream of the batches of one part's selected rows.
-pub(super) type UnitStream = parquet::arrow::async_reader::ParquetRecordBatchStream<VerifiedPartReader>;
+pub(super) type UnitStream =
+    parquet::arrow::async_reader::ParquetRecordBatchStream<VerifiedPartReader>;
 
 /// Opens the selected row groups and rows of one part (its access plan), reading the physical
 /// columns `plans` need through `store`, every byte verified against the part's checksums.
