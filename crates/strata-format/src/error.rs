@@ -35,6 +35,13 @@ pub enum FormatError {
         found: u32,
         supported: u32,
     },
+    /// A read through an `object_store` (the scan's reads of part pages) failed.
+    #[error("{path}: {source}")]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: object_store::Error,
+    },
     #[error("{path}: {source}")]
     Json {
         path: PathBuf,

@@ -18,7 +18,10 @@ pub mod part;
 pub mod profile;
 pub mod selfcheck;
 
-pub use checksum::{OpenedPart, PartChecksums, PartFile, check_part, open_part, verify_file_hash};
+pub use checksum::{
+    OpenedPart, PartChecksums, PartFile, VerifiedPartReader, check_part, open_part,
+    verify_file_hash,
+};
 pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{

@@ -260,6 +260,12 @@ impl Manifest {
     pub fn part_path(table_dir: &Path, file: &str) -> PathBuf {
         table_dir.join(PARTS_DIR).join(file)
     }
+
+    /// Where the part `file` of `table` sits in an object store rooted at the data directory
+    /// (the same layout as [`Manifest::part_path`]: `<table>/parts/<file>`).
+    pub fn part_location(table: &str, file: &str) -> object_store::path::Path {
+        object_store::path::Path::from_iter([table, PARTS_DIR, file])
+    }
 }
 
 /// A name of a file directly inside `parts/` (garbage collection deletes by these names).

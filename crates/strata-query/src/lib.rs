@@ -74,16 +74,30 @@ pub struct Session {
 
 impl Session {
     pub fn open(data_dir: &Path) -> Result<Session, QueryError> {
-        Session::open_with_pruning(data_dir, true)
+        Session::open_with_pruning(data_dir, true, None)
+    }
+
+    /// A session whose scans read part pages through `store`, an object store rooted at the data
+    /// directory (`<table>/parts/<file>`), instead of the local file system. Manifests, footers
+    /// and checksum files are still read from `data_dir`.
+    pub fn open_with_store(
+        data_dir: &Path,
+        store: Arc<dyn object_store::ObjectStore>,
+    ) -> Result<Session, QueryError> {
+        Session::open_with_pruning(data_dir, true, Some(store))
     }
 
     /// A session whose scans read every row of every part (no statistics, no key runs, every
     /// filter applied above the scan): the reference that pruned answers are checked against.
     pub fn open_without_pruning(data_dir: &Path) -> Result<Session, QueryError> {
-        Session::open_with_pruning(data_dir, false)
+        Session::open_with_pruning(data_dir, false, None)
     }
 
-    fn open_with_pruning(data_dir: &Path, pruning: bool) -> Result<Session, QueryError> {
+    fn open_with_pruning(
+        data_dir: &Path,
+        pruning: bool,
+        store: Option<Arc<dyn object_store::ObjectStore>>,
+    ) -> Result<Session, QueryError> {
         let memory_limit = std::env::var("STRATA_MEMORY_LIMIT")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -136,10 +150,11 @@ impl Session {
         }
         let catalog = datafusion::catalog::MemoryCatalogProvider::new();
         use datafusion::catalog::CatalogProvider;
-        catalog.register_schema(
-            "public",
-            Arc::new(DataDirSchema::new(DataDir::new(data_dir), registry).with_pruning(pruning)),
-        )?;
+        let mut schema = DataDirSchema::new(DataDir::new(data_dir), registry).with_pruning(pruning);
+        if let Some(store) = store {
+            schema = schema.with_store(store);
+        }
+        catalog.register_schema("public", Arc::new(schema))?;
         context.register_catalog("strata", Arc::new(catalog));
         Ok(Session { context })
     }

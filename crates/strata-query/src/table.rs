@@ -18,6 +18,7 @@ use datafusion::datasource::TableType;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
+use object_store::ObjectStore;
 use strata_engine::{DataDir, ReadLease};
 use strata_format::Manifest;
 
@@ -87,6 +88,8 @@ pub struct StrataTable {
     columns: Vec<PathColumn>,
     schema: SchemaRef,
     metadata_cache: Arc<PartMetadataCache>,
+    /// The data directory's object store, which the scan reads part pages through.
+    store: Arc<dyn ObjectStore>,
     /// Taken before the manifest was read: the snapshot's parts stay on disk while it is held.
     lease: Option<Arc<ReadLease>>,
     /// False only to compare answers against unpruned scans (`Session::open_without_pruning`).
@@ -94,11 +97,13 @@ pub struct StrataTable {
 }
 
 impl StrataTable {
+    /// The table `name` of `data_dir`, whose parts `store` (rooted at the data directory) holds.
     pub fn open(
         data_dir: &DataDir,
         name: &str,
         snapshots: &SnapshotCache,
         metadata_cache: Arc<PartMetadataCache>,
+        store: &DataDirStore,
     ) -> Result<Option<StrataTable>, strata_engine::EngineError> {
         let dir = data_dir.table_dir(name)?;
         let lease = data_dir.read_lease(name)?.map(Arc::new);
@@ -110,7 +115,7 @@ impl StrataTable {
             dir,
             (manifest, paths, lease),
             Vec::new(),
-            metadata_cache,
+            (metadata_cache, store.get(data_dir)?),
         )))
     }
 
@@ -125,7 +130,7 @@ impl StrataTable {
         dir: PathBuf,
         (manifest, paths, lease): (Arc<Manifest>, Arc<PathIndex>, Option<Arc<ReadLease>>),
         columns: Vec<PathColumn>,
-        metadata_cache: Arc<PartMetadataCache>,
+        (metadata_cache, store): (Arc<PartMetadataCache>, Arc<dyn ObjectStore>),
     ) -> StrataTable {
         let mut fields = vec![
             json_field(DATA_COLUMN).with_metadata(
@@ -153,6 +158,7 @@ impl StrataTable {
             columns,
             schema: Arc::new(Schema::new(fields)),
             metadata_cache,
+            store,
             lease,
             pruning: true,
         }
@@ -169,7 +175,7 @@ impl StrataTable {
                 self.lease.clone(),
             ),
             columns.into_iter().collect(),
-            self.metadata_cache.clone(),
+            (self.metadata_cache.clone(), self.store.clone()),
         )
         .with_pruning(self.pruning)
     }
@@ -247,6 +253,7 @@ impl TableProvider for StrataTable {
         let exec = StrataScanExec::try_new(
             self.name.clone(),
             self.dir.clone(),
+            self.store.clone(),
             &self.manifest,
             &self.columns,
             outputs,
@@ -261,6 +268,39 @@ impl TableProvider for StrataTable {
     }
 }
 
+/// The object store of a data directory: every read of a part's pages goes through it, by the
+/// part's location relative to the data directory (`<table>/parts/<file>`). By default a
+/// `LocalFileSystem` rooted at the data directory, made when the first table is opened (the
+/// directory may not exist before); another store (S3, or a test's) is given with
+/// [`DataDirStore::with_store`].
+#[derive(Debug, Default)]
+pub struct DataDirStore {
+    store: std::sync::OnceLock<Arc<dyn ObjectStore>>,
+}
+
+impl DataDirStore {
+    /// A data directory whose parts `store` holds.
+    pub fn with_store(store: Arc<dyn ObjectStore>) -> Self {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(store);
+        DataDirStore { store: cell }
+    }
+
+    fn get(&self, data_dir: &DataDir) -> Result<Arc<dyn ObjectStore>, strata_engine::EngineError> {
+        if let Some(store) = self.store.get() {
+            return Ok(store.clone());
+        }
+        let local = object_store::local::LocalFileSystem::new_with_prefix(data_dir.root())
+            .map_err(|e| {
+                strata_engine::EngineError::from(strata_format::FormatError::Store {
+                    path: data_dir.root().to_owned(),
+                    source: e,
+                })
+            })?;
+        Ok(self.store.get_or_init(|| Arc::new(local)).clone())
+    }
+}
+
 /// The `public` schema of the session: every table of the data directory.
 #[derive(Debug)]
 pub struct DataDirSchema {
@@ -268,6 +308,7 @@ pub struct DataDirSchema {
     registry: PathRegistry,
     /// Shared by every statement of the session: parts never change once written.
     metadata_cache: Arc<PartMetadataCache>,
+    store: DataDirStore,
     snapshots: SnapshotCache,
     /// See `StrataTable::with_pruning`.
     pruning: bool,
@@ -279,9 +320,17 @@ impl DataDirSchema {
             data_dir,
             registry,
             metadata_cache: Arc::new(PartMetadataCache::default()),
+            store: DataDirStore::default(),
             snapshots: SnapshotCache::default(),
             pruning: true,
         }
+    }
+
+    /// Reads part pages through `store` (rooted at the data directory) instead of the local
+    /// file system.
+    pub fn with_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.store = DataDirStore::with_store(store);
+        self
     }
 
     /// Tables that prune (`true`, the default) or scan every row of every part; used only to
@@ -315,6 +364,7 @@ impl SchemaProvider for DataDirSchema {
             name,
             &self.snapshots,
             self.metadata_cache.clone(),
+            &self.store,
         )
         .map_err(external)?
         else {

@@ -19,19 +19,24 @@
 //! every segment a read touches before handing out a byte (the parquet reader reads whole pages when
 //! the offset index is loaded, so a read is exactly a run of segments and nothing is read twice).
 //! The verification itself, [`PartChecksums::covering`] and [`PartChecksums::verify`], works on
-//! byte ranges and buffers so that an async reader can call it too.
+//! byte ranges and buffers; the query scan reads through [`VerifiedPartReader`], parquet's
+//! `AsyncFileReader` over an `object_store`, which widens every read to whole segments the same
+//! way and verifies them before handing out a byte. `PartFile` serves the synchronous readers
+//! (merges, exports, `strata check`).
 //!
 //! Parts written before checksums existed have no `xxh64` in their entry and no checksum file;
 //!
 //! Modules: [`segments`] (segment boundaries and their verification), [`file`] (the checksum
-//! file's bytes), [`open`] (verified footers), [`part_file`] (verified reads), [`check`] (whole-file
-//! hashes and `strata check`).
+//! file's bytes), [`open`] (verified footers), [`part_file`] (verified synchronous reads),
+//! [`store_reader`] (verified reads through an object store), [`check`] (whole-file hashes and
+//! `strata check`).
 
 mod check;
 mod file;
 mod open;
 mod part_file;
 mod segments;
+mod store_reader;
 
 use std::fs::File;
 use std::ops::Range;
@@ -45,6 +50,7 @@ pub use file::write_checksums;
 pub use open::{OpenedPart, open_part};
 pub use part_file::{PartFile, PartRead};
 pub use segments::PartChecksums;
+pub use store_reader::VerifiedPartReader;
 
 /// Suffix of a part's checksum file, next to the part in `parts/`.
 pub const CHECKSUM_SUFFIX: &str = ".crc";

@@ -33,7 +33,10 @@ pub(super) struct ScanUnit {
 #[derive(Debug)]
 pub(super) struct PartInScan {
     pub(super) entry: PartEntry,
+    /// On disk: names the part in errors and keys the metadata cache.
     pub(super) path: PathBuf,
+    /// In the data directory's object store, which every read of the part's pages goes through.
+    pub(super) location: object_store::path::Path,
     pub(super) metadata: ArrowReaderMetadata,
     /// What every read of the part is verified against (None: a part without checksums).
     pub(super) checksums: Option<Arc<PartChecksums>>,

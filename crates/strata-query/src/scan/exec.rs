@@ -1,6 +1,7 @@
 //! `StrataScanExec`: the execution plan node of a table scan — planning (pruning into access
-//! plans, spreading them over partitions), display and metrics, and execution on blocking
-//! threads, one stream per partition.
+//! plans, spreading them over partitions), display and metrics, and execution: one tokio task
+//! per partition drives parquet's async reader over the data directory's object store, unit by
+//! unit, and sends the built outputs into the partition's stream.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -20,6 +21,8 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
+use futures::StreamExt;
+use object_store::ObjectStore;
 use strata_format::Manifest;
 
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
@@ -47,6 +50,8 @@ pub struct StrataScanExec {
     properties: Arc<PlanProperties>,
     /// Keeps the snapshot's parts on disk while the scan runs (`strata_engine::table`).
     lease: Option<Arc<strata_engine::ReadLease>>,
+    /// The data directory's store; parts are read from it by their location.
+    store: Arc<dyn ObjectStore>,
 }
 
 impl StrataScanExec {
@@ -54,6 +59,7 @@ impl StrataScanExec {
     pub fn try_new(
         table: String,
         dir: PathBuf,
+        store: Arc<dyn ObjectStore>,
         manifest: &Manifest,
         columns: &[PathColumn],
         outputs: Vec<ScanOutput>,
@@ -84,6 +90,7 @@ impl StrataScanExec {
             let part = Arc::new(PartInScan {
                 entry: entry.clone(),
                 path,
+                location: Manifest::part_location(&table, &entry.file),
                 metadata,
                 checksums,
             });
@@ -109,6 +116,7 @@ impl StrataScanExec {
             metrics,
             properties: Arc::new(properties),
             lease: None,
+            store,
         };
         scan.record_prune_counts();
         Ok(scan)
@@ -295,7 +303,8 @@ impl ExecutionPlan for StrataScanExec {
         let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 2);
         let tx = builder.tx();
         let lease = self.lease.clone();
-        builder.spawn_blocking(move || {
+        let store = self.store.clone();
+        builder.spawn(async move {
             let _lease = lease;
             let mut produced = 0usize;
             for unit in units {
@@ -303,15 +312,15 @@ impl ExecutionPlan for StrataScanExec {
                     .iter()
                     .map(|o| plan_output(&unit.part.entry, o))
                     .collect();
-                let reader = open_unit(&unit, &plans, &table, &bytes_scanned, None)?;
-                for batch in reader {
+                let mut batches = open_unit(&store, &unit, &plans, &table, &bytes_scanned, None)?;
+                while let Some(batch) = batches.next().await {
                     let out = batch
                         .map_err(DataFusionError::from)
                         .and_then(|batch| build_outputs(&batch, &plans, &schema))
                         .map_err(|e| part_error(&table, &unit.part.path, e))?;
                     produced += out.num_rows();
                     output_rows.add(out.num_rows());
-                    if tx.blocking_send(Ok(out)).is_err() {
+                    if tx.send(Ok(out)).await.is_err() {
                         return Ok(()); // the consumer has gone away
                     }
                     if limit.is_some_and(|l| produced >= l) {
@@ -364,19 +373,23 @@ impl StrataScanExec {
             MetricBuilder::new(&self.metrics).counter("rows_counted_by_key", partition);
         let mut builder = RecordBatchReceiverStreamBuilder::new(result_schema.clone(), 2);
         let tx = builder.tx();
-        builder.spawn_blocking(move || {
+        let lease = self.lease.clone();
+        let store = self.store.clone();
+        builder.spawn(async move {
+            let _lease = lease;
             let mut counter = GroupCounter::default();
             for unit in units {
                 let plan = plan_output(&unit.part.entry, &output);
                 let dictionary = dictionary_source(&unit.part.entry, &plan);
-                let reader = open_unit(
+                let mut batches = open_unit(
+                    &store,
                     &unit,
                     std::slice::from_ref(&plan),
                     &table,
                     &bytes_scanned,
                     dictionary,
                 )?;
-                for batch in reader {
+                while let Some(batch) = batches.next().await {
                     let batch = batch
                         .map_err(DataFusionError::from)
                         .map_err(|e| part_error(&table, &unit.part.path, e))?;
@@ -397,14 +410,14 @@ impl StrataScanExec {
                     }
                     if counter.len() >= GroupCounter::MAX_GROUPS {
                         let out = counter.emit(&result_schema)?;
-                        if tx.blocking_send(Ok(out)).is_err() {
+                        if tx.send(Ok(out)).await.is_err() {
                             return Ok(());
                         }
                     }
                 }
             }
             let out = counter.emit(&result_schema)?;
-            let _ = tx.blocking_send(Ok(out)); // Err: the consumer has gone away
+            let _ = tx.send(Ok(out)).await; // Err: the consumer has gone away
             Ok(())
         });
         Ok(builder.build())

@@ -5,7 +5,9 @@
 //! rows from the parts' key runs. `access_plan` turns those decisions into one DataFusion
 //! `ParquetAccessPlan` per part — the one place where row skipping is decided. Execution
 //! (`exec`) reads each plan's row groups and rows with a projection of exactly the physical
-//! columns the requested paths need (`read`), on blocking threads, one stream per partition.
+//! columns the requested paths need (`read`), through parquet's async reader over the data
+//! directory's object store (every page verified by strata-format's `VerifiedPartReader`), one
+//! tokio task and stream per partition (ADR 0012).
 //!
 //! Module map: `exec` (the `ExecutionPlan`), `prune` (one module per level), `access_plan`,
 //! `read` (opening a part, building outputs, the remainder overlay), `group_counter` (grouped

@@ -14,12 +14,10 @@ use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Fields, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::physical_plan::metrics::Count;
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder,
-};
-use strata_format::{PartEntry, PartFile};
+use object_store::ObjectStore;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use strata_format::{PartEntry, VerifiedPartReader};
 use strata_json::reconstruct::{parse_stored, reconstruct};
 use strata_json::{JsonPath, Kind, REMAINDER_COLUMN};
 
@@ -141,16 +139,22 @@ fn needed_columns(entry: &PartEntry, plan: &OutputPlan, needed: &mut BTreeSet<St
     false
 }
 
-/// Opens the selected row groups of one part, reading the physical columns `plans` need.
+/// A stream of the batches of one part's selected rows.
+pub(super) type UnitStream =
+    parquet::arrow::async_reader::ParquetRecordBatchStream<VerifiedPartReader>;
+
+/// Opens the selected row groups and rows of one part (its access plan), reading the physical
+/// columns `plans` need through `store`, every byte verified against the part's checksums.
 /// `dictionary_column`, when given, is read as dictionary-encoded strings (keys into each
 /// column chunk's dictionary) instead of one string per row.
 pub(super) fn open_unit(
+    store: &Arc<dyn ObjectStore>,
     unit: &ScanUnit,
     plans: &[OutputPlan],
     table: &str,
     bytes_scanned: &Count,
     dictionary_column: Option<&str>,
-) -> Result<ParquetRecordBatchReader> {
+) -> Result<UnitStream> {
     let part = &unit.part;
     let mut needed = BTreeSet::new();
     let mut all = false;
@@ -199,9 +203,14 @@ pub(super) fn open_unit(
                 .map_err(|e| part_error(table, &part.path, e.into()))?
         }
     };
-    let file = PartFile::open(&part.path, part.checksums.clone())
-        .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
-    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
+    let reader = VerifiedPartReader::new(
+        store.clone(),
+        part.location.clone(),
+        part.path.clone(),
+        part.checksums.clone(),
+        parquet.clone(),
+    );
+    let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
         .with_projection(mask)
         .with_row_groups(row_groups)
         .with_batch_size(BATCH_ROWS);
