@@ -11,9 +11,10 @@ use arrow::array::Array;
 use arrow::datatypes::DataType;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType};
-use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, ingest};
+use strata_engine::DataDir;
 use strata_query::{QueryError, Session};
+
+mod common;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -88,27 +89,9 @@ impl AsyncDB for StrataDb {
     }
 }
 
+/// Ingests `tests/data/<file>` of the repository into `table`.
 fn load(dir: &DataDir, table: &str, file: &str, sort_key: Option<&str>) {
-    let dir = dir.clone();
-    let table = table.to_owned();
-    let path = repo().join("tests/data").join(file);
-    let sort_key = sort_key.map(|k| k.split(',').map(String::from).collect());
-    strata_json::run_with_deep_stack(move || {
-        ingest(
-            &dir,
-            &table,
-            &[Input::File(path)],
-            &IngestOptions {
-                sort_key,
-                ..Default::default()
-            },
-            &mut |_| {},
-            &mut |_| {},
-        )
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-    })
-    .unwrap();
+    common::load(dir, table, &repo().join("tests/data").join(file), sort_key);
 }
 
 #[test]

@@ -8,8 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, ingest};
+use strata_engine::DataDir;
 use strata_query::Session;
 
 mod common;
@@ -18,35 +17,12 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn load(dir: &DataDir, table: &str, file: &Path, sort_key: Option<&str>) {
-    let dir = dir.clone();
-    let table = table.to_owned();
-    let file = file.to_owned();
-    let sort_key = sort_key.map(|k| k.split(',').map(String::from).collect());
-    strata_json::run_with_deep_stack(move || {
-        ingest(
-            &dir,
-            &table,
-            &[Input::File(file)],
-            &IngestOptions {
-                sort_key,
-                ..Default::default()
-            },
-            &mut |_| {},
-            &mut |_| {},
-        )
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-    })
-    .unwrap();
-}
-
 fn load_lines(dir: &DataDir, table: &str, lines: &[&str], sort_key: Option<&str>) {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     for line in lines {
         writeln!(file, "{line}").unwrap();
     }
-    load(dir, table, file.path(), sort_key);
+    common::load(dir, table, file.path(), sort_key);
 }
 
 /// Every statement's rows as text, one string per row.
@@ -100,13 +76,13 @@ fn benchmark_queries_keep_their_answers_when_paths_gain_kinds() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path());
     let root = tmp.path();
-    load(
+    common::load(
         &dir,
         "bluesky",
         &repo().join("tests/data/jetstream_sample.ndjson"),
         Some("kind,commit.operation,commit.collection,did,time_us"),
     );
-    load(
+    common::load(
         &dir,
         "gharchive",
         &repo().join("tests/data/gharchive_2015-01-01_sample.ndjson"),

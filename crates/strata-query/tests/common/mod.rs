@@ -1,9 +1,39 @@
 //! Helpers shared by the integration tests of this crate.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
+#![allow(dead_code)] // each test binary uses some of these
+
+use std::path::Path;
 
 use arrow::array::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use strata_engine::input::Input;
+use strata_engine::{DataDir, IngestOptions, ingest};
+
+/// Ingests the NDJSON `file` into `table` (sort key as comma-separated paths), on a deep stack
+/// as the binary does; panics with the engine's message on failure.
+pub fn load(dir: &DataDir, table: &str, file: &Path, sort_key: Option<&str>) {
+    let dir = dir.clone();
+    let table = table.to_owned();
+    let file = file.to_owned();
+    let sort_key = sort_key.map(|k| k.split(',').map(String::from).collect());
+    strata_json::run_with_deep_stack(move || {
+        ingest(
+            &dir,
+            &table,
+            &[Input::File(file)],
+            &IngestOptions {
+                sort_key,
+                ..Default::default()
+            },
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    })
+    .unwrap();
+}
 
 /// Each row of `batches` as its cells joined by ` | `, NULL written `NULL`.
 pub fn rows(batches: &[RecordBatch]) -> Vec<String> {
