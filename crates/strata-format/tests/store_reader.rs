@@ -55,9 +55,20 @@ async fn read_through_store(
     entry: &PartEntry,
     selection: Option<RowSelection>,
 ) -> Result<Vec<RecordBatch>, String> {
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap());
+    read_from(store, dir, entry, selection).await
+}
+
+/// The part's batches read through `store`, which holds the table directory's `parts/`; the
+/// footer and checksums come from the local part, as the scan's cache provides them.
+async fn read_from(
+    store: Arc<dyn ObjectStore>,
+    dir: &Path,
+    entry: &PartEntry,
+    selection: Option<RowSelection>,
+) -> Result<Vec<RecordBatch>, String> {
     let path = part_path(dir);
     let opened = open_part(&path, entry).map_err(|e| e.to_string())?;
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap());
     let reader = VerifiedPartReader::new(
         store,
         object_store::path::Path::from("parts/part.parquet"),
@@ -157,22 +168,9 @@ async fn parts_without_checksums_read_through_the_store_unverified() {
 async fn a_missing_part_is_an_error_naming_it() {
     let (dir, entry) = common::write_docs(&docs(1_000), &["kind".to_owned()]);
     let path = part_path(dir.path());
-    let opened = open_part(&path, &entry).unwrap();
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-    let reader = VerifiedPartReader::new(
-        store,
-        object_store::path::Path::from("parts/part.parquet"),
-        path.clone(),
-        opened.checksums.clone(),
-        opened.metadata.metadata().clone(),
-    );
-    let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, opened.metadata)
-        .build()
-        .unwrap();
-    let message = stream
-        .try_collect::<Vec<_>>()
+    let message = read_from(store, dir.path(), &entry, None)
         .await
-        .expect_err("read from an empty store")
-        .to_string();
+        .expect_err("read from an empty store");
     assert!(message.contains(&path.display().to_string()), "{message}");
 }
