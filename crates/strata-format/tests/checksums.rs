@@ -9,32 +9,12 @@ use std::path::Path;
 
 use arrow::record_batch::RecordBatch;
 use proptest::prelude::*;
-use serde_json::{Value, json};
 use strata_format::checksum::checksum_path;
 use strata_format::selfcheck::{IntactPart, check_damaged_read};
 use strata_format::{PartEntry, check_part, read_part_batches, verify_file_hash};
 
-/// Documents with every column kind, several pages per column (granules of 8,192 rows) and a
-/// dictionary-encoded string column.
-fn docs(rows: usize) -> Vec<Value> {
-    (0..rows)
-        .map(|i| {
-            let kind = ["commit", "identity", "account"][i % 3];
-            json!({
-                "kind": kind,
-                "did": format!("did:plc:{}", common::hash_text((i / 7) as u64)),
-                "time_us": 1_700_000_000_000_000i64 + i as i64 * 997,
-                "ratio": i as f64 / 7.0,
-                "ok": i % 5 == 0,
-                "text": common::hash_text(i as u64),
-                "nested": {"a": [i, i + 1], "b": null},
-            })
-        })
-        .collect()
-}
-
 fn write(rows: usize) -> (tempfile::TempDir, PartEntry) {
-    common::write_docs(&docs(rows), &["kind".to_owned(), "did".to_owned()])
+    common::write_docs(&common::docs(rows), &["kind".to_owned(), "did".to_owned()])
 }
 
 fn part_path(dir: &Path) -> std::path::PathBuf {

@@ -14,27 +14,10 @@ use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
-use serde_json::{Value, json};
 use strata_format::checksum::checksum_path;
 use strata_format::{PartEntry, VerifiedPartReader, open_part};
 
 const BATCH: usize = 4096;
-
-/// Several pages per column (granules of 8,192 rows), a dictionary-encoded string column.
-fn docs(rows: usize) -> Vec<Value> {
-    (0..rows)
-        .map(|i| {
-            let kind = ["commit", "identity", "account"][i % 3];
-            json!({
-                "kind": kind,
-                "did": format!("did:plc:{}", common::hash_text((i / 7) as u64)),
-                "time_us": 1_700_000_000_000_000i64 + i as i64 * 997,
-                "ok": i % 5 == 0,
-                "text": common::hash_text(i as u64),
-            })
-        })
-        .collect()
-}
 
 fn part_path(dir: &Path) -> std::path::PathBuf {
     dir.join("parts/part.parquet")
@@ -110,7 +93,7 @@ fn rows(batches: &[RecordBatch]) -> usize {
 
 #[tokio::test]
 async fn an_undamaged_part_reads_the_same_rows_as_through_part_file() {
-    let (dir, entry) = common::write_docs(&docs(20_000), &["kind".to_owned()]);
+    let (dir, entry) = common::write_docs(&common::docs(20_000), &["kind".to_owned()]);
     let whole = read_through_store(dir.path(), &entry, None).await.unwrap();
     assert_eq!(rows(&whole), 20_000);
     assert_eq!(whole, read_through_file(dir.path(), &entry, None));
@@ -126,7 +109,7 @@ async fn an_undamaged_part_reads_the_same_rows_as_through_part_file() {
 
 #[tokio::test]
 async fn a_damaged_byte_in_a_page_is_an_error_naming_the_part() {
-    let (dir, entry) = common::write_docs(&docs(20_000), &["kind".to_owned()]);
+    let (dir, entry) = common::write_docs(&common::docs(20_000), &["kind".to_owned()]);
     let path = part_path(dir.path());
     let clean = std::fs::read(&path).unwrap();
     let len = clean.len();
@@ -151,7 +134,7 @@ async fn a_damaged_byte_in_a_page_is_an_error_naming_the_part() {
 
 #[tokio::test]
 async fn parts_without_checksums_read_through_the_store_unverified() {
-    let (dir, entry) = common::write_docs(&docs(5_000), &["kind".to_owned()]);
+    let (dir, entry) = common::write_docs(&common::docs(5_000), &["kind".to_owned()]);
     let expected = read_through_file(dir.path(), &entry, None);
     std::fs::remove_file(checksum_path(&part_path(dir.path()))).unwrap();
     let legacy = PartEntry {
@@ -166,7 +149,7 @@ async fn parts_without_checksums_read_through_the_store_unverified() {
 
 #[tokio::test]
 async fn a_missing_part_is_an_error_naming_it() {
-    let (dir, entry) = common::write_docs(&docs(1_000), &["kind".to_owned()]);
+    let (dir, entry) = common::write_docs(&common::docs(1_000), &["kind".to_owned()]);
     let path = part_path(dir.path());
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     let message = read_from(store, dir.path(), &entry, None)

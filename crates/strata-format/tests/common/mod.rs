@@ -2,7 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own share of these helpers
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use strata_format::{PartEntry, PartWriterOptions, write_part};
 use strata_json::{Document, JsonPath, ShredOptions, ShreddedBatch, Shredder};
 
@@ -45,4 +45,23 @@ pub fn write_docs(docs: &[Value], sort_key: &[String]) -> (tempfile::TempDir, Pa
     )
     .expect("writing the part");
     (dir, entry)
+}
+
+/// Documents with every column kind, several pages per column (granules of 8,192 rows) and a
+/// dictionary-encoded string column.
+pub fn docs(rows: usize) -> Vec<Value> {
+    (0..rows)
+        .map(|i| {
+            let kind = ["commit", "identity", "account"][i % 3];
+            json!({
+                "kind": kind,
+                "did": format!("did:plc:{}", hash_text((i / 7) as u64)),
+                "time_us": 1_700_000_000_000_000i64 + i as i64 * 997,
+                "ratio": i as f64 / 7.0,
+                "ok": i % 5 == 0,
+                "text": hash_text(i as u64),
+                "nested": {"a": [i, i + 1], "b": null},
+            })
+        })
+        .collect()
 }
