@@ -102,15 +102,10 @@ class StrataBaseline(Strata):
     label = "Strata (baseline)"
 
     @property
-    def binary(self):
+    def binary(self):  # Strata.check_runnable reads it first, so a missing baseline is "not run"
         if self.ctx.strata_baseline_bin is None:
             raise NotRunnable("no baseline build given (--strata-baseline PATH)")
         return self.ctx.strata_baseline_bin
 
     def queries(self, workload):
         return workload.queries_for(Strata.name)  # the same SQL as the current build
-
-    def check_runnable(self):
-        if self.ctx.strata_baseline_bin is None:
-            raise NotRunnable("no baseline build given (--strata-baseline PATH)")
-        super().check_runnable()
