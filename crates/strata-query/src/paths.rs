@@ -87,6 +87,20 @@ impl PathMode {
         self == PathMode::Json
     }
 
+    /// What a virtual column name puts before and after the path in this mode.
+    fn name_affixes(self) -> (&'static str, &'static str) {
+        match self {
+            PathMode::Json => ("data->", ""),
+            PathMode::Text => ("data->>", ""),
+            PathMode::String => ("data.", ""),
+            PathMode::Int => ("data.", "::bigint"),
+            PathMode::Float => ("data.", "::double"),
+            PathMode::Bool => ("data.", "::boolean"),
+            PathMode::Mixed => ("data.", "::mixed"),
+            PathMode::Number => ("data.", "::number"),
+        }
+    }
+
     /// Modes the planner gives dotted access (`data.a.b`), whose comparisons with literals are
     /// typed by the literal.
     pub fn is_dotted(self) -> bool {
@@ -110,17 +124,17 @@ impl PathColumn {
     /// in several modes by one query (`data.k` selected as mixed text and compared as a string),
     /// so every mode but the string one carries a suffix.
     pub fn column_name(&self) -> String {
-        let path = &self.path;
-        match self.mode {
-            PathMode::Json => format!("data->{path}"),
-            PathMode::Text => format!("data->>{path}"),
-            PathMode::String => format!("data.{path}"),
-            PathMode::Int => format!("data.{path}::bigint"),
-            PathMode::Float => format!("data.{path}::double"),
-            PathMode::Bool => format!("data.{path}::boolean"),
-            PathMode::Mixed => format!("data.{path}::mixed"),
-            PathMode::Number => format!("data.{path}::number"),
-        }
+        let (prefix, suffix) = self.mode.name_affixes();
+        format!("{prefix}{}{suffix}", self.path)
+    }
+
+    /// Whether `name` is this column's [`Self::column_name`], without building the name
+    /// (planning asks this of every virtual column of a table for every filter).
+    pub fn has_name(&self, name: &str) -> bool {
+        let (prefix, suffix) = self.mode.name_affixes();
+        name.strip_prefix(prefix)
+            .and_then(|rest| rest.strip_suffix(suffix))
+            .is_some_and(|path| path == self.path)
     }
 }
 

@@ -94,6 +94,10 @@ pub struct StrataTable {
     lease: Option<Arc<ReadLease>>,
     /// False only to compare answers against unpruned scans (`Session::open_without_pruning`).
     pruning: bool,
+    /// Whether the scan applies a filter exactly, by filter: DataFusion's optimizer offers the
+    /// same filters dozens of times while planning one query, and the answer only depends on
+    /// this table's columns and snapshot.
+    exact_filters: Mutex<HashMap<Expr, bool>>,
 }
 
 impl StrataTable {
@@ -161,6 +165,7 @@ impl StrataTable {
             store,
             lease,
             pruning: true,
+            exact_filters: Mutex::default(),
         }
     }
 
@@ -213,12 +218,18 @@ impl TableProvider for StrataTable {
     ) -> Result<Vec<TableProviderFilterPushDown>> {
         // Filters prune parts, row groups and granules by statistics and DataFusion still
         // applies them, except equalities the parts' key runs decide row by row.
+        let mut known = self
+            .exact_filters
+            .lock()
+            .map_err(|_| DataFusionError::Internal("filter exactness memo poisoned".into()))?;
         Ok(filters
             .iter()
             .map(|filter| {
-                if self.pruning
-                    && crate::scan::filter_is_exact(filter, &self.columns, &self.manifest)
-                {
+                let exact = self.pruning
+                    && *known.entry((*filter).clone()).or_insert_with(|| {
+                        crate::scan::filter_is_exact(filter, &self.columns, &self.manifest)
+                    });
+                if exact {
                     TableProviderFilterPushDown::Exact
                 } else {
                     TableProviderFilterPushDown::Inexact

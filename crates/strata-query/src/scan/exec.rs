@@ -1,13 +1,14 @@
 //! `StrataScanExec`: the execution plan node of a table scan — planning (pruning into access
-//! plans, spreading them over partitions), display and metrics, and execution: one tokio task
-//! per partition drives parquet's async reader over the data directory's object store, unit by
-//! unit, and sends the built outputs into the partition's stream.
+//! plans, spreading them over partitions), display and metrics, and execution: each partition's
+//! stream drives parquet's async reader over the data directory's object store, unit by unit,
+//! and builds the outputs of each batch as the consumer polls it.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::AsArray;
+use arrow::array::RecordBatch;
 use arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::common::{DataFusionError, Result, Statistics};
 use datafusion::execution::TaskContext;
@@ -17,11 +18,12 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
-use futures::StreamExt;
+use futures::{Stream, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use strata_format::Manifest;
 
@@ -300,38 +302,56 @@ impl ExecutionPlan for StrataScanExec {
         let table = self.table.clone();
         let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
-        let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 2);
-        let tx = builder.tx();
         let lease = self.lease.clone();
         let store = self.store.clone();
-        builder.spawn(async move {
-            let _lease = lease;
-            let mut produced = 0usize;
-            for unit in units {
+        let stream_schema = schema.clone();
+        // Polled by whoever consumes the partition (DataFusion's own tasks), as its Parquet
+        // source is: no task or channel of our own between the reader and the plan above.
+        let batches = futures::stream::iter(units)
+            .map(move |unit| {
+                let _lease = &lease;
                 let plans: Vec<OutputPlan> = outputs
                     .iter()
                     .map(|o| plan_output(&unit.part.entry, o))
                     .collect();
-                let mut batches = open_unit(&store, &unit, &plans, &table, &bytes_scanned, None)?;
-                while let Some(batch) = batches.next().await {
-                    let out = batch
+                let batches = open_unit(&store, &unit, &plans, &table, &bytes_scanned, None)?;
+                let (table, schema, output_rows) =
+                    (table.clone(), schema.clone(), output_rows.clone());
+                Ok::<_, DataFusionError>(batches.map(move |batch| {
+                    let out: RecordBatch = batch
                         .map_err(DataFusionError::from)
                         .and_then(|batch| build_outputs(&batch, &plans, &schema))
                         .map_err(|e| part_error(&table, &unit.part.path, e))?;
-                    produced += out.num_rows();
                     output_rows.add(out.num_rows());
-                    if tx.send(Ok(out)).await.is_err() {
-                        return Ok(()); // the consumer has gone away
-                    }
-                    if limit.is_some_and(|l| produced >= l) {
-                        return Ok(());
-                    }
-                }
-            }
-            Ok(())
-        });
-        Ok(builder.build())
+                    Ok::<_, DataFusionError>(out)
+                }))
+            })
+            .try_flatten();
+        let batches = stop_after_rows(batches, limit);
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            stream_schema,
+            batches,
+        )))
     }
+}
+
+/// Ends `batches` once `limit` rows have been produced (the limit pushed into the scan), without
+/// reading a batch past it.
+fn stop_after_rows(
+    batches: impl Stream<Item = Result<RecordBatch>> + Send + 'static,
+    limit: Option<usize>,
+) -> impl Stream<Item = Result<RecordBatch>> + Send + 'static {
+    futures::stream::unfold(
+        (Box::pin(batches), 0usize),
+        move |(mut batches, produced)| async move {
+            if limit.is_some_and(|l| produced >= l) {
+                return None;
+            }
+            let batch = batches.next().await?;
+            let rows = batch.as_ref().map_or(0, RecordBatch::num_rows);
+            Some((batch, (batches, produced + rows)))
+        },
+    )
 }
 
 impl StrataScanExec {

@@ -19,7 +19,7 @@ pub(super) mod row_group;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -54,14 +54,20 @@ pub(crate) struct ScanPredicate {
     columns: Arc<HashMap<String, PathColumn>>,
 }
 
-/// The schema the filters are written over: the document and every virtual column.
-fn virtual_schema(columns: &[PathColumn]) -> SchemaRef {
+/// The schema the filters are written over: the document and those of the virtual columns
+/// they name. A table has a virtual column per path and mode, hundreds of them; planning runs
+/// this for every filter DataFusion offers, so it keeps only the columns that matter.
+fn virtual_schema(filters: &[Expr], columns: &[PathColumn]) -> SchemaRef {
+    let named: HashSet<&str> = filters
+        .iter()
+        .flat_map(|f| f.column_refs())
+        .map(|c| c.name.as_str())
+        .collect();
     let mut fields = vec![Field::new(crate::table::DATA_COLUMN, DataType::Utf8, true)];
-    fields.extend(
-        columns
-            .iter()
-            .map(|c| Field::new(c.column_name(), c.mode.data_type(), true)),
-    );
+    fields.extend(named.iter().filter_map(|name| {
+        let column = columns.iter().find(|c| c.has_name(name))?;
+        Some(Field::new(*name, column.mode.data_type(), true))
+    }));
     Arc::new(Schema::new(fields))
 }
 
@@ -101,7 +107,7 @@ fn build(expr: Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Arc<PruningP
 
 impl ScanPredicate {
     pub(crate) fn new(filters: &[Expr], columns: &[PathColumn]) -> Self {
-        let schema = virtual_schema(columns);
+        let schema = virtual_schema(filters, columns);
         let conjuncts = physical_conjuncts(filters, &schema);
         let by_name: HashMap<String, PathColumn> = columns
             .iter()
@@ -158,34 +164,40 @@ impl fmt::Display for ScanPredicate {
 /// scan reads only the runs the predicate keeps (`key_runs`), so the rows it returns are
 /// exactly the rows satisfying the filter.
 pub(crate) fn filter_is_exact(filter: &Expr, columns: &[PathColumn], manifest: &Manifest) -> bool {
-    let schema = virtual_schema(columns);
-    let [expr] = &physical_conjuncts(std::slice::from_ref(filter), &schema)[..] else {
+    // The cheap conditions first.
+    let named = filter.column_refs();
+    let [name] = named.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()[..] else {
+        return false;
+    };
+    let Some(column) = columns.iter().find(|c| c.has_name(name)) else {
+        return false;
+    };
+    let indexed_everywhere = manifest.parts.iter().all(|part| {
+        part.columns.get(&column.path) == Some(&Kind::String)
+            && !remainder_feeds(part, &column.path, column.mode)
+            && part
+                .key_runs
+                .as_ref()
+                .is_some_and(|runs| runs.paths.contains(&column.path))
+    });
+    if column.mode != PathMode::String || !indexed_everywhere {
+        return false;
+    }
+    let filters = std::slice::from_ref(filter);
+    let schema = virtual_schema(filters, std::slice::from_ref(column));
+    let [expr] = &physical_conjuncts(filters, &schema)[..] else {
         return false;
     };
     let [guarantee] = &LiteralGuarantee::analyze(expr)[..] else {
         return false;
     };
-    let Some(column) = columns
-        .iter()
-        .find(|c| c.column_name() == guarantee.column.name())
-    else {
-        return false;
-    };
     guarantee.guarantee == Guarantee::In
-        && column.mode == PathMode::String
+        && guarantee.column.name() == name
         && guarantee
             .literals
             .iter()
             .all(|v| matches!(v, ScalarValue::Utf8View(Some(_))))
-        && only_equalities(expr, guarantee.column.name())
-        && manifest.parts.iter().all(|part| {
-            part.columns.get(&column.path) == Some(&Kind::String)
-                && !remainder_feeds(part, &column.path, column.mode)
-                && part
-                    .key_runs
-                    .as_ref()
-                    .is_some_and(|runs| runs.paths.contains(&column.path))
-        })
+        && only_equalities(expr, name)
 }
 
 /// Whether `expr` is an equality of column `name` with a literal, an IN list of literals, or
