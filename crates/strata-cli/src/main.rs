@@ -17,12 +17,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc rather than glibc's allocator: a scan allocates and frees page buffers of hundreds of
-/// kilobytes per column chunk, which glibc serves with fresh `mmap`s, a page fault per 4 KB
-/// touched. Measured in docs/adr/0013-global-allocator.md (faster hot queries, higher peak RSS).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// What every command returns: success, or an error printed by `main` (exit status 1).
 pub type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
