@@ -309,6 +309,7 @@ impl ExecutionPlan for StrataScanExec {
         // source is: no task or channel of our own between the reader and the plan above.
         let batches = futures::stream::iter(units)
             .map(move |unit| {
+                // The closure owns the lease, so the parts stay on disk while the stream lives.
                 let _lease = &lease;
                 let plans: Vec<OutputPlan> = outputs
                     .iter()

@@ -172,15 +172,17 @@ pub(crate) fn filter_is_exact(filter: &Expr, columns: &[PathColumn], manifest: &
     let Some(column) = columns.iter().find(|c| c.has_name(name)) else {
         return false;
     };
-    let indexed_everywhere = manifest.parts.iter().all(|part| {
-        part.columns.get(&column.path) == Some(&Kind::String)
-            && !remainder_feeds(part, &column.path, column.mode)
-            && part
-                .key_runs
-                .as_ref()
-                .is_some_and(|runs| runs.paths.contains(&column.path))
-    });
-    if column.mode != PathMode::String || !indexed_everywhere {
+    let indexed_everywhere = || {
+        manifest.parts.iter().all(|part| {
+            part.columns.get(&column.path) == Some(&Kind::String)
+                && !remainder_feeds(part, &column.path, column.mode)
+                && part
+                    .key_runs
+                    .as_ref()
+                    .is_some_and(|runs| runs.paths.contains(&column.path))
+        })
+    };
+    if column.mode != PathMode::String || !indexed_everywhere() {
         return false;
     }
     let filters = std::slice::from_ref(filter);
