@@ -103,6 +103,8 @@ pub enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before anything allocates much or starts a thread (ADR 0013). A refusal only costs speed.
+    strata_malloc::tune();
     let cli = Cli::parse();
     strata_json::run_with_deep_stack(move || match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
