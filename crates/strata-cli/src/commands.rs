@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> CliResult {
         DataDir::open_existing(&cli.data_dir)?;
     }
     match cli.command {
+        Command::Serve { http, pg, config } => serve(&cli.data_dir, http, pg, config),
         Command::Ingest {
             table,
             files,
@@ -280,4 +281,45 @@ fn run_check(data_dir: &DataDir, table: Option<&str>) -> CliResult {
     } else {
         Err(format!("damaged tables: {}", damaged.join(", ")).into())
     }
+}
+
+fn serve(
+    data_dir: &std::path::Path,
+    http: Option<std::net::SocketAddr>,
+    pg: Option<std::net::SocketAddr>,
+    config: Option<std::path::PathBuf>,
+) -> CliResult {
+    let config = match config {
+        Some(path) => strata_server::Config::load(&path)?,
+        None => strata_server::Config::default(),
+    };
+    let (http, pg) = match (http, pg) {
+        (None, None) => (
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], 8080))),
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], 5432))),
+        ),
+        given => given,
+    };
+    let options = strata_server::ServeOptions {
+        data_dir: data_dir.to_owned(),
+        http,
+        pg,
+        config,
+    };
+    let unauthenticated = options.config.users.is_empty() || options.config.tokens.is_empty();
+    strata_server::serve(options, |listening| {
+        for (protocol, addr) in listening {
+            match *protocol {
+                "HTTP" => eprintln!("strata: listening for HTTP on http://{addr}"),
+                _ => eprintln!("strata: listening for {protocol} on {addr}"),
+            }
+        }
+        if unauthenticated {
+            eprintln!(
+                "strata: no users or no tokens in a config file: the protocol without them \
+                 needs no login and listens on loopback only"
+            );
+        }
+    })?;
+    Ok(())
 }

@@ -7,7 +7,6 @@
 //! `strata_json::MAX_NESTING_DEPTH` levels can be parsed, shredded and written back.
 
 mod commands;
-mod output;
 mod progress;
 mod shell;
 mod statements;
@@ -93,13 +92,27 @@ pub enum Command {
     Query {
         sql: String,
         #[arg(long, default_value = "table")]
-        format: output::Format,
+        format: strata_query::output::Format,
         /// Print `Time: N ms` to stderr after each statement.
         #[arg(long)]
         timing: bool,
     },
     /// Interactive SQL shell.
     Sql,
+    /// Serve the data directory over HTTP and the PostgreSQL protocol until SIGTERM/Ctrl-C,
+    /// merging parts in the background. Without --http/--pg both listen on loopback
+    /// (127.0.0.1:8080 and 127.0.0.1:5432); give one to serve only that protocol.
+    Serve {
+        /// HTTP address (ingest, SQL, tables, health, metrics).
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+        /// PostgreSQL protocol address.
+        #[arg(long)]
+        pg: Option<std::net::SocketAddr>,
+        /// Config file (TOML): users, tokens, limits, merge policy (see the README).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {

@@ -16,8 +16,8 @@ use rustyline::error::ReadlineError;
 use strata_engine::DataDir;
 
 use crate::CliResult;
-use crate::output::Format;
 use crate::statements::{run_statement, runtime};
+use strata_query::output::Format;
 
 /// SIGINTs received, as something a statement can be raced against.
 #[derive(Default)]

@@ -9,7 +9,7 @@ use strata_engine::DataDir;
 use strata_query::Session;
 
 use crate::CliResult;
-use crate::output::{Format, write_stream};
+use strata_query::output::{Format, write_stream};
 
 /// The tokio runtime that DataFusion runs on, one worker per core.
 pub fn runtime() -> Result<tokio::runtime::Runtime, std::io::Error> {

@@ -1,4 +1,5 @@
-//! Input sources for ingest: files (plain, `.gz`, `.zst`) or standard input, read as lines.
+//! Input sources for ingest: files (plain, `.gz`, `.zst`), standard input, or a stream handed
+//! over by a caller (a server's request body, with its compression named), read as lines.
 //!
 //! Errors of the source itself (the file or standard input) are marked as such: they abort the
 //! ingest. Any other read error comes from the decompressor (damaged or truncated `.gz`/`.zst`):
@@ -7,6 +8,7 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::error::EngineError;
 
@@ -15,7 +17,64 @@ use crate::error::EngineError;
 pub enum Input {
     Stdin,
     File(PathBuf),
+    /// Bytes from a caller (an HTTP request body), decompressed as its [`Compression`] says.
+    Stream(StreamInput),
 }
+
+/// How a [`Input::Stream`]'s bytes are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+/// A one-shot reader with a name for reject reports. Opening it takes the reader: an ingest
+/// reads it once. Clones share the reader; two inputs are equal when they share it.
+#[derive(Clone)]
+pub struct StreamInput {
+    name: String,
+    compression: Compression,
+    reader: Arc<Mutex<Option<Box<dyn Read + Send>>>>,
+}
+
+impl StreamInput {
+    pub fn new(
+        name: impl Into<String>,
+        compression: Compression,
+        reader: Box<dyn Read + Send>,
+    ) -> Self {
+        StreamInput {
+            name: name.into(),
+            compression,
+            reader: Arc::new(Mutex::new(Some(reader))),
+        }
+    }
+
+    fn take(&self) -> Option<Box<dyn Read + Send>> {
+        self.reader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl std::fmt::Debug for StreamInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamInput")
+            .field("name", &self.name)
+            .field("compression", &self.compression)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for StreamInput {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.reader, &other.reader)
+    }
+}
+
+impl Eq for StreamInput {}
 
 impl Input {
     /// `-` means standard input; anything else is a file path.
@@ -32,13 +91,14 @@ impl Input {
         match self {
             Input::Stdin => "<stdin>".into(),
             Input::File(p) => p.display().to_string(),
+            Input::Stream(stream) => stream.name.clone(),
         }
     }
 
     /// Compressed size on disk, when known (for progress).
     pub fn size_on_disk(&self) -> Option<u64> {
         match self {
-            Input::Stdin => None,
+            Input::Stdin | Input::Stream(_) => None,
             Input::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
         }
     }
@@ -63,31 +123,40 @@ impl Input {
         Ok(())
     }
 
-    /// Opens the input, decompressing by file extension.
+    /// Opens the input, decompressing by file extension (or a stream's named compression).
     pub fn open(&self) -> Result<Box<dyn BufRead + Send>, EngineError> {
         const BUFFER: usize = 1 << 20;
-        match self {
-            Input::Stdin => Ok(Box::new(BufReader::with_capacity(
-                BUFFER,
-                SourceReader(io::stdin()),
-            ))),
+        let (source, compression): (Box<dyn Read + Send>, Compression) = match self {
+            Input::Stdin => (Box::new(SourceReader(io::stdin())), Compression::None),
             Input::File(path) => {
                 let file = File::open(path).map_err(|source| EngineError::Input {
                     path: path.clone(),
                     source,
                 })?;
-                let file = SourceReader(file);
-                let reader: Box<dyn Read + Send> = match extension(path).as_deref() {
-                    Some("gz") => Box::new(flate2::read::MultiGzDecoder::new(file)),
-                    Some("zst") | Some("zstd") => Box::new(
-                        zstd::stream::read::Decoder::new(file)
-                            .map_err(|e| EngineError::io(path, e))?,
-                    ),
-                    _ => Box::new(file),
+                let compression = match extension(path).as_deref() {
+                    Some("gz") => Compression::Gzip,
+                    Some("zst") | Some("zstd") => Compression::Zstd,
+                    _ => Compression::None,
                 };
-                Ok(Box::new(BufReader::with_capacity(BUFFER, reader)))
+                (Box::new(SourceReader(file)), compression)
             }
-        }
+            Input::Stream(stream) => {
+                let reader = stream.take().ok_or_else(|| EngineError::Input {
+                    path: stream.name.clone().into(),
+                    source: io::Error::other("this stream was already read by an ingest"),
+                })?;
+                (Box::new(SourceReader(reader)), stream.compression)
+            }
+        };
+        let reader: Box<dyn Read + Send> = match compression {
+            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(source)),
+            Compression::Zstd => Box::new(
+                zstd::stream::read::Decoder::new(source)
+                    .map_err(|e| EngineError::io(self.display_name(), e))?,
+            ),
+            Compression::None => source,
+        };
+        Ok(Box::new(BufReader::with_capacity(BUFFER, reader)))
     }
 }
 

@@ -12,6 +12,7 @@ pub mod distinct;
 pub mod group_count;
 pub mod literal_typing;
 pub mod number;
+pub mod output;
 pub mod paths;
 pub mod planner;
 pub mod rule;

@@ -1,4 +1,5 @@
-//! Result output formats (table, json, ndjson, csv, parquet), written batch by batch.
+//! Result output formats (table, json, ndjson, csv, parquet, arrow), written batch by batch.
+//! Shared by `strata query`, the shell and the server's `/v1/query`.
 //!
 //! A [`ResultWriter`] writes each batch as it arrives and keeps nothing of it, so printing a
 //! result of any size holds a few batches, never the result: the statement's stream is read
@@ -12,7 +13,7 @@
 //!   stays one line (json, ndjson, csv and parquet carry every value whole);
 //! - parquet closes a row group every [`PARQUET_ROW_GROUP_BYTES`] of encoded data.
 //!
-//! Columns that hold JSON documents (fields marked by `strata_query::JSON_FIELD_METADATA`)
+//! Columns that hold JSON documents (fields marked by `crate::JSON_FIELD_METADATA`)
 //! are embedded as JSON values in json/ndjson output rather than as quoted strings, so
 //! `SELECT data FROM t` gives the documents back as documents.
 
@@ -46,6 +47,8 @@ pub enum Format {
     Ndjson,
     Csv,
     Parquet,
+    /// The Arrow IPC stream format (`application/vnd.apache.arrow.stream`).
+    Arrow,
 }
 
 impl FromStr for Format {
@@ -57,8 +60,9 @@ impl FromStr for Format {
             "ndjson" => Ok(Format::Ndjson),
             "csv" => Ok(Format::Csv),
             "parquet" => Ok(Format::Parquet),
+            "arrow" => Ok(Format::Arrow),
             other => Err(format!(
-                "unknown format {other:?}: use table, json, ndjson, csv or parquet"
+                "unknown format {other:?}: use table, json, ndjson, csv, parquet or arrow"
             )),
         }
     }
@@ -108,6 +112,7 @@ enum Sink<W: Write + Send> {
         schema: SchemaRef,
     },
     Parquet(Box<ArrowWriter<W>>),
+    Arrow(Box<arrow::ipc::writer::StreamWriter<W>>),
 }
 
 /// Rows of the table format waiting for their page to be printed, as cell texts.
@@ -123,7 +128,7 @@ impl<W: Write + Send> ResultWriter<W> {
         let json_columns = schema
             .fields()
             .iter()
-            .map(|f| f.metadata().contains_key(strata_query::JSON_FIELD_METADATA))
+            .map(|f| f.metadata().contains_key(crate::JSON_FIELD_METADATA))
             .collect();
         let sink = match format {
             Format::Table => Sink::Table {
@@ -155,6 +160,9 @@ impl<W: Write + Send> ResultWriter<W> {
                     Some(properties),
                 )?))
             }
+            Format::Arrow => Sink::Arrow(Box::new(arrow::ipc::writer::StreamWriter::try_new(
+                out, schema,
+            )?)),
         };
         Ok(ResultWriter {
             names,
@@ -219,6 +227,7 @@ impl<W: Write + Send> ResultWriter<W> {
                 *header_written = true;
             }
             Sink::Parquet(writer) => writer.write(batch)?,
+            Sink::Arrow(writer) => writer.write(batch)?,
         }
         self.rows += batch.num_rows() as u64;
         Ok(())
@@ -263,6 +272,10 @@ impl<W: Write + Send> ResultWriter<W> {
                 writer.into_inner()
             }
             Sink::Parquet(writer) => writer.into_inner()?,
+            Sink::Arrow(mut writer) => {
+                writer.finish()?;
+                writer.into_inner()?
+            }
         })
     }
 }

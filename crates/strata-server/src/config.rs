@@ -1,0 +1,182 @@
+//! The server's config file (TOML, `strata serve --config FILE`): users and tokens, limits, and
+//! the background merge policy. Every key is optional; unknown keys are errors (a misspelt limit
+//! must not silently mean "no limit").
+//!
+//! ```toml
+//! tokens = ["secret-token"]            # HTTP: `Authorization: Bearer secret-token`
+//! [[users]]                             # PostgreSQL protocol: SCRAM-SHA-256
+//! name = "alice"
+//! password = "wonderland"
+//! [limits]
+//! max_body_bytes = 4294967296
+//! max_connections = 256
+//! max_concurrent_queries = 16
+//! query_timeout_secs = 300
+//! [merge]
+//! enabled = true
+//! interval_secs = 5
+//! idle_secs = 30
+//! ```
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::ServerError;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// PostgreSQL users; with none, the PostgreSQL listener trusts every connection and binds
+    /// only loopback.
+    #[serde(default)]
+    pub users: Vec<User>,
+    /// HTTP bearer tokens; with none, HTTP needs no token and binds only loopback.
+    #[serde(default)]
+    pub tokens: Vec<String>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub merge: MergePolicy,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    pub name: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body `/v1/ingest` and `/v1/query` accept (decompressed bytes are not
+    /// limited: they stream into parts).
+    pub max_body_bytes: u64,
+    /// Open connections per protocol; more are refused (HTTP 503, PostgreSQL SQLSTATE 53300).
+    pub max_connections: usize,
+    /// Statements running at once over both protocols; more wait for a slot.
+    pub max_concurrent_queries: usize,
+    /// A statement running longer is cancelled (SQLSTATE 57014).
+    pub query_timeout_secs: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 4 << 30,
+            max_connections: 256,
+            max_concurrent_queries: 16,
+            query_timeout_secs: 300.0,
+        }
+    }
+}
+
+/// When the server merges parts by itself (the policy of `strata optimize`, ADR 0014).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MergePolicy {
+    pub enabled: bool,
+    /// How often tables are looked at.
+    pub interval_secs: f64,
+    /// A table without ingests for this long gets the full `optimize` merge; before that only
+    /// its small parts are merged, which holds the table's writer lock briefly.
+    pub idle_secs: f64,
+}
+
+impl Default for MergePolicy {
+    fn default() -> Self {
+        MergePolicy {
+            enabled: true,
+            interval_secs: 5.0,
+            idle_secs: 30.0,
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ServerError> {
+        let config_error = |message: String| ServerError::Config {
+            path: path.to_owned(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| config_error(e.to_string()))?;
+        let config: Config = toml::from_str(&text).map_err(|e| config_error(e.to_string()))?;
+        config.validate().map_err(config_error)?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.limits.max_connections == 0 || self.limits.max_concurrent_queries == 0 {
+            return Err(
+                "limits.max_connections and limits.max_concurrent_queries must be at least 1"
+                    .into(),
+            );
+        }
+        // Durations are made from these: NaN, infinite or negative seconds would panic there.
+        let seconds = |value: f64, zero_allowed: bool| {
+            value.is_finite() && (value > 0.0 || (zero_allowed && value == 0.0))
+        };
+        if !seconds(self.limits.query_timeout_secs, false) {
+            return Err("limits.query_timeout_secs must be positive".into());
+        }
+        if !seconds(self.merge.interval_secs, false) || !seconds(self.merge.idle_secs, true) {
+            return Err(
+                "merge.interval_secs must be positive and merge.idle_secs not negative".into(),
+            );
+        }
+        if let Some(user) = self
+            .users
+            .iter()
+            .find(|u| u.name.is_empty() || u.password.is_empty())
+        {
+            return Err(format!(
+                "user {:?}: a user needs a name and a password",
+                user.name
+            ));
+        }
+        if self.tokens.iter().any(String::is_empty) {
+            return Err("tokens: a token must not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_means_every_default() {
+        let config: Config = toml::from_str("").unwrap();
+        assert!(config.users.is_empty() && config.tokens.is_empty());
+        assert_eq!(config.limits.max_concurrent_queries, 16);
+        assert!(config.merge.enabled);
+    }
+
+    #[test]
+    fn a_misspelt_key_is_an_error() {
+        let error = toml::from_str::<Config>("[limits]\nmax_conections = 3\n").unwrap_err();
+        assert!(error.to_string().contains("max_conections"), "{error}");
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        let config: Config = toml::from_str("[limits]\nmax_concurrent_queries = 0\n").unwrap();
+        assert!(config.validate().is_err());
+        let config: Config = toml::from_str("[[users]]\nname = \"a\"\npassword = \"\"\n").unwrap();
+        assert!(config.validate().is_err());
+        let config: Config = toml::from_str("[limits]\nquery_timeout_secs = nan\n").unwrap();
+        assert!(config.validate().is_err());
+        let config: Config = toml::from_str("[merge]\nidle_secs = 0\n").unwrap();
+        assert!(config.validate().is_ok());
+    }
+}

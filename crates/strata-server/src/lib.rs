@@ -1,0 +1,199 @@
+//! `strata serve`: one process that many clients use at once over the same data directory —
+//! HTTP (ingest, SQL, tables, health, metrics), the PostgreSQL wire protocol, and background
+//! merges.
+//!
+//! Invariants:
+//! - an HTTP ingest is answered `200` only after its documents are committed to the table (one
+//!   atomic, fsynced manifest commit, as `strata ingest` does), so an acknowledged ingest
+//!   survives `kill -9`; a request that fails or is cut off commits nothing (ADR 0014);
+//! - every statement reads one manifest snapshot per table under a read lease, so merges never
+//!   change what a running statement sees;
+//! - without users (PostgreSQL) or tokens (HTTP) in the config file, a listener binds only a
+//!   loopback address;
+//! - a bad request is answered with an error and never stops the server.
+
+pub mod config;
+pub mod error;
+mod http;
+mod merger;
+pub mod metrics;
+mod pg;
+pub mod sqlstate;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_engine::DataDir;
+use strata_query::Session;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+pub use error::ServerError;
+
+use crate::metrics::Metrics;
+
+/// What `strata serve` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub data_dir: PathBuf,
+    pub http: Option<SocketAddr>,
+    pub pg: Option<SocketAddr>,
+    pub config: Config,
+}
+
+/// State shared by every request of both protocols.
+pub(crate) struct Shared {
+    pub data_dir: DataDir,
+    pub session: Session,
+    pub config: Config,
+    pub metrics: Arc<Metrics>,
+    /// One permit per statement allowed to run at once (`limits.max_concurrent_queries`).
+    pub query_slots: Arc<Semaphore>,
+    pub merger: merger::MergerHandle,
+    pub shutdown: CancellationToken,
+}
+
+impl Shared {
+    pub fn query_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.config.limits.query_timeout_secs)
+    }
+}
+
+/// Runs the server until SIGTERM or SIGINT, then stops accepting, lets requests in flight
+/// finish, waits for a running merge, and returns. `on_listening` gets each protocol's name and
+/// bound address (port 0 is resolved) once every listener is up.
+pub fn serve(
+    options: ServeOptions,
+    on_listening: impl FnOnce(&[(&'static str, SocketAddr)]),
+) -> Result<(), ServerError> {
+    for (protocol, addr, configured, needed) in [
+        (
+            "HTTP",
+            options.http,
+            !options.config.tokens.is_empty(),
+            "tokens",
+        ),
+        (
+            "PostgreSQL",
+            options.pg,
+            !options.config.users.is_empty(),
+            "users",
+        ),
+    ] {
+        if let Some(addr) = addr
+            && !configured
+            && !addr.ip().is_loopback()
+        {
+            return Err(ServerError::Unauthenticated {
+                protocol,
+                addr,
+                needed,
+            });
+        }
+    }
+    std::fs::create_dir_all(&options.data_dir).map_err(|source| {
+        ServerError::Engine(strata_engine::EngineError::io(&options.data_dir, source))
+    })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(strata_json::DEEP_STACK_BYTES)
+        .enable_all()
+        .build()
+        .map_err(ServerError::Runtime)?;
+    runtime.block_on(run(options, on_listening))
+}
+
+async fn run(
+    options: ServeOptions,
+    on_listening: impl FnOnce(&[(&'static str, SocketAddr)]),
+) -> Result<(), ServerError> {
+    let data_dir = DataDir::new(&options.data_dir);
+    let session = Session::open(&options.data_dir)?;
+    let shutdown = CancellationToken::new();
+    let metrics = Arc::new(Metrics::default());
+    let merger = merger::start(
+        data_dir.clone(),
+        options.config.merge.clone(),
+        metrics.clone(),
+    );
+    let shared = Arc::new(Shared {
+        data_dir,
+        session,
+        query_slots: Arc::new(Semaphore::new(options.config.limits.max_concurrent_queries)),
+        config: options.config.clone(),
+        metrics,
+        merger: merger.handle(),
+        shutdown: shutdown.clone(),
+    });
+
+    let mut listening = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(addr) = options.http {
+        let listener = bind("HTTP", addr).await?;
+        listening.push(("HTTP", local_addr("HTTP", addr, &listener)?));
+        tasks.spawn(http::serve(listener, shared.clone()));
+    }
+    if let Some(addr) = options.pg {
+        let listener = bind("PostgreSQL", addr).await?;
+        listening.push(("PostgreSQL", local_addr("PostgreSQL", addr, &listener)?));
+        let handlers = pg::Handlers::new(shared.clone())?;
+        tasks.spawn(pg::serve(listener, handlers, shared.clone()));
+    }
+    on_listening(&listening);
+
+    wait_for_signal().await;
+    eprintln!("strata: shutting down: no new connections; finishing requests in flight");
+    shutdown.cancel();
+    while tasks.join_next().await.is_some() {}
+    // Merges hold the table's writer lock; wait for the running one (blocking: off the runtime).
+    let _ = tokio::task::spawn_blocking(move || merger.stop()).await;
+    eprintln!("strata: stopped");
+    Ok(())
+}
+
+async fn bind(
+    protocol: &'static str,
+    addr: SocketAddr,
+) -> Result<tokio::net::TcpListener, ServerError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            protocol,
+            addr,
+            source,
+        })
+}
+
+fn local_addr(
+    protocol: &'static str,
+    addr: SocketAddr,
+    listener: &tokio::net::TcpListener,
+) -> Result<SocketAddr, ServerError> {
+    listener.local_addr().map_err(|source| ServerError::Bind {
+        protocol,
+        addr,
+        source,
+    })
+}
+
+/// SIGTERM (service managers, `kill`) or SIGINT (Ctrl-C).
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            // Without signal handlers the process still ends on SIGTERM, just not gracefully.
+            std::future::pending::<()>().await;
+        }
+    }
+}

@@ -1,0 +1,292 @@
+"""`strata serve` end to end (issue 13): the real binary on loopback, driven over HTTP (urllib)
+and the PostgreSQL protocol (psycopg 3 and psql), as applications and tools use it."""
+import gzip
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import psycopg
+import pytest
+import zstandard
+
+from conftest import strata_bin
+from server import Server
+
+
+def ndjson(docs):
+    return "".join(json.dumps(d) + "\n" for d in docs).encode()
+
+
+EVENTS = [{"id": i, "kind": "commit" if i % 3 else "identity", "author": {"name": f"u{i % 7}"},
+           "score": i * 1.5} for i in range(1, 301)]
+
+
+@pytest.fixture
+def server(tmp_path):
+    with Server(tmp_path / "db") as s:
+        yield s
+
+
+def test_ingest_then_query_in_every_format(server):
+    body = ndjson(EVENTS[:200]) + b"{not json\n" + ndjson(EVENTS[200:])
+    status, answer = server.ingest("events", body)
+    assert status == 200, answer
+    assert answer["accepted"] == 300 and answer["rejected"] == 1
+    assert answer["rejects"][0]["line"] == 201 and answer["rejects"][0]["reason"]
+    assert answer["created"] is True
+
+    rows = server.rows("SELECT data.kind AS kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind")
+    assert rows == [{"kind": "commit", "n": 200}, {"kind": "identity", "n": 100}]
+
+    status, headers, body = server.query("SELECT data FROM events WHERE data.id = 7", "json")
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert json.loads(body) == [{"data": EVENTS[6]}]
+
+    status, headers, body = server.query("SELECT data.id AS id FROM events ORDER BY id LIMIT 2", "csv")
+    assert status == 200 and body.decode().splitlines() == ["id", "1", "2"]
+
+    status, headers, body = server.query("SELECT data.id AS id FROM events ORDER BY id", "parquet")
+    assert status == 200 and headers["content-type"] == "application/vnd.apache.parquet"
+    duckdb = pytest.importorskip("duckdb")
+    path = server.data_dir.parent / "out.parquet"
+    path.write_bytes(body)
+    assert duckdb.connect().execute(f"SELECT count(*), sum(id) FROM '{path}'").fetchone() == (300, 45150)
+
+    status, headers, body = server.query("SELECT data.id AS id FROM events ORDER BY id", "arrow")
+    assert status == 200 and body[:4] == b"\xff\xff\xff\xff"  # an Arrow IPC stream's continuation marker
+
+    status, _, body = server.request("GET", "/v1/query?format=ndjson&sql=SELECT%20count(*)%20AS%20n%20FROM%20events")
+    assert status == 200 and json.loads(body) == {"n": 300}
+
+
+def test_compressed_bodies_and_a_truncated_gzip(server):
+    status, answer = server.ingest("t", gzip.compress(ndjson(EVENTS[:100])), {"Content-Encoding": "gzip"})
+    assert status == 200 and answer["accepted"] == 100, answer
+    status, answer = server.ingest("t", zstandard.ZstdCompressor().compress(ndjson(EVENTS[100:200])),
+                                   {"Content-Encoding": "zstd"})
+    assert status == 200 and answer["accepted"] == 100, answer
+    # Cut off: what decodes is loaded, the rest is one reject naming the damage (as `strata ingest`).
+    whole = gzip.compress(ndjson(EVENTS[200:]) * 20)
+    status, answer = server.ingest("t", whole[: len(whole) // 2], {"Content-Encoding": "gzip"})
+    assert status == 200, answer
+    assert answer["accepted"] > 0 and answer["rejected"] == 1
+    assert "damaged or ends early" in answer["rejects"][0]["reason"]
+    status, answer = server.ingest("t", b"x", {"Content-Encoding": "br"})
+    assert status == 415 and answer["code"] == "0A000"
+
+
+def test_errors_are_json_with_sqlstate_and_the_server_stays_up(server):
+    server.ingest("t", ndjson(EVENTS[:10]))
+    status, _, body = server.query("SELEC 1")
+    assert status == 400 and json.loads(body)["code"] == "42601"
+    status, _, body = server.query("SELECT * FROM no_such_table")
+    answer = json.loads(body)
+    assert status == 404 and answer["code"] == "42P01", answer
+    status, _, body = server.query("SELECT 1; SELECT 2")
+    assert status == 400 and "one statement" in json.loads(body)["error"]
+    status, _, body = server.query("SELECT 1", "xml")
+    assert status == 400 and "unknown format" in json.loads(body)["error"]
+    status, answer = server.ingest("bad%20name", b"{}\n")
+    assert status == 400 and answer["code"] == "42602", answer
+    status, answer = server.ingest("t", b"not json\nalso not\n")
+    assert status == 400 and answer["accepted"] == 0 and answer["rejected"] == 2
+    assert [r["line"] for r in answer["rejects"]] == [1, 2]
+
+    # Garbage on both ports: the connection fails, the server does not.
+    for port in (server.http_port, server.pg_port):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(os.urandom(4096) + b"\r\n\r\n")
+            sock.settimeout(5)
+            try:
+                sock.recv(1024)
+            except (socket.timeout, ConnectionResetError):
+                pass
+    status, _, body = server.request("GET", "/health")
+    assert status == 200 and json.loads(body) == {"status": "ok"}
+    assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 10}]
+
+
+def test_tables_and_metrics(server):
+    server.ingest("a", ndjson(EVENTS[:5]), query="?sort_key=kind,id")
+    server.ingest("b", ndjson(EVENTS[:7]))
+    server.rows("SELECT count(*) FROM a")
+    status, _, body = server.request("GET", "/v1/tables")
+    tables = {t["name"]: t for t in json.loads(body)["tables"]}
+    assert status == 200 and tables["a"]["documents"] == 5 and tables["b"]["documents"] == 7
+    assert tables["a"]["sort_key"] == ["kind", "id"]
+    status, headers, body = server.request("GET", "/metrics")
+    text = body.decode()
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    assert "strata_ingested_documents_total 12" in text
+    assert 'strata_table_documents{table="a"} 5' in text
+    assert "strata_query_duration_seconds_count 1" in text
+
+
+def test_psycopg_with_parameters(server):
+    server.ingest("events", ndjson(EVENTS))
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT data.id AS id, data.author.name AS name FROM events WHERE data.kind = %s AND data.id < %s ORDER BY id",
+            ("identity", 10)).fetchall()
+        assert rows == [(3, "u3"), (6, "u6"), (9, "u2")]
+        assert conn.execute("SELECT count(*) FROM events").fetchone() == (300,)
+        with pytest.raises(psycopg.errors.Error):
+            conn.execute("SELECT * FROM no_such_table")
+        # The session survives an error.
+        assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
+    # psycopg's default is a transaction: BEGIN ... COMMIT around the statement.
+    with psycopg.connect(server.dsn()) as conn:
+        assert conn.execute("SELECT count(*) FROM events WHERE data.score > %s", (300.0,)).fetchone() == (100,)
+
+
+def psql(server, *commands, password=None, user="strata"):
+    env = dict(os.environ, PGPASSWORD=password or "", PGCONNECT_TIMEOUT="10")
+    args = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(server.pg_port),
+            "-U", user, "-d", "strata"]
+    for c in commands:
+        args += ["-c", c]
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed (apt-get install postgresql-client)")
+def test_psql_meta_commands(server):
+    server.ingest("events", ndjson(EVENTS[:10]))
+    out = psql(server, r"\dt", r"\d events", r"\l", "SELECT data.author.name AS name FROM events WHERE data.id = 4")
+    assert out.returncode == 0, out.stderr
+    lines = [" ".join(line.split()) for line in out.stdout.splitlines()]
+    assert "public | events | table | postgres" in lines, out.stdout  # \dt
+    assert 'Table "public.events"' in lines and "data | text | | |" in lines, out.stdout  # \d events
+    assert any(line.startswith("strata | postgres | UTF-8") for line in lines), out.stdout  # \l
+    assert "u4" in lines, out.stdout
+
+
+def test_authentication(tmp_path):
+    config = 'tokens = ["t0ken"]\n[[users]]\nname = "alice"\npassword = "wonder land"\n'
+    with Server(tmp_path / "db", config=config) as server:
+        status, answer = server.ingest("t", ndjson(EVENTS[:3]))
+        assert status == 401 and answer["code"] == "28000"
+        status, answer = server.ingest("t", ndjson(EVENTS[:3]), {"Authorization": "Bearer t0ken"})
+        assert status == 200, answer
+        status, _, _ = server.query("SELECT 1", headers={"Authorization": "Bearer wrong"})
+        assert status == 401
+        assert server.request("GET", "/health")[0] == 200
+        with psycopg.connect(server.dsn("alice", "wonder land")) as conn:
+            assert conn.execute("SELECT count(*) FROM t").fetchone() == (3,)
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(server.dsn("alice", "wrong"))
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(server.dsn("mallory", "wonder land"))
+
+
+def test_refuses_non_loopback_without_authentication(tmp_path):
+    proc = subprocess.run([strata_bin(), "--data-dir", str(tmp_path / "db"), "serve", "--http", "0.0.0.0:0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "refusing to listen for HTTP on 0.0.0.0:0 without authentication" in proc.stderr
+
+
+def test_body_limit(tmp_path):
+    with Server(tmp_path / "db", config="[limits]\nmax_body_bytes = 10000\n") as server:
+        status, answer = server.ingest("t", ndjson(EVENTS) * 3)
+        assert status == 413 and "nothing was committed" in answer["error"], answer
+        status, answer = server.ingest("t", ndjson(EVENTS[:10]))
+        assert status == 200
+        assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 10}]
+
+
+def test_sigterm_finishes_and_exits_zero(server):
+    server.ingest("t", ndjson(EVENTS))
+    assert server.stop(signal.SIGTERM) == 0
+    assert any("stopped" in line for line in server.log)
+
+
+def test_background_merges_while_queries_run(tmp_path):
+    config = "[merge]\ninterval_secs = 0.2\nidle_secs = 1\n"
+    with Server(tmp_path / "db", config=config) as server:
+        for i in range(12):
+            status, _ = server.ingest("t", ndjson(EVENTS[i * 25:(i + 1) * 25]))
+            assert status == 200
+            # Every query sees whole requests: a multiple of 25 documents.
+            n = server.rows("SELECT count(*) AS n FROM t")[0]["n"]
+            assert n % 25 == 0 and n >= (i + 1) * 25
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            tables = json.loads(server.request("GET", "/v1/tables")[2])["tables"]
+            if tables[0]["parts"] == 1:
+                break
+            time.sleep(0.2)
+        assert tables[0]["parts"] == 1, server.log
+        assert tables[0]["documents"] == 300
+        assert sorted(r["id"] for r in server.rows("SELECT data.id AS id FROM t")) == list(range(1, 301))
+        metrics = server.request("GET", "/metrics")[2].decode()
+        assert "strata_merges_total 0" not in metrics
+
+
+def test_acknowledged_ingests_survive_kill_9(tmp_path):
+    """Several clients ingest while the server is killed with SIGKILL, three times: every
+    acknowledged batch is there exactly once after a restart; a batch that was not acknowledged
+    is there whole or not at all."""
+    import threading
+
+    data_dir = tmp_path / "db"
+    acknowledged, sent = set(), set()
+    lock = threading.Lock()
+
+    def client(server, client_id, stop):
+        batch = 0
+        while not stop.is_set():
+            key = (server.round, client_id, batch)
+            docs = [{"round": key[0], "client": client_id, "batch": batch, "k": k,
+                     "pad": "x" * 200} for k in range(500)]
+            with lock:
+                sent.add(key)
+            try:
+                status, _ = server.ingest("t", ndjson(docs))
+            except Exception:
+                return  # the server is gone: this batch is not acknowledged
+            if status == 200:
+                with lock:
+                    acknowledged.add(key)
+            batch += 1
+
+    for round_ in range(3):
+        server = Server(data_dir).start()
+        server.round = round_
+        stop = threading.Event()
+        threads = [threading.Thread(target=client, args=(server, c, stop)) for c in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(1.5 + round_ * 0.37)
+        server.kill()
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+
+    with Server(data_dir) as server:
+        rows = server.rows('SELECT data."round" AS r, data.client AS c, data.batch AS b, count(*) AS n '
+                           "FROM t GROUP BY 1, 2, 3")
+    present = {(r["r"], r["c"], r["b"]): r["n"] for r in rows}
+    assert acknowledged, "no ingest was acknowledged: the test did not test anything"
+    missing = acknowledged - present.keys()
+    assert not missing, f"acknowledged batches lost: {sorted(missing)[:5]}"
+    assert all(n == 500 for n in present.values()), "a batch is half there or there twice"
+    assert present.keys() <= sent
+
+
+@pytest.mark.skipif(shutil.which("pgbench") is None, reason="pgbench is not installed (apt-get install postgresql-contrib)")
+def test_pgbench_prepared_read_only_script(server, tmp_path):
+    server.ingest("events", ndjson(EVENTS))
+    script = tmp_path / "q.sql"
+    script.write_text("\\set id random(1, 300)\n"
+                      "SELECT data.kind AS kind, count(*) AS n FROM events WHERE data.id <= :id GROUP BY kind;\n")
+    out = subprocess.run(["pgbench", "-n", "-M", "prepared", "-f", str(script), "-c", "2", "-t", "20",
+                          "-h", "127.0.0.1", "-p", str(server.pg_port), "-U", "strata", "strata"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "number of transactions actually processed: 40/40" in out.stdout, out.stdout
+    assert "number of failed transactions: 0" in out.stdout, out.stdout
