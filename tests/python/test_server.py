@@ -290,3 +290,33 @@ def test_pgbench_prepared_read_only_script(server, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "number of transactions actually processed: 40/40" in out.stdout, out.stdout
     assert "number of failed transactions: 0" in out.stdout, out.stdout
+
+
+LONG_QUERY = "SELECT count(*) FROM generate_series(1, 1000000000000)"
+
+
+def test_cancel_stops_a_running_statement(server):
+    import threading
+
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        threading.Timer(1.0, conn.cancel).start()
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute(LONG_QUERY)
+        assert time.monotonic() - started < 30
+        # The connection is usable afterwards.
+        assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
+    metrics = server.request("GET", "/metrics")[2].decode()
+    assert "strata_query_failures_total 1\n" in metrics, metrics
+
+
+def test_statement_timeout_on_both_protocols(tmp_path):
+    with Server(tmp_path / "db", config="[limits]\nquery_timeout_secs = 1\n") as server:
+        started = time.monotonic()
+        status, _, body = server.query(LONG_QUERY)
+        assert status == 503 and json.loads(body)["code"] == "57014", body
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.QueryCanceled, match="statement timeout"):
+                conn.execute(LONG_QUERY)
+            assert conn.execute("SELECT 2").fetchone() == (2,)
+        assert time.monotonic() - started < 30

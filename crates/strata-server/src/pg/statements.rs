@@ -1,0 +1,276 @@
+//! Statements over the PostgreSQL protocol: datafusion-postgres's `DfSessionService` plans and
+//! encodes them; this wrapper adds what a shared server needs around each one —
+//! - a slot of `limits.max_concurrent_queries` (waited for) held until the last row is sent;
+//! - `limits.query_timeout_secs` and **cancel** (a CancelRequest, e.g. Ctrl-C in psql), which
+//!   end the statement with SQLSTATE 57014 *also while its rows are being produced*: rows are
+//!   computed lazily as pgwire sends them, after `do_query` returns, so the row stream itself is
+//!   wrapped, and dropping it drops DataFusion's stream, which stops the scan;
+//! - the statement latency metric.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use datafusion_postgres::DfSessionService;
+use futures::{Sink, StreamExt};
+use pgwire::api::cancel::CancelHandler;
+use pgwire::api::portal::Portal;
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{QueryResponse, Response};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::cancel::CancelRequest;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Shared, sqlstate};
+
+/// The running statement of each connection, by its (process id, secret key).
+/// A connection as a CancelRequest names it: its process id and secret key.
+type ConnectionKey = (i32, Vec<u8>);
+
+/// Statements are numbered so that a finished one never unregisters its successor.
+#[derive(Default)]
+pub struct CancelRegistry {
+    running: Mutex<HashMap<ConnectionKey, (u64, CancellationToken)>>,
+    next_statement: AtomicU64,
+}
+
+#[async_trait]
+impl CancelHandler for CancelRegistry {
+    async fn on_cancel_request(&self, request: CancelRequest) {
+        let key = (request.pid, request.secret_key.to_bytes().to_vec());
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        // A request with a wrong secret matches nothing and is ignored, as in PostgreSQL.
+        if let Some((_, token)) = running.get(&key) {
+            token.cancel();
+        }
+    }
+}
+
+/// One statement's claim on the server: its slot, its cancel token and its clock. Dropped when
+/// the statement's last row is sent or the statement fails.
+struct Running {
+    shared: Arc<Shared>,
+    registry: Arc<CancelRegistry>,
+    key: ConnectionKey,
+    statement: u64,
+    token: CancellationToken,
+    deadline: tokio::time::Instant,
+    started: Instant,
+    ok: bool,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = self
+            .registry
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if running
+            .get(&self.key)
+            .is_some_and(|(id, _)| *id == self.statement)
+        {
+            running.remove(&self.key);
+        }
+        drop(running);
+        self.shared
+            .metrics
+            .observe_query(self.started.elapsed(), self.ok);
+    }
+}
+
+pub struct StrataStatements {
+    inner: Arc<DfSessionService>,
+    shared: Arc<Shared>,
+    registry: Arc<CancelRegistry>,
+}
+
+impl StrataStatements {
+    pub fn new(
+        inner: Arc<DfSessionService>,
+        shared: Arc<Shared>,
+        registry: Arc<CancelRegistry>,
+    ) -> Self {
+        StrataStatements {
+            inner,
+            shared,
+            registry,
+        }
+    }
+
+    async fn begin<C: ClientInfo>(&self, client: &C) -> PgWireResult<Running> {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + self.shared.query_timeout();
+        let slot = tokio::time::timeout_at(
+            deadline,
+            self.shared.query_slots.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| {
+            canceled("statement timeout (limits.query_timeout_secs) while waiting for a query slot")
+        })?
+        .map_err(|_| canceled("the server is shutting down"))?;
+        let (pid, secret) = client.pid_and_secret_key();
+        let key = (pid, secret.to_bytes().to_vec());
+        let token = CancellationToken::new();
+        let statement = self.registry.next_statement.fetch_add(1, Ordering::Relaxed);
+        self.registry
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), (statement, token.clone()));
+        Ok(Running {
+            shared: self.shared.clone(),
+            registry: self.registry.clone(),
+            key,
+            statement,
+            token,
+            deadline,
+            started,
+            ok: false,
+            _slot: slot,
+        })
+    }
+}
+
+fn canceled(why: &str) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".into(),
+        sqlstate::QUERY_CANCELED.into(),
+        format!("canceling statement due to {why}"),
+    )))
+}
+
+/// Runs `work` (planning) under the statement's cancel token and deadline.
+async fn guarded<T>(
+    running: &Running,
+    work: impl Future<Output = PgWireResult<T>>,
+) -> PgWireResult<T> {
+    tokio::select! {
+        result = work => result,
+        _ = running.token.cancelled() => Err(canceled("user request")),
+        _ = tokio::time::sleep_until(running.deadline) => Err(canceled("statement timeout (limits.query_timeout_secs)")),
+    }
+}
+
+/// The response with its rows produced under the statement's cancel token and deadline; the
+/// statement's claim is released with the row stream.
+fn guard_rows(response: Response, running: Arc<Mutex<Option<Running>>>) -> Response {
+    let Response::Query(mut query) = response else {
+        return response;
+    };
+    let command_tag = query.command_tag().to_owned();
+    let row_schema = query.row_schema();
+    let data_rows = std::mem::replace(query.data_rows(), Box::pin(futures::stream::empty()));
+    let rows = futures::stream::unfold(Some((data_rows, running)), |state| async move {
+        let (mut rows, running) = state?;
+        let (token, deadline) = {
+            let guard = running.lock().unwrap_or_else(PoisonError::into_inner);
+            let claim = guard.as_ref()?;
+            (claim.token.clone(), claim.deadline)
+        };
+        let next = tokio::select! {
+            next = rows.next() => next,
+            _ = token.cancelled() => Some(Err(canceled("user request"))),
+            _ = tokio::time::sleep_until(deadline) => Some(Err(canceled("statement timeout (limits.query_timeout_secs)"))),
+        };
+        match next {
+            Some(Ok(row)) => Some((Ok(row), Some((rows, running)))),
+            Some(Err(e)) => {
+                // Dropping the rows stops DataFusion's stream; the claim ends as a failure.
+                drop(rows);
+                running
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                Some((Err(e), None))
+            }
+            None => {
+                if let Some(mut claim) = running
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                {
+                    claim.ok = true;
+                }
+                None
+            }
+        }
+    });
+    let mut guarded = QueryResponse::new(row_schema, rows);
+    guarded.set_command_tag(&command_tag);
+    Response::Query(guarded)
+}
+
+/// Wraps every response of one statement; the claim is shared by the responses' row streams
+/// (a simple query may hold several statements' responses) and ends with the last of them.
+fn guard_responses(responses: Vec<Response>, mut running: Running) -> Vec<Response> {
+    if !responses.iter().any(|r| matches!(r, Response::Query(_))) {
+        running.ok = !responses.iter().any(|r| matches!(r, Response::Error(_)));
+        return responses;
+    }
+    let claim = Arc::new(Mutex::new(Some(running)));
+    responses
+        .into_iter()
+        .map(|response| guard_rows(response, claim.clone()))
+        .collect()
+}
+
+#[async_trait]
+impl SimpleQueryHandler for StrataStatements {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let running = self.begin(client).await?;
+        let responses = guarded(
+            &running,
+            SimpleQueryHandler::do_query(&*self.inner, client, query),
+        )
+        .await?;
+        Ok(guard_responses(responses, running))
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for StrataStatements {
+    type Statement = <DfSessionService as ExtendedQueryHandler>::Statement;
+    type QueryParser = <DfSessionService as ExtendedQueryHandler>::QueryParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.inner.query_parser()
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let running = self.begin(client).await?;
+        let response = guarded(
+            &running,
+            ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
+        )
+        .await?;
+        let mut responses = guard_responses(vec![response], running);
+        Ok(responses.pop().unwrap_or(Response::EmptyQuery))
+    }
+}
