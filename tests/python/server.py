@@ -5,6 +5,7 @@ import os
 import queue
 import re
 import signal
+import ssl
 import subprocess
 import threading
 import time
@@ -23,8 +24,9 @@ def headers_of(response):
 
 
 class Server:
-    def __init__(self, data_dir: Path, config: str | None = None, extra_args=()):
+    def __init__(self, data_dir: Path, config: str | None = None, extra_args=(), tls_ca: Path | None = None):
         self.data_dir = Path(data_dir)
+        self.tls_ca = tls_ca  # HTTPS, trusting this CA certificate
         self.config_path = None
         if config is not None:
             self.config_path = self.data_dir.parent / f"{self.data_dir.name}.toml"
@@ -65,7 +67,8 @@ class Server:
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.http_port}"
+        scheme = "https" if self.tls_ca else "http"
+        return f"{scheme}://127.0.0.1:{self.http_port}"
 
     def dsn(self, user="strata", password=None):
         dsn = f"host=127.0.0.1 port={self.pg_port} user={user} dbname=strata"
@@ -76,8 +79,9 @@ class Server:
     def request(self, method, path, body: bytes | None = None, headers=None, timeout=120):
         """Returns (status, headers, body bytes); HTTP errors are answers too."""
         req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers or {})
+        context = ssl.create_default_context(cafile=str(self.tls_ca)) if self.tls_ca else None
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
                 return resp.status, headers_of(resp), resp.read()
         except urllib.error.HTTPError as e:
             return e.code, headers_of(e), e.read()

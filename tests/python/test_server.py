@@ -135,8 +135,14 @@ def test_psycopg_with_parameters(server):
             ("identity", 10)).fetchall()
         assert rows == [(3, "u3"), (6, "u6"), (9, "u2")]
         assert conn.execute("SELECT count(*) FROM events").fetchone() == (300,)
-        with pytest.raises(psycopg.errors.Error):
+        # Whole documents come back typed json, so psycopg hands them over as Python objects.
+        cur = conn.execute("SELECT data FROM events WHERE data.id = %s", (42,))
+        assert cur.description[0].type_code == 114  # json
+        assert cur.fetchone() == (EVENTS[41],)
+        with pytest.raises(psycopg.errors.UndefinedTable):
             conn.execute("SELECT * FROM no_such_table")
+        with pytest.raises(psycopg.errors.SyntaxError):
+            conn.execute("SELEC 1")
         # The session survives an error.
         assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
     # psycopg's default is a transaction: BEGIN ... COMMIT around the statement.
@@ -190,12 +196,15 @@ def test_refuses_non_loopback_without_authentication(tmp_path):
     assert "refusing to listen for HTTP on 0.0.0.0:0 without authentication" in proc.stderr
 
 
-def test_body_limit(tmp_path):
-    with Server(tmp_path / "db", config="[limits]\nmax_body_bytes = 10000\n") as server:
+def test_body_and_line_limits(tmp_path):
+    with Server(tmp_path / "db", config="[limits]\nmax_body_bytes = 10000\nmax_line_bytes = 200\n") as server:
         status, answer = server.ingest("t", ndjson(EVENTS) * 3)
         assert status == 413 and "nothing was committed" in answer["error"], answer
-        status, answer = server.ingest("t", ndjson(EVENTS[:10]))
-        assert status == 200
+        long_line = ndjson([{"id": 0, "text": "x" * 5000}])
+        status, answer = server.ingest("t", ndjson(EVENTS[:5]) + long_line + ndjson(EVENTS[5:10]))
+        assert status == 200 and answer["accepted"] == 10 and answer["rejected"] == 1, answer
+        assert answer["rejects"][0]["line"] == 6
+        assert "longer than the limit of 200 bytes" in answer["rejects"][0]["reason"]
         assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 10}]
 
 
@@ -320,3 +329,73 @@ def test_statement_timeout_on_both_protocols(tmp_path):
                 conn.execute(LONG_QUERY)
             assert conn.execute("SELECT 2").fetchone() == (2,)
         assert time.monotonic() - started < 30
+
+
+PGJDBC_VERSION = "42.7.4"
+
+
+def pgjdbc_jar():
+    """PgJDBC from Maven Central, cached in tests/.cache and checked against Maven's SHA-1."""
+    import hashlib
+    import urllib.request
+    from pathlib import Path
+
+    cache = Path(__file__).resolve().parents[1] / ".cache"
+    cache.mkdir(exist_ok=True)
+    jar = cache / f"postgresql-{PGJDBC_VERSION}.jar"
+    if not jar.exists():
+        base = (f"https://repo1.maven.org/maven2/org/postgresql/postgresql/{PGJDBC_VERSION}/"
+                f"postgresql-{PGJDBC_VERSION}.jar")
+        data = urllib.request.urlopen(base, timeout=120).read()
+        expected = urllib.request.urlopen(base + ".sha1", timeout=60).read().decode().split()[0]
+        assert hashlib.sha1(data).hexdigest() == expected, "PgJDBC download does not match its SHA-1"
+        partial = jar.with_suffix(".part")
+        partial.write_bytes(data)
+        partial.rename(jar)
+    return jar
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="Java is not installed (apt-get install openjdk-17-jdk-headless)")
+def test_pgjdbc(tmp_path):
+    from pathlib import Path
+
+    config = '[[users]]\nname = "app"\npassword = "s3cret"\n'
+    with Server(tmp_path / "db", config=config) as server:
+        server.ingest("events", ndjson(EVENTS))
+        client = Path(__file__).resolve().parents[1] / "java" / "JdbcClient.java"
+        out = subprocess.run(["java", "-cp", str(pgjdbc_jar()), str(client),
+                              f"jdbc:postgresql://127.0.0.1:{server.pg_port}/strata", "app", "s3cret"],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == "count 300"
+        assert lines[1:8] == [f"prepared {run} 3:u3 6:u6 9:u2" for run in range(1, 8)], lines
+        assert "table events" in lines
+        assert lines[-1] == "error 42P01", lines
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_tls_on_both_protocols(tmp_path):
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    config = f'tls = {{ cert = "{cert}", key = "{key}" }}\n'
+    with Server(tmp_path / "db", config=config, tls_ca=cert) as server:
+        status, answer = server.ingest("t", ndjson(EVENTS[:4]))
+        assert status == 200, answer
+        assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 4}]
+        # Plain HTTP to the TLS port gets no answer.
+        with pytest.raises(Exception):
+            urllib_plain = __import__("urllib.request").request
+            urllib_plain.urlopen(f"http://127.0.0.1:{server.http_port}/health", timeout=10).read()
+        dsn = server.dsn() + f" sslmode=verify-full sslrootcert={cert}"
+        with psycopg.connect(dsn) as conn:
+            assert conn.pgconn.ssl_in_use
+            assert conn.execute("SELECT count(*) FROM t").fetchone() == (4,)
+        assert server.request("GET", "/health")[0] == 200
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'tls = {{ cert = "{tmp_path / "missing.crt"}", key = "{key}" }}\n')
+    proc = subprocess.run([strata_bin(), "--data-dir", str(tmp_path / "db2"), "serve", "--config", str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "missing.crt" in proc.stderr and "TLS certificate" in proc.stderr

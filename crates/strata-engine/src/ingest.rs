@@ -44,6 +44,9 @@ pub struct IngestOptions {
     pub part_target_bytes: usize,
     /// Merge small parts after the ingest commits.
     pub auto_merge: bool,
+    /// A longer line (without its line break) is rejected without being held in memory whole;
+    /// `None`: no limit (the command line, whose input the user chose).
+    pub max_line_bytes: Option<usize>,
 }
 
 impl Default for IngestOptions {
@@ -53,6 +56,7 @@ impl Default for IngestOptions {
             max_columns: None,
             part_target_bytes: DEFAULT_PART_TARGET_BYTES,
             auto_merge: true,
+            max_line_bytes: None,
         }
     }
 }
@@ -245,16 +249,40 @@ pub fn ingest(
             let mut eof = false;
             while buffer.len() < CHUNK_BYTES && starts.len() < CHUNK_LINES {
                 let start = buffer.len();
-                match reader.read_until(b'\n', &mut buffer) {
-                    Ok(0) => {
+                match read_line(&mut *reader, &mut buffer, options.max_line_bytes) {
+                    Ok(LineRead::End) => {
                         eof = true;
                         break;
                     }
-                    Ok(n) => {
+                    Ok(LineRead::Line(n)) => {
                         line_number += 1;
                         starts.push((start, line_number, offset));
                         offset += n as u64;
                         progress.bytes += n as u64;
+                    }
+                    Ok(LineRead::TooLong {
+                        length,
+                        content,
+                        limit,
+                    }) => {
+                        // Reported now, so it comes before the chunk's other rejects.
+                        line_number += 1;
+                        let kept = buffer.split_off(start);
+                        progress.read += 1;
+                        progress.rejected += 1;
+                        progress.bytes += length;
+                        let mut reject = Reject::new(
+                            &name,
+                            line_number,
+                            offset,
+                            format!("the line is longer than the limit of {limit} bytes"),
+                            trim_newline(&kept),
+                        );
+                        reject.length = content;
+                        reject.truncated = true;
+                        rejects.write(&reject)?;
+                        on_reject(&reject);
+                        offset += length;
                     }
                     Err(e) if is_source_error(&e) => {
                         return Err(EngineError::Input {
@@ -425,6 +453,70 @@ pub fn ingest(
 }
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What [`read_line`] found.
+enum LineRead {
+    End,
+    /// A line of this many bytes (with its line break) was appended to the buffer.
+    Line(usize),
+    /// A line of `length` bytes with its line break, `content` without, over `limit`: only its
+    /// first bytes were appended; the rest was read and dropped.
+    TooLong {
+        length: u64,
+        content: u64,
+        limit: usize,
+    },
+}
+
+/// `read_until(b'\n')`, except that a line longer than `limit` is not held whole.
+fn read_line(
+    reader: &mut dyn BufRead,
+    buffer: &mut Vec<u8>,
+    limit: Option<usize>,
+) -> std::io::Result<LineRead> {
+    let Some(limit) = limit else {
+        return Ok(match reader.read_until(b'\n', buffer)? {
+            0 => LineRead::End,
+            n => LineRead::Line(n),
+        });
+    };
+    let start = buffer.len();
+    let mut length = 0u64;
+    let mut ended = false;
+    while !ended {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            break;
+        }
+        let used = match memchr::memchr(b'\n', available) {
+            Some(i) => {
+                ended = true;
+                i + 1
+            }
+            None => available.len(),
+        };
+        let room = (limit + 2).saturating_sub(buffer.len() - start);
+        buffer.extend_from_slice(&available[..used.min(room)]);
+        length += used as u64;
+        reader.consume(used);
+    }
+    let kept = &buffer[start..];
+    Ok(if length == 0 {
+        LineRead::End
+    } else if trim_newline(kept).len() > limit || (kept.len() as u64) < length {
+        LineRead::TooLong {
+            length,
+            content: length - u64::from(ended),
+            limit,
+        }
+    } else {
+        LineRead::Line(length as usize)
+    })
+}
 
 fn trim_newline(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);

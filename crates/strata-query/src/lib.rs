@@ -75,7 +75,16 @@ pub struct Session {
 
 impl Session {
     pub fn open(data_dir: &Path) -> Result<Session, QueryError> {
-        Session::open_with_pruning(data_dir, true, None)
+        Session::open_with_pruning(data_dir, true, None, None)
+    }
+
+    /// A session whose statements together may hold `memory_limit` bytes before aggregations
+    /// and sorts spill (instead of `STRATA_MEMORY_LIMIT` or [`DEFAULT_MEMORY_LIMIT`]).
+    pub fn open_with_memory_limit(
+        data_dir: &Path,
+        memory_limit: usize,
+    ) -> Result<Session, QueryError> {
+        Session::open_with_pruning(data_dir, true, None, Some(memory_limit))
     }
 
     /// A session whose scans read part pages through `store`, an object store rooted at the data
@@ -85,24 +94,27 @@ impl Session {
         data_dir: &Path,
         store: Arc<dyn object_store::ObjectStore>,
     ) -> Result<Session, QueryError> {
-        Session::open_with_pruning(data_dir, true, Some(store))
+        Session::open_with_pruning(data_dir, true, Some(store), None)
     }
 
     /// A session whose scans read every row of every part (no statistics, no key runs, every
     /// filter applied above the scan): the reference that pruned answers are checked against.
     pub fn open_without_pruning(data_dir: &Path) -> Result<Session, QueryError> {
-        Session::open_with_pruning(data_dir, false, None)
+        Session::open_with_pruning(data_dir, false, None, None)
     }
 
     fn open_with_pruning(
         data_dir: &Path,
         pruning: bool,
         store: Option<Arc<dyn object_store::ObjectStore>>,
+        memory_limit: Option<usize>,
     ) -> Result<Session, QueryError> {
-        let memory_limit = std::env::var("STRATA_MEMORY_LIMIT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_MEMORY_LIMIT);
+        let memory_limit = memory_limit.unwrap_or_else(|| {
+            std::env::var("STRATA_MEMORY_LIMIT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEFAULT_MEMORY_LIMIT)
+        });
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(FairSpillPool::new(memory_limit)))
             .with_disk_manager_builder(

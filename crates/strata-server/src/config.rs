@@ -4,14 +4,17 @@
 //!
 //! ```toml
 //! tokens = ["secret-token"]            # HTTP: `Authorization: Bearer secret-token`
+//! tls = { cert = "server.crt", key = "server.key" }   # both protocols
 //! [[users]]                             # PostgreSQL protocol: SCRAM-SHA-256
 //! name = "alice"
 //! password = "wonderland"
 //! [limits]
 //! max_body_bytes = 4294967296
+//! max_line_bytes = 67108864
 //! max_connections = 256
 //! max_concurrent_queries = 16
 //! query_timeout_secs = 300
+//! query_memory_bytes = 4294967296
 //! [merge]
 //! enabled = true
 //! interval_secs = 5
@@ -34,6 +37,9 @@ pub struct Config {
     /// HTTP bearer tokens; with none, HTTP needs no token and binds only loopback.
     #[serde(default)]
     pub tokens: Vec<String>,
+    /// TLS for both protocols (PostgreSQL clients negotiate it with `sslmode`).
+    #[serde(default)]
+    pub tls: Option<Tls>,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -55,27 +61,42 @@ impl std::fmt::Debug for User {
     }
 }
 
+/// PEM files: the certificate chain and its private key (PKCS#8, PKCS#1 or SEC1).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Largest request body `/v1/ingest` and `/v1/query` accept (decompressed bytes are not
     /// limited: they stream into parts).
     pub max_body_bytes: u64,
+    /// A longer NDJSON line is rejected (and not held in memory whole); the rest loads.
+    pub max_line_bytes: usize,
     /// Open connections per protocol; more are refused (HTTP 503, PostgreSQL SQLSTATE 53300).
     pub max_connections: usize,
     /// Statements running at once over both protocols; more wait for a slot.
     pub max_concurrent_queries: usize,
     /// A statement running longer is cancelled (SQLSTATE 57014).
     pub query_timeout_secs: f64,
+    /// Memory all running statements together may hold before aggregations and sorts spill to
+    /// disk; what cannot spill fails with SQLSTATE 53200 and the server goes on.
+    pub query_memory_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: 4 << 30,
+            max_line_bytes: 64 << 20,
             max_connections: 256,
             max_concurrent_queries: 16,
             query_timeout_secs: 300.0,
+            query_memory_bytes: strata_query::DEFAULT_MEMORY_LIMIT,
         }
     }
 }

@@ -19,6 +19,7 @@ mod merger;
 pub mod metrics;
 mod pg;
 pub mod sqlstate;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -94,6 +95,7 @@ pub fn serve(
             });
         }
     }
+    let tls = options.config.tls.as_ref().map(tls::acceptor).transpose()?;
     std::fs::create_dir_all(&options.data_dir).map_err(|source| {
         ServerError::Engine(strata_engine::EngineError::io(&options.data_dir, source))
     })?;
@@ -102,15 +104,19 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(ServerError::Runtime)?;
-    runtime.block_on(run(options, on_listening))
+    runtime.block_on(run(options, tls, on_listening))
 }
 
 async fn run(
     options: ServeOptions,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     on_listening: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), ServerError> {
     let data_dir = DataDir::new(&options.data_dir);
-    let session = Session::open(&options.data_dir)?;
+    let session = Session::open_with_memory_limit(
+        &options.data_dir,
+        options.config.limits.query_memory_bytes,
+    )?;
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::default());
     let merger = merger::start(
@@ -133,13 +139,13 @@ async fn run(
     if let Some(addr) = options.http {
         let listener = bind("HTTP", addr).await?;
         listening.push(("HTTP", local_addr("HTTP", addr, &listener)?));
-        tasks.spawn(http::serve(listener, shared.clone()));
+        tasks.spawn(http::serve(listener, shared.clone(), tls.clone()));
     }
     if let Some(addr) = options.pg {
         let listener = bind("PostgreSQL", addr).await?;
         listening.push(("PostgreSQL", local_addr("PostgreSQL", addr, &listener)?));
         let handlers = pg::Handlers::new(shared.clone())?;
-        tasks.spawn(pg::serve(listener, handlers, shared.clone()));
+        tasks.spawn(pg::serve(listener, handlers, shared.clone(), tls.clone()));
     }
     on_listening(&listening);
 

@@ -91,6 +91,7 @@ async fn run(
             .map(|keys| keys.split(',').map(str::to_owned).collect()),
         // The background merger merges small parts (see `merger`), not the request.
         auto_merge: false,
+        max_line_bytes: Some(shared.config.limits.max_line_bytes),
         ..IngestOptions::default()
     };
 

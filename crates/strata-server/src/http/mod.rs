@@ -22,16 +22,68 @@ use tokio::sync::Semaphore;
 use crate::Shared;
 use crate::sqlstate;
 
-/// Serves HTTP on `listener` until the server shuts down; requests in flight are finished.
-pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+/// Serves HTTP (HTTPS with `tls`) on `listener` until the server shuts down; requests in flight
+/// are finished.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     let shutdown = shared.shutdown.clone();
     let app = router(shared);
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-    {
-        eprintln!("strata: the HTTP listener failed: {e}");
+    match tls {
+        None => {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown.cancelled_owned())
+                .await
+            {
+                eprintln!("strata: the HTTP listener failed: {e}");
+            }
+        }
+        Some(tls) => serve_tls(listener, app, tls, shutdown).await,
     }
+}
+
+/// axum's `serve` has no TLS: each accepted connection is wrapped by rustls and served by hyper.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    tls: tokio_rustls::TlsAcceptor,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let (socket, _) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    eprintln!("strata: HTTP accept failed: {e}");
+                    continue;
+                }
+            },
+        };
+        let (tls, app, shutdown) = (tls.clone(), app.clone(), shutdown.clone());
+        connections.spawn(async move {
+            // A failed handshake ends this connection only.
+            let Ok(stream) = tls.accept(socket).await else {
+                return;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
 }
 
 fn router(shared: Arc<Shared>) -> Router {

@@ -33,6 +33,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     handlers: Arc<Handlers>,
     shared: Arc<Shared>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let connections = Arc::new(Semaphore::new(shared.config.limits.max_connections));
     let mut sessions = tokio::task::JoinSet::new();
@@ -55,10 +56,11 @@ pub async fn serve(
             continue;
         };
         let handlers = handlers.clone();
+        let tls = tls.clone();
         sessions.spawn(async move {
             let _permit = permit;
             // A client that breaks the protocol ends its own session and nothing else.
-            let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+            let _ = pgwire::tokio::process_socket(socket, tls, handlers).await;
         });
         while sessions.try_join_next().is_some() {}
     }

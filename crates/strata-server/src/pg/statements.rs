@@ -5,7 +5,10 @@
 //!   end the statement with SQLSTATE 57014 *also while its rows are being produced*: rows are
 //!   computed lazily as pgwire sends them, after `do_query` returns, so the row stream itself is
 //!   wrapped, and dropping it drops DataFusion's stream, which stops the scan;
-//! - the statement latency metric.
+//! - the statement latency metric;
+//! - columns that hold whole JSON documents (marked `strata.json` in the plan) typed `json`
+//!   instead of `text`, in row descriptions and results of the extended protocol (what drivers
+//!   use), so drivers hand documents back as documents.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -14,12 +17,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use datafusion_postgres::DfSessionService;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion_postgres::{DfSessionService, Parser};
 use futures::{Sink, StreamExt};
+use pgwire::api::Type;
 use pgwire::api::cancel::CancelHandler;
-use pgwire::api::portal::Portal;
+use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{QueryResponse, Response};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response};
+use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
@@ -87,8 +93,90 @@ impl Drop for Running {
     }
 }
 
+/// Which output columns of `plan` hold whole JSON documents.
+fn json_columns(plan: &LogicalPlan) -> Vec<bool> {
+    plan.schema()
+        .fields()
+        .iter()
+        .map(|f| f.metadata().contains_key(strata_query::JSON_FIELD_METADATA))
+        .collect()
+}
+
+/// `fields` with the JSON document columns typed `json` (the text is the same bytes in both
+/// the text and the binary format of `json`).
+fn with_json_types(fields: &[FieldInfo], json: &[bool]) -> Vec<FieldInfo> {
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            if json.get(i).copied().unwrap_or(false)
+                && matches!(*field.datatype(), Type::TEXT | Type::VARCHAR)
+            {
+                FieldInfo::new(
+                    field.name().to_owned(),
+                    field.table_id(),
+                    field.column_id(),
+                    Type::JSON,
+                    field.format(),
+                )
+                .with_format_options(field.format_options().clone())
+            } else {
+                field.clone()
+            }
+        })
+        .collect()
+}
+
+type DfStatement = <DfSessionService as ExtendedQueryHandler>::Statement;
+
+fn plan_of(statement: &DfStatement) -> Option<&LogicalPlan> {
+    statement.1.as_ref().map(|(_, plan)| plan)
+}
+
+/// datafusion-postgres's parser, with JSON document columns described as `json`.
+pub struct StrataParser {
+    inner: Arc<Parser>,
+}
+
+#[async_trait]
+impl QueryParser for StrataParser {
+    type Statement = DfStatement;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        self.inner
+            .parse_sql(client, sql, types)
+            .await
+            .map_err(with_sqlstate)
+    }
+
+    fn get_parameter_types(&self, statement: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        self.inner.get_parameter_types(statement)
+    }
+
+    fn get_result_schema(
+        &self,
+        statement: &Self::Statement,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        let fields = self.inner.get_result_schema(statement, format)?;
+        Ok(match plan_of(statement) {
+            Some(plan) => with_json_types(&fields, &json_columns(plan)),
+            None => fields,
+        })
+    }
+}
+
 pub struct StrataStatements {
     inner: Arc<DfSessionService>,
+    parser: Arc<StrataParser>,
     shared: Arc<Shared>,
     registry: Arc<CancelRegistry>,
 }
@@ -99,8 +187,12 @@ impl StrataStatements {
         shared: Arc<Shared>,
         registry: Arc<CancelRegistry>,
     ) -> Self {
+        let parser = Arc::new(StrataParser {
+            inner: inner.query_parser(),
+        });
         StrataStatements {
             inner,
+            parser,
             shared,
             registry,
         }
@@ -149,26 +241,52 @@ fn canceled(why: &str) -> PgWireError {
     )))
 }
 
+/// DataFusion's errors reach pgwire as `ApiError`, which it sends as XX000: give them their
+/// SQLSTATE (undefined table, syntax error, ...) so that drivers can tell them apart.
+fn with_sqlstate(error: PgWireError) -> PgWireError {
+    match error {
+        PgWireError::ApiError(inner) => {
+            let code = if let Some(e) = inner.downcast_ref::<datafusion::error::DataFusionError>() {
+                sqlstate::of_datafusion_error(e)
+            } else if inner
+                .downcast_ref::<datafusion::sql::sqlparser::parser::ParserError>()
+                .is_some()
+            {
+                // datafusion-postgres parses extended-protocol statements with sqlparser itself.
+                sqlstate::SYNTAX_ERROR
+            } else {
+                sqlstate::INTERNAL_ERROR
+            };
+            PgWireError::UserError(Box::new(ErrorInfo::new(
+                "ERROR".into(),
+                code.into(),
+                inner.to_string(),
+            )))
+        }
+        other => other,
+    }
+}
+
 /// Runs `work` (planning) under the statement's cancel token and deadline.
 async fn guarded<T>(
     running: &Running,
     work: impl Future<Output = PgWireResult<T>>,
 ) -> PgWireResult<T> {
     tokio::select! {
-        result = work => result,
+        result = work => result.map_err(with_sqlstate),
         _ = running.token.cancelled() => Err(canceled("user request")),
         _ = tokio::time::sleep_until(running.deadline) => Err(canceled("statement timeout (limits.query_timeout_secs)")),
     }
 }
 
 /// The response with its rows produced under the statement's cancel token and deadline; the
-/// statement's claim is released with the row stream.
-fn guard_rows(response: Response, running: Arc<Mutex<Option<Running>>>) -> Response {
+/// statement's claim is released with the row stream. `json` marks document columns.
+fn guard_rows(response: Response, running: Arc<Mutex<Option<Running>>>, json: &[bool]) -> Response {
     let Response::Query(mut query) = response else {
         return response;
     };
     let command_tag = query.command_tag().to_owned();
-    let row_schema = query.row_schema();
+    let row_schema = Arc::new(with_json_types(&query.row_schema(), json));
     let data_rows = std::mem::replace(query.data_rows(), Box::pin(futures::stream::empty()));
     let rows = futures::stream::unfold(Some((data_rows, running)), |state| async move {
         let (mut rows, running) = state?;
@@ -212,7 +330,7 @@ fn guard_rows(response: Response, running: Arc<Mutex<Option<Running>>>) -> Respo
 
 /// Wraps every response of one statement; the claim is shared by the responses' row streams
 /// (a simple query may hold several statements' responses) and ends with the last of them.
-fn guard_responses(responses: Vec<Response>, mut running: Running) -> Vec<Response> {
+fn guard_responses(responses: Vec<Response>, mut running: Running, json: &[bool]) -> Vec<Response> {
     if !responses.iter().any(|r| matches!(r, Response::Query(_))) {
         running.ok = !responses.iter().any(|r| matches!(r, Response::Error(_)));
         return responses;
@@ -220,7 +338,7 @@ fn guard_responses(responses: Vec<Response>, mut running: Running) -> Vec<Respon
     let claim = Arc::new(Mutex::new(Some(running)));
     responses
         .into_iter()
-        .map(|response| guard_rows(response, claim.clone()))
+        .map(|response| guard_rows(response, claim.clone(), json))
         .collect()
 }
 
@@ -239,17 +357,19 @@ impl SimpleQueryHandler for StrataStatements {
             SimpleQueryHandler::do_query(&*self.inner, client, query),
         )
         .await?;
-        Ok(guard_responses(responses, running))
+        // Simple queries are not planned here, so their documents stay `text` (psql shows the
+        // same either way).
+        Ok(guard_responses(responses, running, &[]))
     }
 }
 
 #[async_trait]
 impl ExtendedQueryHandler for StrataStatements {
-    type Statement = <DfSessionService as ExtendedQueryHandler>::Statement;
-    type QueryParser = <DfSessionService as ExtendedQueryHandler>::QueryParser;
+    type Statement = DfStatement;
+    type QueryParser = StrataParser;
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
-        self.inner.query_parser()
+        self.parser.clone()
     }
 
     async fn do_query<C>(
@@ -270,7 +390,10 @@ impl ExtendedQueryHandler for StrataStatements {
             ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
         )
         .await?;
-        let mut responses = guard_responses(vec![response], running);
+        let json = plan_of(&portal.statement.statement)
+            .map(json_columns)
+            .unwrap_or_default();
+        let mut responses = guard_responses(vec![response], running, &json);
         Ok(responses.pop().unwrap_or(Response::EmptyQuery))
     }
 }

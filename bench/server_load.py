@@ -1,0 +1,296 @@
+"""The server workload (issue 13): `strata serve` under concurrent HTTP ingest and pgbench queries,
+and the same pgbench script against PostgreSQL on the same documents. Loopback only, bounded in
+time. Prints a markdown table and writes results.json.
+
+Steps, all on the same JSONBench (Bluesky) dataset:
+1. embedded: `strata ingest` of the whole file into a fresh directory (documents/s);
+2. HTTP ingest alone: the same file split among --ingest-clients clients posting batches of
+   --batch documents to a fresh server (documents/s, request latency percentiles);
+3. Q1 idle: pgbench (-M prepared, JSONBench Q1 as a custom script) against that server with
+   nothing else running;
+4. mixed: for --seconds, the ingest clients keep posting batches (cycling over the file) while
+   pgbench runs Q1 with --query-clients clients: both rates, latency percentiles, the server's
+   peak RSS, merges done;
+5. PostgreSQL: the dataset in a jsonb table (the suite's loader and DDL), the same pgbench
+   script with PostgreSQL's Q1, same clients and seconds.
+
+    bench/server_load.sh --strata-bin target/release/strata --scale 1m --seconds 30
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from benchlib import datasets  # noqa: E402
+from benchlib.procs import log, proc_peak_rss  # noqa: E402
+from benchlib.systems.base import Context, NotRunnable  # noqa: E402
+from benchlib.systems.postgres import Postgres  # noqa: E402
+from benchlib.workloads import WORKLOADS  # noqa: E402
+
+LISTENING = re.compile(r"strata: listening for (HTTP|PostgreSQL) on (?:http://)?([\d.]+):(\d+)")
+
+
+def percentile(values, p):
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def latency_summary(seconds):
+    ms = [s * 1000 for s in seconds]
+    return {"count": len(ms), "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95),
+            "p99_ms": percentile(ms, 99)}
+
+
+class StrataServer:
+    def __init__(self, strata_bin, data_dir, config=None):
+        self.data_dir = Path(data_dir)
+        args = [str(strata_bin), "--data-dir", str(data_dir), "serve", "--http", "127.0.0.1:0",
+                "--pg", "127.0.0.1:0"]
+        if config:
+            path = self.data_dir.parent / "server.toml"
+            path.write_text(config)
+            args += ["--config", str(path)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        ports = {}
+        for line in self.proc.stderr:
+            m = LISTENING.search(line)
+            if m:
+                ports[m.group(1)] = int(m.group(3))
+            if len(ports) == 2:
+                break
+        if len(ports) < 2:
+            raise RuntimeError("strata serve did not start")
+        self.http, self.pg = ports["HTTP"], ports["PostgreSQL"]
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def post(self, path, body):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=600) as resp:
+            return json.loads(resp.read())
+
+    def get(self, path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=60) as resp:
+            return resp.read()
+
+    def peak_rss(self):
+        return proc_peak_rss(self.proc.pid)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return None
+
+
+def batches_of(path, batch):
+    """The file as byte strings of `batch` lines each."""
+    out, current = [], []
+    with open(path, "rb") as f:
+        for line in f:
+            current.append(line)
+            if len(current) == batch:
+                out.append(b"".join(current))
+                current = []
+    if current:
+        out.append(b"".join(current))
+    return out
+
+
+def http_ingest(server, table, batches, clients, query="", stop=None):
+    """Posts `batches` from `clients` threads; with `stop`, cycles until it is set. Returns
+    (documents, seconds, request latencies)."""
+    latencies, docs, lock = [], [0], threading.Lock()
+    next_batch = [0]
+
+    def client():
+        while True:
+            with lock:
+                i = next_batch[0]
+                next_batch[0] += 1
+            if stop is None and i >= len(batches):
+                return
+            if stop is not None and stop.is_set():
+                return
+            body = batches[i % len(batches)]
+            started = time.perf_counter()
+            answer = server.post(f"/v1/ingest/{table}{query}", body)
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+                docs[0] += answer["accepted"]
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return docs[0], time.perf_counter() - started, latencies
+
+
+def pgbench(port, user, dbname, sql, clients, seconds, workdir, env=None):
+    """pgbench -M prepared with `sql` as a custom script; per-transaction latencies from its log."""
+    run_dir = Path(tempfile.mkdtemp(dir=workdir))
+    script = run_dir / "q.sql"
+    script.write_text(sql.strip().rstrip(";") + ";\n")
+    cmd = ["pgbench", "-n", "-M", "prepared", "-f", str(script), "-c", str(clients), "-j", str(clients),
+           "-T", str(seconds), "-l", "--log-prefix", str(run_dir / "log"),
+           "-h", "127.0.0.1", "-p", str(port), "-U", user, dbname]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds + 600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {proc.stderr[-2000:]}")
+    latencies = []
+    for log_file in run_dir.glob("log*"):
+        for line in log_file.read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 3:
+                latencies.append(int(fields[2]) / 1e6)
+    tps = re.search(r"tps = ([\d.]+)", proc.stdout)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {"tps": float(tps.group(1)) if tps else None, "clients": clients, "seconds": seconds,
+            **latency_summary(latencies)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strata-bin", default=str(HERE.parent / "target" / "release" / "strata"))
+    p.add_argument("--scale", default="1m", help="JSONBench dataset size (100k, 1m, ...)")
+    p.add_argument("--seconds", type=int, default=30, help="length of the mixed and PostgreSQL runs")
+    p.add_argument("--idle-seconds", type=int, default=10)
+    p.add_argument("--ingest-clients", type=int, default=2)
+    p.add_argument("--query-clients", type=int, default=4)
+    p.add_argument("--batch", type=int, default=50_000, help="documents per HTTP ingest request")
+    p.add_argument("--no-postgres", action="store_true")
+    p.add_argument("--work", default=str(HERE / "work"))
+    p.add_argument("--out", default=str(HERE / "results" / "server"))
+    args = p.parse_args(argv)
+
+    workload = WORKLOADS["jsonbench"]
+    work = Path(args.work)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = datasets.prepare(workload, args.scale, args.strata_bin, work)
+    sort_key = ",".join(workload.sort_key)
+    q1_strata = workload.queries_for("strata")["Q1"]
+    q1_postgres = workload.queries_for("postgres")["Q1"]
+    results = {"dataset": dataset.as_json(), "args": vars(args)}
+    scratch = Path(tempfile.mkdtemp(prefix="strata-server-load-", dir=work))
+    try:
+        log(f"embedded: strata ingest of {dataset.docs:,} documents")
+        started = time.perf_counter()
+        subprocess.run([args.strata_bin, "--data-dir", str(scratch / "embedded"), "ingest", workload.table,
+                        "--sort-key", sort_key, str(dataset.path)], check=True, capture_output=True)
+        embedded_seconds = time.perf_counter() - started
+        results["embedded"] = {"documents": dataset.docs, "seconds": embedded_seconds,
+                               "docs_per_s": dataset.docs / embedded_seconds}
+
+        batches = batches_of(dataset.path, args.batch)
+        server = StrataServer(args.strata_bin, scratch / "served")
+        try:
+            log(f"HTTP ingest: {len(batches)} requests of {args.batch:,} documents from {args.ingest_clients} clients")
+            docs, seconds, latencies = http_ingest(server, workload.table, batches, args.ingest_clients,
+                                                   query=f"?sort_key={sort_key}")
+            results["http_ingest"] = {"documents": docs, "seconds": seconds, "docs_per_s": docs / seconds,
+                                      "requests": latency_summary(latencies)}
+            log(f"Q1 idle: pgbench 1 client, {args.idle_seconds} s")
+            results["q1_idle"] = pgbench(server.pg, "strata", "strata", q1_strata, 1, args.idle_seconds, scratch)
+            log(f"mixed: {args.ingest_clients} ingest clients + pgbench {args.query_clients} clients, {args.seconds} s")
+            stop = threading.Event()
+            ingest_result = {}
+
+            def ingest_until_stopped():
+                ingest_result["value"] = http_ingest(server, workload.table, batches, args.ingest_clients, stop=stop)
+
+            ingester = threading.Thread(target=ingest_until_stopped)
+            ingester.start()
+            results["q1_mixed"] = pgbench(server.pg, "strata", "strata", q1_strata, args.query_clients,
+                                          args.seconds, scratch)
+            stop.set()
+            ingester.join()
+            docs, seconds, latencies = ingest_result["value"]
+            results["ingest_mixed"] = {"documents": docs, "seconds": seconds, "docs_per_s": docs / seconds,
+                                       "requests": latency_summary(latencies)}
+            metrics = server.get("/metrics").decode()
+            merges = re.search(r"^strata_merges_total (\d+)$", metrics, re.M)
+            results["server"] = {"peak_rss_bytes": server.peak_rss(), "merges": int(merges.group(1)) if merges else None,
+                                 "tables": json.loads(server.get("/v1/tables"))["tables"]}
+        finally:
+            results["server_exit"] = server.stop()
+
+        if not args.no_postgres:
+            ctx = Context(work=scratch / "pg", strata_bin=Path(args.strata_bin))
+            postgres = Postgres(ctx)
+            try:
+                postgres.check_runnable()
+                log("PostgreSQL: loading the dataset into jsonb")
+                results["postgres_load"] = {k: v for k, v in postgres.load(workload, dataset).items()
+                                            if k in ("load_seconds", "documents", "version")}
+                user = "postgres"
+                results["postgres_q1"] = pgbench(postgres.port, user, "bench", q1_postgres, args.query_clients,
+                                                 args.seconds, scratch, env=dict(os.environ, PGOPTIONS="-c TimeZone=UTC"))
+            except NotRunnable as e:
+                results["postgres_q1"] = {"skipped": str(e)}
+            finally:
+                postgres.cleanup()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    print(render(results))
+    (out / "summary.md").write_text(render(results))
+    return 0
+
+
+def render(r):
+    def ms(v):
+        return "–" if v is None else f"{v:.1f}"
+
+    lines = [f"Server workload, JSONBench {r['dataset']['scale']} ({r['dataset']['dataset_size']:,} documents), "
+             f"{r['args']['ingest_clients']} HTTP ingest clients × {r['args']['batch']:,}-document batches, "
+             f"pgbench -M prepared Q1 with {r['args']['query_clients']} clients, {r['args']['seconds']} s:", "",
+             "| measure | value | target |", "|---|---|---|"]
+    emb, http = r["embedded"]["docs_per_s"], r["http_ingest"]["docs_per_s"]
+    lines.append(f"| embedded `strata ingest` | {emb:,.0f} docs/s | |")
+    lines.append(f"| HTTP ingest alone | {http:,.0f} docs/s ({http / emb:.0%} of embedded); request p50/p99 "
+                 f"{ms(r['http_ingest']['requests']['p50_ms'])}/{ms(r['http_ingest']['requests']['p99_ms'])} ms | ≥ 80 % |")
+    idle, mixed = r["q1_idle"], r["q1_mixed"]
+    lines.append(f"| Q1 idle (1 client) | {idle['tps']:.1f} q/s; p50/p95/p99 {ms(idle['p50_ms'])}/{ms(idle['p95_ms'])}/{ms(idle['p99_ms'])} ms | |")
+    ratio = mixed["p99_ms"] / idle["p50_ms"] if idle["p50_ms"] else float("nan")
+    lines.append(f"| Q1 under ingest ({mixed['clients']} clients) | {mixed['tps']:.1f} q/s; p50/p95/p99 "
+                 f"{ms(mixed['p50_ms'])}/{ms(mixed['p95_ms'])}/{ms(mixed['p99_ms'])} ms (p99 = {ratio:.1f} × idle p50) | p99 ≤ 10 × idle |")
+    im = r["ingest_mixed"]
+    lines.append(f"| HTTP ingest under queries | {im['docs_per_s']:,.0f} docs/s; request p50/p95/p99 "
+                 f"{ms(im['requests']['p50_ms'])}/{ms(im['requests']['p95_ms'])}/{ms(im['requests']['p99_ms'])} ms | |")
+    s = r["server"]
+    lines.append(f"| server peak RSS | {s['peak_rss_bytes'] / 2**20:,.0f} MB | |" if s["peak_rss_bytes"] else "| server peak RSS | – | |")
+    lines.append(f"| background merges | {s['merges']} (table now {s['tables'][0]['parts']} parts, "
+                 f"{s['tables'][0]['documents']:,} documents) | |")
+    pg = r.get("postgres_q1", {})
+    if "tps" in pg:
+        lines.append(f"| PostgreSQL {r['postgres_load']['version'].split()[-1]} Q1 ({pg['clients']} clients, jsonb) | "
+                     f"{pg['tps']:.2f} q/s; p50/p99 {ms(pg['p50_ms'])}/{ms(pg['p99_ms'])} ms; "
+                     f"Strata under ingest = {mixed['tps'] / pg['tps']:.0f} × | ≥ 10 × |")
+    elif pg:
+        lines.append(f"| PostgreSQL | skipped: {pg.get('skipped')} | |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
