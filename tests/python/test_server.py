@@ -254,8 +254,10 @@ def test_acknowledged_ingests_survive_kill_9(tmp_path):
                      "pad": "x" * 200} for k in range(500)]
             with lock:
                 sent.add(key)
+            # Odd clients are answered once the WAL has the batch, even ones once it is in parts.
+            query = "?wait=durable" if client_id % 2 else ""
             try:
-                status, _ = server.ingest("t", ndjson(docs))
+                status, _ = server.ingest("t", ndjson(docs), query=query)
             except Exception:
                 return  # the server is gone: this batch is not acknowledged
             if status == 200:
@@ -267,7 +269,7 @@ def test_acknowledged_ingests_survive_kill_9(tmp_path):
         server = Server(data_dir).start()
         server.round = round_
         stop = threading.Event()
-        threads = [threading.Thread(target=client, args=(server, c, stop)) for c in range(3)]
+        threads = [threading.Thread(target=client, args=(server, c, stop)) for c in range(4)]
         for t in threads:
             t.start()
         time.sleep(1.5 + round_ * 0.37)
@@ -285,6 +287,57 @@ def test_acknowledged_ingests_survive_kill_9(tmp_path):
     assert not missing, f"acknowledged batches lost: {sorted(missing)[:5]}"
     assert all(n == 500 for n in present.values()), "a batch is half there or there twice"
     assert present.keys() <= sent
+
+
+def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
+    """A request acknowledged with wait=durable is in the WAL, not yet in parts; after kill -9
+    the restart writes it into parts (and says so) exactly once. A body over
+    wal.max_request_bytes goes straight into parts; beyond wal.max_pending_bytes requests get
+    503 with Retry-After."""
+    data_dir = tmp_path / "db"
+    config = "[wal]\nflush_interval_ms = 600000\nmax_request_bytes = 4096\nmax_pending_bytes = 4096\n"
+    docs = [{"i": i, "pad": "y" * 20} for i in range(40)]  # ~1.4 KB
+    with Server(data_dir, config=config) as server:
+        status, answer = server.ingest("t", ndjson(docs) + b"{broken\n", query="?wait=durable")
+        assert status == 200, answer
+        assert (answer["accepted"], answer["rejected"], answer["visible"]) == (40, 1, False), answer
+        assert answer["rejects"][0]["line"] == 41, answer
+        seq = answer["wal_seq"]
+        # Durable, not yet visible: the flush interval is ten minutes and the flush creates t.
+        status, _, body = server.query("SELECT count(*) AS n FROM t")
+        assert status == 404 and json.loads(body)["code"] == "42P01", body
+        _, _, text = server.request("GET", "/metrics")
+        assert b"strata_wal_pending_bytes " in text and b"strata_wal_pending_bytes 0\n" not in text, text
+        # A second and third request fill wal.max_pending_bytes: the third is refused.
+        status, answer = server.ingest("t", ndjson(docs), query="?wait=durable")
+        assert status == 200, answer
+        assert answer["wal_seq"] == seq + 1
+        status, headers, body = server.request("POST", "/v1/ingest/t?wait=durable", ndjson(docs * 4))
+        assert status == 200, body  # 5.6 KB > max_request_bytes: written into parts directly
+        assert "wal_seq" not in json.loads(body)
+        status, headers, body = server.request("POST", "/v1/ingest/t?wait=durable", ndjson(docs) * 2)
+        assert status == 503 and headers.get("retry-after") == "1", (status, headers, body)
+        assert json.loads(body)["code"] == "53000"
+        server.kill()
+    assert not any("replayed" in line for line in server.log)
+
+    with Server(data_dir, config=config) as server:
+        replayed = [line for line in server.log if "replayed" in line]
+        wal_bytes = 2 * len(ndjson(docs)) + len(b"{broken\n")
+        assert replayed == [f"strata: replayed 2 acknowledged requests ({wal_bytes} bytes, 80 documents) "
+                            "from the write-ahead log into table t"], server.log
+        assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 240}]
+        # The default answers once the documents are visible.
+        status, answer = server.ingest("t", ndjson(docs))
+        assert status == 200 and answer["visible"] is True, answer
+        assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 280}]
+        assert server.stop() == 0
+    # Replayed once: a second restart finds nothing above the table's mark.
+    with Server(data_dir, config=config) as server:
+        assert not any("replayed" in line for line in server.log), server.log
+        assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 280}]
+        status, answer = server.ingest("t", b"{}\n", query="?wait=soon")
+        assert status == 400 and "wait=" in answer["error"], answer
 
 
 @pytest.mark.skipif(shutil.which("pgbench") is None, reason="pgbench is not installed (apt-get install postgresql-contrib)")

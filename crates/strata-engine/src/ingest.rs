@@ -47,6 +47,10 @@ pub struct IngestOptions {
     /// A longer line (without its line break) is rejected without being held in memory whole;
     /// `None`: no limit (the command line, whose input the user chose).
     pub max_line_bytes: Option<usize>,
+    /// The highest write-ahead-log sequence number among the inputs: recorded in the manifest
+    /// in the same commit as their parts, so that recovery applies each request once
+    /// (`crate::wal`).
+    pub wal_applied: Option<u64>,
 }
 
 impl Default for IngestOptions {
@@ -57,6 +61,7 @@ impl Default for IngestOptions {
             part_target_bytes: DEFAULT_PART_TARGET_BYTES,
             auto_merge: true,
             max_line_bytes: None,
+            wal_applied: None,
         }
     }
 }
@@ -234,125 +239,15 @@ pub fn ingest(
     let mut new_parts: Vec<PartEntry> = Vec::new();
     let version = manifest.version;
 
-    let mut buffer: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + 4096);
-    // Per line of the chunk: where it starts in `buffer`, its line number and input offset.
-    let mut starts: Vec<(usize, u64, u64)> = Vec::with_capacity(CHUNK_LINES);
     for input in inputs {
-        let name = input.display_name();
-        let mut reader = input.open()?;
-        let mut line_number = 0u64;
-        let mut offset = 0u64;
-        let mut broken: Option<(Vec<u8>, u64, u64, String)> = None;
+        let mut chunks = ChunkReader::open(input, options.max_line_bytes)?;
+        let mut record = |reject: Reject| -> Result<(), EngineError> {
+            rejects.write(&reject)?;
+            on_reject(&reject);
+            Ok(())
+        };
         loop {
-            buffer.clear();
-            starts.clear();
-            let mut eof = false;
-            while buffer.len() < CHUNK_BYTES && starts.len() < CHUNK_LINES {
-                let start = buffer.len();
-                match read_line(&mut *reader, &mut buffer, options.max_line_bytes) {
-                    Ok(LineRead::End) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(LineRead::Line(n)) => {
-                        line_number += 1;
-                        starts.push((start, line_number, offset));
-                        offset += n as u64;
-                        progress.bytes += n as u64;
-                    }
-                    Ok(LineRead::TooLong {
-                        length,
-                        content,
-                        limit,
-                    }) => {
-                        // Reported now, so it comes before the chunk's other rejects.
-                        line_number += 1;
-                        let kept = buffer.split_off(start);
-                        progress.read += 1;
-                        progress.rejected += 1;
-                        progress.bytes += length;
-                        let mut reject = Reject::new(
-                            &name,
-                            line_number,
-                            offset,
-                            format!("the line is longer than the limit of {limit} bytes"),
-                            trim_newline(&kept),
-                        );
-                        reject.length = content;
-                        reject.truncated = true;
-                        rejects.write(&reject)?;
-                        on_reject(&reject);
-                        offset += length;
-                    }
-                    Err(e) if is_source_error(&e) => {
-                        return Err(EngineError::Input {
-                            path: name.clone().into(),
-                            source: e,
-                        });
-                    }
-                    Err(e) => {
-                        // The decompressor failed: what it decoded before is loaded; the bytes
-                        // of the line it broke off in, and everything after, are rejected.
-                        let partial = buffer.split_off(start);
-                        progress.bytes += partial.len() as u64;
-                        broken = Some((
-                            partial,
-                            line_number + 1,
-                            offset,
-                            format!(
-                                "the compressed input is damaged or ends early after {offset} \
-                                 bytes of decompressed data ({e}); the rest of this input \
-                                 was not read"
-                            ),
-                        ));
-                        eof = true;
-                        break;
-                    }
-                }
-            }
-            let lines: Vec<(&[u8], u64, u64)> = starts
-                .iter()
-                .enumerate()
-                .map(|(i, &(start, line, offset))| {
-                    let end = starts.get(i + 1).map_or(buffer.len(), |s| s.0);
-                    let mut text = trim_newline(&buffer[start..end]);
-                    if line == 1 {
-                        text = text.strip_prefix(UTF8_BOM).unwrap_or(text);
-                    }
-                    (text, line, offset)
-                })
-                .collect();
-            let parsed: Vec<Result<Document, DocumentError>> = parse_pool().install(|| {
-                lines
-                    .par_iter()
-                    .map(|(l, _, _)| parse_document(l))
-                    .collect()
-            });
-            for (&(text, line, offset), result) in lines.iter().zip(parsed) {
-                match result {
-                    Ok(doc) => {
-                        progress.read += 1;
-                        progress.loaded += 1;
-                        progress.duplicate_keys += u64::from(doc.has_duplicate_keys());
-                        shredder.push(&doc);
-                    }
-                    Err(DocumentError::Empty) => {}
-                    Err(reason) => {
-                        progress.read += 1;
-                        progress.rejected += 1;
-                        let reject = Reject::new(&name, line, offset, reason.to_string(), text);
-                        rejects.write(&reject)?;
-                        on_reject(&reject);
-                    }
-                }
-            }
-            if let Some((text, line, offset, reason)) = broken.take() {
-                progress.read += 1;
-                progress.rejected += 1;
-                let reject = Reject::new(&name, line, offset, reason, trim_newline(&text));
-                rejects.write(&reject)?;
-                on_reject(&reject);
-            }
+            let more = chunks.next(&mut progress, &mut |doc| shredder.push(doc), &mut record)?;
             if shredder.buffered_bytes() >= options.part_target_bytes {
                 let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
                 if let Some(handle) = in_flight.take() {
@@ -367,12 +262,7 @@ pub fn ingest(
                 )?);
             }
             on_progress(&progress);
-            // One huge line grows the chunk buffer to its size; give that memory back rather
-            // than hold it while the part is sorted and written.
-            if buffer.capacity() > 2 * CHUNK_BYTES {
-                buffer = Vec::with_capacity(CHUNK_BYTES + 4096);
-            }
-            if eof {
+            if !more {
                 break;
             }
         }
@@ -398,6 +288,9 @@ pub fn ingest(
 
     let parts_written = new_parts.len();
     manifest.parts.extend(new_parts);
+    if let Some(seq) = options.wal_applied {
+        manifest.wal_applied = Some(manifest.wal_applied.unwrap_or(0).max(seq));
+    }
     manifest.version += 1;
     manifest.commit(&table_dir)?;
 
@@ -450,6 +343,180 @@ pub fn ingest(
         merge,
         warnings,
     })
+}
+
+/// Checks an input by the rules of [`ingest`] without loading it: the counts it would report,
+/// and each line it would reject. Nothing is written.
+///
+/// Must run where [`ingest`] may (parsing uses the same pool).
+pub fn screen(
+    input: &Input,
+    max_line_bytes: Option<usize>,
+    on_reject: &mut dyn FnMut(&Reject),
+) -> Result<IngestProgress, EngineError> {
+    let mut progress = IngestProgress::default();
+    let mut chunks = ChunkReader::open(input, max_line_bytes)?;
+    while chunks.next(&mut progress, &mut |_| {}, &mut |reject| {
+        on_reject(&reject);
+        Ok(())
+    })? {}
+    Ok(progress)
+}
+
+/// Reads one input in chunks of lines, parses each chunk in parallel, and hands every
+/// document and every rejected line on in input order.
+struct ChunkReader {
+    name: String,
+    reader: Box<dyn BufRead + Send>,
+    max_line_bytes: Option<usize>,
+    line_number: u64,
+    offset: u64,
+    buffer: Vec<u8>,
+    /// Per line of the chunk: where it starts in `buffer`, its line number and input offset.
+    starts: Vec<(usize, u64, u64)>,
+}
+
+impl ChunkReader {
+    fn open(input: &Input, max_line_bytes: Option<usize>) -> Result<Self, EngineError> {
+        Ok(ChunkReader {
+            name: input.display_name(),
+            reader: input.open()?,
+            max_line_bytes,
+            line_number: 0,
+            offset: 0,
+            buffer: Vec::with_capacity(CHUNK_BYTES + 4096),
+            starts: Vec::with_capacity(CHUNK_LINES),
+        })
+    }
+
+    /// Reads, parses and hands on the next chunk; false once the input has ended.
+    fn next(
+        &mut self,
+        progress: &mut IngestProgress,
+        on_document: &mut dyn FnMut(&Document),
+        on_reject: &mut dyn FnMut(Reject) -> Result<(), EngineError>,
+    ) -> Result<bool, EngineError> {
+        let ChunkReader {
+            name,
+            reader,
+            max_line_bytes,
+            line_number,
+            offset,
+            buffer,
+            starts,
+        } = self;
+        let mut broken: Option<(Vec<u8>, u64, u64, String)> = None;
+        buffer.clear();
+        starts.clear();
+        let mut eof = false;
+        while buffer.len() < CHUNK_BYTES && starts.len() < CHUNK_LINES {
+            let start = buffer.len();
+            match read_line(&mut **reader, buffer, *max_line_bytes) {
+                Ok(LineRead::End) => {
+                    eof = true;
+                    break;
+                }
+                Ok(LineRead::Line(n)) => {
+                    *line_number += 1;
+                    starts.push((start, *line_number, *offset));
+                    *offset += n as u64;
+                    progress.bytes += n as u64;
+                }
+                Ok(LineRead::TooLong {
+                    length,
+                    content,
+                    limit,
+                }) => {
+                    // Reported now, so it comes before the chunk's other rejects.
+                    *line_number += 1;
+                    let kept = buffer.split_off(start);
+                    progress.read += 1;
+                    progress.rejected += 1;
+                    progress.bytes += length;
+                    let mut reject = Reject::new(
+                        name,
+                        *line_number,
+                        *offset,
+                        format!("the line is longer than the limit of {limit} bytes"),
+                        trim_newline(&kept),
+                    );
+                    reject.length = content;
+                    reject.truncated = true;
+                    on_reject(reject)?;
+                    *offset += length;
+                }
+                Err(e) if is_source_error(&e) => {
+                    return Err(EngineError::Input {
+                        path: name.clone().into(),
+                        source: e,
+                    });
+                }
+                Err(e) => {
+                    // The decompressor failed: what it decoded before is loaded; the bytes
+                    // of the line it broke off in, and everything after, are rejected.
+                    let partial = buffer.split_off(start);
+                    progress.bytes += partial.len() as u64;
+                    broken = Some((
+                        partial,
+                        *line_number + 1,
+                        *offset,
+                        format!(
+                            "the compressed input is damaged or ends early after {offset} \
+                             bytes of decompressed data ({e}); the rest of this input \
+                             was not read"
+                        ),
+                    ));
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        let lines: Vec<(&[u8], u64, u64)> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &(start, line, offset))| {
+                let end = starts.get(i + 1).map_or(buffer.len(), |s| s.0);
+                let mut text = trim_newline(&buffer[start..end]);
+                if line == 1 {
+                    text = text.strip_prefix(UTF8_BOM).unwrap_or(text);
+                }
+                (text, line, offset)
+            })
+            .collect();
+        let parsed: Vec<Result<Document, DocumentError>> = parse_pool().install(|| {
+            lines
+                .par_iter()
+                .map(|(l, _, _)| parse_document(l))
+                .collect()
+        });
+        for (&(text, line, offset), result) in lines.iter().zip(parsed) {
+            match result {
+                Ok(doc) => {
+                    progress.read += 1;
+                    progress.loaded += 1;
+                    progress.duplicate_keys += u64::from(doc.has_duplicate_keys());
+                    on_document(&doc);
+                }
+                Err(DocumentError::Empty) => {}
+                Err(reason) => {
+                    progress.read += 1;
+                    progress.rejected += 1;
+                    on_reject(Reject::new(name, line, offset, reason.to_string(), text))?;
+                }
+            }
+        }
+        if let Some((text, line, offset, reason)) = broken.take() {
+            progress.read += 1;
+            progress.rejected += 1;
+            on_reject(Reject::new(name, line, offset, reason, trim_newline(&text)))?;
+        }
+        // One huge line grows the chunk buffer to its size; give that memory back rather
+        // than hold it while the part is sorted and written.
+        if buffer.capacity() > 2 * CHUNK_BYTES {
+            *buffer = Vec::with_capacity(CHUNK_BYTES + 4096);
+        }
+        Ok(!eof)
+    }
 }
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";

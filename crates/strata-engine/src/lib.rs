@@ -21,9 +21,10 @@ mod part_writing;
 pub mod selfcheck;
 pub mod settings;
 pub mod table;
+pub mod wal;
 
 pub use error::EngineError;
-pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest};
+pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest, screen};
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
 pub use settings::SettingChange;
 pub use table::{

@@ -95,6 +95,10 @@ pub struct Manifest {
     /// finds that no reader holds a lease (`strata-engine`'s `table` module).
     #[serde(default)]
     pub retired: Vec<RetiredPart>,
+    /// The highest write-ahead-log sequence number whose request is in this table's parts
+    /// (the server's WAL, `strata-engine`'s `wal` module); absent when none ever was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_applied: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +116,7 @@ impl Manifest {
             settings,
             parts: Vec::new(),
             retired: Vec::new(),
+            wal_applied: None,
         }
     }
 

@@ -15,6 +15,11 @@
 //! max_concurrent_queries = 16
 //! query_timeout_secs = 300
 //! query_memory_bytes = 4294967296
+//! [wal]
+//! enabled = true
+//! max_request_bytes = 8388608
+//! flush_interval_ms = 1000
+//! max_pending_bytes = 536870912
 //! [merge]
 //! enabled = true
 //! interval_secs = 5
@@ -42,6 +47,8 @@ pub struct Config {
     pub tls: Option<Tls>,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub wal: WalPolicy,
     #[serde(default)]
     pub merge: MergePolicy,
 }
@@ -101,6 +108,39 @@ impl Default for Limits {
     }
 }
 
+/// Which ingest requests go through the write-ahead log, and when it is written into parts
+/// (ADR 0014).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WalPolicy {
+    /// With `false` every request is written straight into parts, as `strata ingest` does.
+    pub enabled: bool,
+    /// Request bodies up to this size (as sent, compressed or not) go through the WAL; larger
+    /// ones, and requests that create a table with a sort key, are written straight into parts.
+    pub max_request_bytes: usize,
+    /// Requests that do not wait to be visible (`?wait=durable`) are written into parts after
+    /// at most this long, or sooner when a table has `flush_bytes` waiting.
+    pub flush_interval_ms: u64,
+    pub flush_bytes: usize,
+    /// Bodies acknowledged but not yet in parts; above it requests get 503 and `Retry-After`.
+    pub max_pending_bytes: usize,
+    /// Size at which a new WAL segment file is started.
+    pub segment_bytes: u64,
+}
+
+impl Default for WalPolicy {
+    fn default() -> Self {
+        WalPolicy {
+            enabled: true,
+            max_request_bytes: 8 << 20,
+            flush_interval_ms: 1000,
+            flush_bytes: 64 << 20,
+            max_pending_bytes: 512 << 20,
+            segment_bytes: strata_engine::wal::DEFAULT_SEGMENT_BYTES,
+        }
+    }
+}
+
 /// When the server merges parts by itself (the policy of `strata optimize`, ADR 0014).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -152,6 +192,13 @@ impl Config {
         if !seconds(self.merge.interval_secs, false) || !seconds(self.merge.idle_secs, true) {
             return Err(
                 "merge.interval_secs must be positive and merge.idle_secs not negative".into(),
+            );
+        }
+        if self.wal.max_request_bytes > self.wal.max_pending_bytes
+            || self.wal.max_request_bytes > strata_engine::wal::frame::MAX_FRAME_BYTES
+        {
+            return Err(
+                "wal.max_request_bytes must be at most wal.max_pending_bytes and 1 GiB".into(),
             );
         }
         if let Some(user) = self

@@ -3,9 +3,11 @@
 //! merges.
 //!
 //! Invariants:
-//! - an HTTP ingest is answered `200` only after its documents are committed to the table (one
-//!   atomic, fsynced manifest commit, as `strata ingest` does), so an acknowledged ingest
-//!   survives `kill -9`; a request that fails or is cut off commits nothing (ADR 0014);
+//! - an HTTP ingest is answered `200` only once its documents are durable: in the write-ahead
+//!   log after its group's fsync (bodies up to `wal.max_request_bytes`, `ingest_queue`), or
+//!   in parts after one atomic, fsynced manifest commit (larger ones, as `strata ingest`), so
+//!   an acknowledged ingest survives `kill -9`; a request that fails or is cut off stores
+//!   nothing (ADR 0014);
 //! - every statement reads one manifest snapshot per table under a read lease, so merges never
 //!   change what a running statement sees;
 //! - without users (PostgreSQL) or tokens (HTTP) in the config file, a listener binds only a
@@ -15,6 +17,7 @@
 pub mod config;
 pub mod error;
 mod http;
+mod ingest_queue;
 mod merger;
 pub mod metrics;
 mod pg;
@@ -54,6 +57,8 @@ pub(crate) struct Shared {
     /// One permit per statement allowed to run at once (`limits.max_concurrent_queries`).
     pub query_slots: Arc<Semaphore>,
     pub merger: merger::MergerHandle,
+    /// The write-ahead log's queue (absent with `wal.enabled = false`).
+    pub ingest_queue: Option<Arc<ingest_queue::IngestQueue>>,
     pub shutdown: CancellationToken,
 }
 
@@ -124,8 +129,26 @@ async fn run(
         options.config.merge.clone(),
         metrics.clone(),
     );
+    // Replays what the WAL holds before anything is served.
+    let (ingest_queue, flusher) = if options.config.wal.enabled {
+        let (data_dir, config, metrics, handle) = (
+            data_dir.clone(),
+            options.config.clone(),
+            metrics.clone(),
+            merger.handle(),
+        );
+        let (queue, flusher) = tokio::task::spawn_blocking(move || {
+            ingest_queue::IngestQueue::start(data_dir, config, metrics, handle)
+        })
+        .await
+        .map_err(|e| ServerError::Engine(strata_engine::EngineError::Invalid(e.to_string())))??;
+        (Some(queue), Some(flusher))
+    } else {
+        (None, None)
+    };
     let shared = Arc::new(Shared {
         data_dir,
+        ingest_queue,
         session,
         query_slots: Arc::new(Semaphore::new(options.config.limits.max_concurrent_queries)),
         config: options.config.clone(),
@@ -153,6 +176,10 @@ async fn run(
     eprintln!("strata: shutting down: no new connections; finishing requests in flight");
     shutdown.cancel();
     while tasks.join_next().await.is_some() {}
+    if let Some(flusher) = flusher {
+        // Requests acknowledged through the WAL are written into parts before the exit.
+        let _ = tokio::task::spawn_blocking(move || flusher.stop()).await;
+    }
     // Merges hold the table's writer lock; wait for the running one (blocking: off the runtime).
     let _ = tokio::task::spawn_blocking(move || merger.stop()).await;
     eprintln!("strata: stopped");

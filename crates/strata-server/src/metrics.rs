@@ -25,6 +25,8 @@ pub struct Metrics {
     pub merges: AtomicU64,
     pub merge_failures: AtomicU64,
     pub merged_parts: AtomicU64,
+    pub wal_flushes: AtomicU64,
+    pub wal_flush_failures: AtomicU64,
     query_latency: Histogram,
 }
 
@@ -53,7 +55,8 @@ impl Metrics {
     }
 
     /// The Prometheus text format (version 0.0.4).
-    pub fn render(&self, data_dir: &DataDir) -> String {
+    /// `wal`: bytes in the WAL's files and bytes acknowledged but not yet in parts.
+    pub fn render(&self, data_dir: &DataDir, wal: Option<(u64, usize)>) -> String {
         let mut out = String::new();
         let counter = |out: &mut String, name: &str, help: &str, value: &AtomicU64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -120,6 +123,38 @@ impl Metrics {
             &self.merged_parts,
         );
 
+        counter(
+            &mut out,
+            "strata_wal_flushes_total",
+            "Commits that wrote requests from the write-ahead log into parts.",
+            &self.wal_flushes,
+        );
+        counter(
+            &mut out,
+            "strata_wal_flush_failures_total",
+            "Attempts to write requests from the write-ahead log into parts that failed.",
+            &self.wal_flush_failures,
+        );
+        if let Some((files, pending)) = wal {
+            for (name, help, value) in [
+                (
+                    "strata_wal_bytes",
+                    "Bytes in the write-ahead log's files.",
+                    files,
+                ),
+                (
+                    "strata_wal_pending_bytes",
+                    "Acknowledged request bytes not yet written into parts.",
+                    pending as u64,
+                ),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+                );
+            }
+        }
+
         let name = "strata_query_duration_seconds";
         let _ = writeln!(
             out,
@@ -168,7 +203,8 @@ mod tests {
         metrics.observe_query(Duration::from_millis(30), false);
         metrics.observe_query(Duration::from_secs(60), true);
         let dir = tempfile::tempdir().unwrap();
-        let text = metrics.render(&DataDir::new(dir.path()));
+        let text = metrics.render(&DataDir::new(dir.path()), Some((8, 0)));
+        assert!(text.contains("\nstrata_wal_bytes 8\n"), "{text}");
         assert!(
             text.contains("strata_query_duration_seconds_bucket{le=\"0.001\"} 1\n"),
             "{text}"

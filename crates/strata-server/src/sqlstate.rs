@@ -11,6 +11,7 @@ pub const UNDEFINED_TABLE: &str = "42P01";
 pub const UNDEFINED_COLUMN: &str = "42703";
 pub const INVALID_NAME: &str = "42602";
 pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
+pub const INSUFFICIENT_RESOURCES: &str = "53000";
 pub const OUT_OF_MEMORY: &str = "53200";
 pub const TOO_MANY_CONNECTIONS: &str = "53300";
 pub const QUERY_CANCELED: &str = "57014";

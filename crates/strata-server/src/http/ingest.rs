@@ -1,11 +1,16 @@
-//! `POST /v1/ingest/{table}[?sort_key=a,b]`: an NDJSON body (plain, or gzip/zstd by
-//! `Content-Encoding`) loaded into a table by the same code and rules as `strata ingest`.
+//! `POST /v1/ingest/{table}[?sort_key=a,b][&wait=visible|durable]`: an NDJSON body (plain, or
+//! gzip/zstd by `Content-Encoding`) loaded into a table by the same code and rules as
+//! `strata ingest`.
 //!
-//! The body streams from the socket through the decompressor into the shredder on a thread of
-//! its own, so memory does not grow with the body. The answer comes after the commit: `200`
-//! means every accepted document is durable. Rejected lines are listed with their line number
-//! and reason (the first [`MAX_LISTED_REJECTS`]; all of them are also in the table's
-//! `rejects.ndjson`). A body that is cut off or too large commits nothing.
+//! A body up to `wal.max_request_bytes` is buffered, screened (counts and rejects, nothing
+//! written) and stored in the write-ahead log (`crate::ingest_queue`); the answer comes after the
+//! WAL's fsync (`wait=durable`) or once queries see the documents (`wait=visible`, the default).
+//! A larger body, or one that creates a table with a sort key, streams from the socket through
+//! the decompressor into the shredder on a thread of its own, so memory does not grow with the
+//! body, and is answered after its commit. Either way `200` means every accepted document is
+//! durable. Rejected lines are listed with their line number and reason (the first
+//! [`MAX_LISTED_REJECTS`]; all of them are also in the table's `rejects.ndjson`). A body that is
+//! cut off or too large stores nothing.
 
 use std::io;
 use std::sync::Arc;
@@ -15,7 +20,9 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::TryStreamExt;
+use bytes::{Bytes, BytesMut};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use strata_engine::input::{Compression, Input, StreamInput};
@@ -23,6 +30,7 @@ use strata_engine::{EngineError, IngestOptions, IngestSummary, Reject};
 
 use super::ApiError;
 use crate::Shared;
+use crate::ingest_queue::{IngestQueue, QueueError};
 use crate::sqlstate;
 
 /// Rejects listed in an answer; a body of a million bad lines must not make a huge answer.
@@ -32,6 +40,9 @@ pub const MAX_LISTED_REJECTS: usize = 1000;
 pub struct IngestParams {
     /// Comma-separated dotted paths; used when the request creates the table.
     sort_key: Option<String>,
+    /// `visible` (default): answer once queries see the documents; `durable`: once they are
+    /// in the write-ahead log (visible within `wal.flush_interval_ms`).
+    wait: Option<String>,
 }
 
 pub async fn ingest(
@@ -59,17 +70,88 @@ async fn run(
         .table_dir(&table)
         .map_err(|e| engine_error(&e))?;
     let compression = compression(headers)?;
+    let wait_visible = match params.wait.as_deref() {
+        None | Some("visible") => true,
+        Some("durable") => false,
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                sqlstate::INVALID_PARAMETER,
+                format!("wait={other:?}: use wait=visible (the default) or wait=durable"),
+            ));
+        }
+    };
     let limit = shared.config.limits.max_body_bytes;
     let too_large = Arc::new(AtomicBool::new(false));
+    let mut chunks = limited(body, limit, too_large.clone());
+    let body_error = |e: io::Error| {
+        if too_large.load(Ordering::Relaxed) {
+            too_large_error(limit)
+        } else {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                sqlstate::DATA_EXCEPTION,
+                format!(
+                    "the request body could not be read to its end; nothing was committed ({e})"
+                ),
+            )
+        }
+    };
+
+    // Small bodies (the usual case for applications and shippers) go through the WAL; a body
+    // that creates a table with a sort key, or outgrows wal.max_request_bytes, streams into
+    // parts directly.
+    if let Some(queue) = shared.ingest_queue.clone()
+        && params.sort_key.is_none()
+    {
+        let most = shared.config.wal.max_request_bytes;
+        let mut buffered = BytesMut::new();
+        let mut overflow = None;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(body_error)?;
+            if buffered.len() + chunk.len() > most {
+                overflow = Some(chunk);
+                break;
+            }
+            buffered.extend_from_slice(&chunk);
+        }
+        let buffered = buffered.freeze();
+        match overflow {
+            None => {
+                return through_wal(&shared, queue, table, compression, buffered, wait_visible)
+                    .await;
+            }
+            Some(chunk) => {
+                chunks = futures::stream::iter([Ok(buffered), Ok(chunk)])
+                    .chain(chunks)
+                    .boxed();
+            }
+        }
+    }
+    let reader = body_reader(chunks);
+    into_parts(
+        &shared,
+        table,
+        params.sort_key,
+        compression,
+        reader,
+        &too_large,
+        limit,
+    )
+    .await
+}
+
+type Chunks = BoxStream<'static, io::Result<Bytes>>;
+
+/// The body's chunks, failing once more than `limit` bytes came (and saying so in `too_large`).
+fn limited(body: Body, limit: u64, too_large: Arc<AtomicBool>) -> Chunks {
     let mut received = 0u64;
-    let flag = too_large.clone();
-    let chunks = body
-        .into_data_stream()
+    body.into_data_stream()
         .map_err(io::Error::other)
         .and_then(move |chunk| {
             received += chunk.len() as u64;
             let result = if received > limit {
-                flag.store(true, Ordering::Relaxed);
+                too_large.store(true, Ordering::Relaxed);
                 Err(io::Error::other(format!(
                     "the request body exceeds {limit} bytes"
                 )))
@@ -77,24 +159,152 @@ async fn run(
                 Ok(chunk)
             };
             std::future::ready(result)
-        });
-    // A blocking reader over the body for the ingest thread; it must be made on the runtime.
-    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(chunks));
+        })
+        .boxed()
+}
+
+/// A blocking reader over the chunks for an ingest thread; it must be made on the runtime.
+fn body_reader(chunks: Chunks) -> Box<dyn std::io::Read + Send> {
+    Box::new(tokio_util::io::SyncIoBridge::new(
+        tokio_util::io::StreamReader::new(chunks),
+    ))
+}
+
+fn too_large_error(limit: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        sqlstate::INVALID_PARAMETER,
+        format!(
+            "the request body exceeds limits.max_body_bytes ({limit} bytes); nothing was committed"
+        ),
+    )
+}
+
+/// Screens the whole body by ingest's rules, stores it in the WAL, and answers once it is
+/// durable (and, with `wait_visible`, once queries see it).
+async fn through_wal(
+    shared: &Arc<Shared>,
+    queue: Arc<IngestQueue>,
+    table: String,
+    compression: Compression,
+    body: Bytes,
+    wait_visible: bool,
+) -> Result<Response, ApiError> {
+    let screened = {
+        let (body, table, shared) = (body.clone(), table.clone(), shared.clone());
+        tokio::task::spawn_blocking(move || {
+            let input = Input::Stream(StreamInput::new(
+                format!("request body ({table})"),
+                compression,
+                Box::new(io::Cursor::new(body)),
+            ));
+            let mut listed = Vec::new();
+            let progress = strata_engine::screen(
+                &input,
+                Some(shared.config.limits.max_line_bytes),
+                &mut |reject| {
+                    if listed.len() < MAX_LISTED_REJECTS {
+                        listed.push(reject.clone());
+                    }
+                },
+            );
+            let created = !shared.data_dir.table_exists(&table).unwrap_or(true);
+            progress.map(|progress| (progress, listed, created))
+        })
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                sqlstate::INTERNAL_ERROR,
+                e.to_string(),
+            )
+        })?
+    };
+    let (progress, listed, created) = screened.map_err(|e| engine_error(&e))?;
+    if progress.loaded == 0 {
+        // Nothing to store: the direct path records the rejects and answers as `strata ingest`.
+        let reader: Box<dyn std::io::Read + Send> = Box::new(io::Cursor::new(body));
+        let never = AtomicBool::new(false);
+        return into_parts(shared, table, None, compression, reader, &never, 0).await;
+    }
+
+    let metrics = &shared.metrics;
+    metrics.ingest_requests.fetch_add(1, Ordering::Relaxed);
+    match queue.submit(&table, compression, body, wait_visible).await {
+        Ok(seq) => {
+            metrics
+                .ingested_documents
+                .fetch_add(progress.loaded, Ordering::Relaxed);
+            metrics
+                .rejected_documents
+                .fetch_add(progress.rejected, Ordering::Relaxed);
+            metrics
+                .ingested_bytes
+                .fetch_add(progress.bytes, Ordering::Relaxed);
+            let mut answer = json!({
+                "table": table,
+                "accepted": progress.loaded,
+                "rejected": progress.rejected,
+                "rejects": listed_rejects(&listed),
+                "rejects_listed": listed.len(),
+                "created": created,
+                "bytes": progress.bytes,
+                "warnings": [],
+                "wal_seq": seq,
+                "visible": wait_visible,
+            });
+            if !wait_visible && let Some(object) = answer.as_object_mut() {
+                object.insert(
+                    "visible_within_ms".into(),
+                    json!(shared.config.wal.flush_interval_ms),
+                );
+            }
+            Ok(axum::Json(answer).into_response())
+        }
+        Err(e) => {
+            metrics.ingest_failures.fetch_add(1, Ordering::Relaxed);
+            let (status, code) = match &e {
+                QueueError::Busy { .. } | QueueError::Stopping => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    sqlstate::INSUFFICIENT_RESOURCES,
+                ),
+                QueueError::NotDurable(_) | QueueError::NotVisible { .. } => {
+                    (StatusCode::INTERNAL_SERVER_ERROR, sqlstate::INTERNAL_ERROR)
+                }
+            };
+            let mut response = ApiError::new(status, code, e.to_string()).into_response();
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            }
+            Ok(response)
+        }
+    }
+}
+
+/// Streams the body into parts with one commit, as `strata ingest` does.
+async fn into_parts(
+    shared: &Arc<Shared>,
+    table: String,
+    sort_key: Option<String>,
+    compression: Compression,
+    reader: Box<dyn std::io::Read + Send>,
+    too_large: &AtomicBool,
+    limit: u64,
+) -> Result<Response, ApiError> {
     let input = Input::Stream(StreamInput::new(
         format!("request body ({table})"),
         compression,
-        Box::new(reader),
+        reader,
     ));
     let options = IngestOptions {
-        sort_key: params
-            .sort_key
-            .map(|keys| keys.split(',').map(str::to_owned).collect()),
+        sort_key: sort_key.map(|keys| keys.split(',').map(str::to_owned).collect()),
         // The background merger merges small parts (see `merger`), not the request.
         auto_merge: false,
         max_line_bytes: Some(shared.config.limits.max_line_bytes),
         ..IngestOptions::default()
     };
-
     let (done, outcome) = tokio::sync::oneshot::channel();
     let data_dir = shared.data_dir.clone();
     let table_name = table.clone();
@@ -151,13 +361,7 @@ async fn run(
         Err(e) => {
             metrics.ingest_failures.fetch_add(1, Ordering::Relaxed);
             if too_large.load(Ordering::Relaxed) {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    sqlstate::INVALID_PARAMETER,
-                    format!(
-                        "the request body exceeds limits.max_body_bytes ({limit} bytes); nothing was committed"
-                    ),
-                ));
+                return Err(too_large_error(limit));
             }
             if let EngineError::AllRejected { rejected, .. } = e {
                 metrics

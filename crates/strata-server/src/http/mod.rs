@@ -219,7 +219,12 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     let data_dir = shared.data_dir.clone();
     let shared_metrics = shared.clone();
     // Reading manifests is file I/O: off the runtime's workers.
-    match tokio::task::spawn_blocking(move || shared_metrics.metrics.render(&data_dir)).await {
+    match tokio::task::spawn_blocking(move || {
+        let wal = shared_metrics.ingest_queue.as_ref().map(|q| q.sizes());
+        shared_metrics.metrics.render(&data_dir, wal)
+    })
+    .await
+    {
         Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
         Err(e) => ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -1,0 +1,456 @@
+//! The write-ahead log: requests are durable once their frame is fsynced, before they are
+//! written into parts.
+//!
+//! Files: `DATA_DIR/.wal/<first seq, 20 digits>.wal`, each the 8-byte magic `STRAWAL1` followed by
+//! frames ([`frame`]). One writer thread appends: it takes every request waiting at that moment
+//! (up to [`GROUP_BYTES`]), writes them with one `write` and makes them durable with one
+//! `fdatasync` (group commit), then tells each caller its sequence number, in sequence order.
+//!
+//! Invariants:
+//! - sequence numbers increase in file order across segments and are never reused (a failed
+//!   write burns its numbers);
+//! - a caller is told `Ok(seq)` only after the `fdatasync` that covers its frame;
+//! - a table's manifest records the highest sequence number applied to it (`wal_applied`), in
+//!   the same atomic commit as the parts that hold those requests; recovery returns only frames
+//!   above it, so a request is applied exactly once;
+//! - a segment is deleted only when it is not the one being written and every frame in it is
+//!   at or below its table's applied mark ([`Wal::applied`]);
+//! - damage at the end of the last segment is a torn, unacknowledged write and is cut off (and
+//!   reported); damage anywhere else is an error, never skipped.
+
+pub mod frame;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+
+pub use frame::Frame;
+
+use crate::EngineError;
+use crate::input::Compression;
+
+/// The WAL's directory inside a data directory (not a valid table name).
+pub const WAL_DIR: &str = ".wal";
+pub const MAGIC: &[u8; 8] = b"STRAWAL1";
+/// A group commit writes at most about this much before its fsync.
+pub const GROUP_BYTES: usize = 4 << 20;
+/// Default size at which the writer starts a new segment.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+
+/// What the writer tells a caller: the request's sequence number once it is durable.
+pub type Done = Box<dyn FnOnce(Result<u64, EngineError>) + Send>;
+
+struct Append {
+    table: String,
+    compression: Compression,
+    body: Bytes,
+    done: Done,
+}
+
+/// For each table with frames in the segment, the highest sequence number there.
+#[derive(Debug, Default)]
+struct SegmentTables(HashMap<String, u64>);
+
+#[derive(Debug)]
+struct Segment {
+    path: PathBuf,
+    bytes: u64,
+    tables: SegmentTables,
+}
+
+#[derive(Debug, Default)]
+struct Segments {
+    /// By first sequence number; the last one is being written.
+    list: BTreeMap<u64, Segment>,
+    /// Highest applied sequence number per table, as last reported.
+    applied: HashMap<String, u64>,
+}
+
+impl Segments {
+    fn bytes(&self) -> u64 {
+        self.list.values().map(|s| s.bytes).sum()
+    }
+
+    /// Deletes every segment but the last whose frames are all applied.
+    fn delete_applied(&mut self) -> Result<Vec<PathBuf>, EngineError> {
+        let Some(&last) = self.list.keys().next_back() else {
+            return Ok(Vec::new());
+        };
+        let done: Vec<u64> = self
+            .list
+            .iter()
+            .filter(|(first, segment)| {
+                **first != last
+                    && segment
+                        .tables
+                        .0
+                        .iter()
+                        .all(|(table, max)| self.applied.get(table).is_some_and(|a| a >= max))
+            })
+            .map(|(first, _)| *first)
+            .collect();
+        let mut deleted = Vec::new();
+        for first in done {
+            if let Some(segment) = self.list.remove(&first) {
+                fs::remove_file(&segment.path).map_err(|e| EngineError::io(&segment.path, e))?;
+                deleted.push(segment.path);
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// What [`Wal::open`] found.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Frames not yet applied to their table, in sequence order.
+    pub frames: Vec<Frame>,
+    /// Frames found already applied (skipped).
+    pub skipped: usize,
+    /// A torn tail cut off the last segment: its file, the offset it was cut at, and why.
+    pub truncated: Option<(PathBuf, u64, String)>,
+}
+
+/// The write-ahead log of one data directory. Dropping it stops the writer after the appends
+/// already sent.
+pub struct Wal {
+    dir: PathBuf,
+    sender: Option<mpsc::Sender<Append>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    segments: Arc<Mutex<Segments>>,
+}
+
+impl Wal {
+    /// Opens (creating) the WAL of `data_dir`, reads back every segment, cuts a torn tail off
+    /// the last one, and returns the frames above their table's applied mark
+    /// (`applied(table)`: the manifest's `wal_applied`, 0 for a table that does not exist).
+    pub fn open(
+        data_dir: &Path,
+        segment_bytes: u64,
+        applied: &mut dyn FnMut(&str) -> Result<u64, EngineError>,
+    ) -> Result<(Wal, Recovery), EngineError> {
+        let dir = data_dir.join(WAL_DIR);
+        fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
+        let mut files: Vec<(u64, PathBuf)> = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(|e| EngineError::io(&dir, e))? {
+            let entry = entry.map_err(|e| EngineError::io(&dir, e))?;
+            let path = entry.path();
+            let Some(first) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".wal"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            files.push((first, path));
+        }
+        files.sort();
+
+        let mut recovery = Recovery::default();
+        let mut segments = Segments::default();
+        let mut marks: HashMap<String, u64> = HashMap::new();
+        let mut next_seq = 1u64;
+        let count = files.len();
+        for (index, (first, path)) in files.into_iter().enumerate() {
+            let last = index + 1 == count;
+            let mut bytes = Vec::new();
+            File::open(&path)
+                .and_then(|mut f| f.read_to_end(&mut bytes))
+                .map_err(|e| EngineError::io(&path, e))?;
+            let mut tables = SegmentTables::default();
+            let mut offset = if bytes.starts_with(MAGIC) {
+                MAGIC.len()
+            } else if last && bytes.len() < MAGIC.len() && MAGIC.starts_with(&bytes) {
+                // Created, killed before its magic was durable.
+                0
+            } else {
+                return Err(wal_damage(&path, 0, "it does not start with STRAWAL1"));
+            };
+            while offset < bytes.len() {
+                match frame::decode(&bytes[offset..]) {
+                    Ok((frame, used)) => {
+                        if frame.seq < next_seq {
+                            return Err(wal_damage(
+                                &path,
+                                offset as u64,
+                                &format!(
+                                    "frame {} comes after frame {} (sequence numbers must increase)",
+                                    frame.seq,
+                                    next_seq - 1
+                                ),
+                            ));
+                        }
+                        next_seq = frame.seq + 1;
+                        tables.0.insert(frame.table.clone(), frame.seq);
+                        let mark = match marks.get(&frame.table) {
+                            Some(mark) => *mark,
+                            None => {
+                                let mark = applied(&frame.table)?;
+                                marks.insert(frame.table.clone(), mark);
+                                mark
+                            }
+                        };
+                        if frame.seq > mark {
+                            recovery.frames.push(frame);
+                        } else {
+                            recovery.skipped += 1;
+                        }
+                        offset += used;
+                    }
+                    Err(damage) if last => {
+                        // Never acknowledged: its fdatasync did not return.
+                        let file = OpenOptions::new()
+                            .write(true)
+                            .open(&path)
+                            .map_err(|e| EngineError::io(&path, e))?;
+                        file.set_len(offset as u64)
+                            .and_then(|()| file.sync_all())
+                            .map_err(|e| EngineError::io(&path, e))?;
+                        recovery.truncated =
+                            Some((path.clone(), offset as u64, damage.to_string()));
+                        bytes.truncate(offset);
+                        break;
+                    }
+                    Err(damage) => {
+                        return Err(wal_damage(&path, offset as u64, &damage.to_string()));
+                    }
+                }
+            }
+            segments.list.insert(
+                first,
+                Segment {
+                    path,
+                    bytes: bytes.len() as u64,
+                    tables,
+                },
+            );
+        }
+        segments.applied = marks;
+        // A new run writes a segment of its own: the last one may have been cut.
+        let (file, segment) = new_segment(&dir, next_seq)?;
+        segments.list.insert(next_seq, segment);
+        segments.delete_applied()?;
+
+        let segments = Arc::new(Mutex::new(segments));
+        let (sender, receiver) = mpsc::channel();
+        let writer = Writer {
+            dir: dir.clone(),
+            file,
+            next_seq,
+            segment_bytes,
+            segments: segments.clone(),
+            broken: None,
+        };
+        let writer = std::thread::Builder::new()
+            .name("strata-wal".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|e| EngineError::io(&dir, e))?;
+        Ok((
+            Wal {
+                dir,
+                sender: Some(sender),
+                writer: Some(writer),
+                segments,
+            },
+            recovery,
+        ))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Queues a request's body; `done` is called on the writer thread, in sequence order, with
+    /// the request's sequence number once it is durable, or with the error that kept it from
+    /// being written (then it is not in the WAL).
+    pub fn append(&self, table: &str, compression: Compression, body: Bytes, done: Done) {
+        let append = Append {
+            table: table.to_owned(),
+            compression,
+            body,
+            done,
+        };
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        if let Err(mpsc::SendError(append)) = sender.send(append) {
+            (append.done)(Err(EngineError::Invalid(
+                "the write-ahead log's writer has stopped".into(),
+            )));
+        }
+    }
+
+    /// Records that every frame of `table` up to `seq` is in its parts, and deletes the
+    /// segments that no longer hold anything unapplied; returns the deleted files.
+    pub fn applied(&self, table: &str, seq: u64) -> Result<Vec<PathBuf>, EngineError> {
+        let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
+        let mark = segments.applied.entry(table.to_owned()).or_insert(0);
+        *mark = (*mark).max(seq);
+        segments.delete_applied()
+    }
+
+    /// Bytes in the WAL's segment files.
+    pub fn bytes(&self) -> u64 {
+        self.segments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bytes()
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.sender.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn wal_damage(path: &Path, offset: u64, reason: &str) -> EngineError {
+    EngineError::Invalid(format!(
+        "write-ahead log {} is damaged at byte {offset}: {reason}; it is not the torn end of \
+         the last segment, so it is not cut off (move the file away to start without it, \
+         losing what it holds)",
+        path.display()
+    ))
+}
+
+fn new_segment(dir: &Path, first_seq: u64) -> Result<(File, Segment), EngineError> {
+    let path = dir.join(format!("{first_seq:020}.wal"));
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| EngineError::io(&path, e))?;
+    file.write_all(MAGIC)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| EngineError::io(&path, e))?;
+    strata_format::manifest::sync_dir(dir)?;
+    Ok((
+        file,
+        Segment {
+            path,
+            bytes: MAGIC.len() as u64,
+            tables: SegmentTables::default(),
+        },
+    ))
+}
+
+struct Writer {
+    dir: PathBuf,
+    file: File,
+    next_seq: u64,
+    segment_bytes: u64,
+    segments: Arc<Mutex<Segments>>,
+    /// Set when a write could not be undone: nothing more is appended.
+    broken: Option<String>,
+}
+
+impl Writer {
+    fn run(mut self, receiver: mpsc::Receiver<Append>) {
+        let mut buffer = Vec::with_capacity(GROUP_BYTES + 4096);
+        while let Ok(first) = receiver.recv() {
+            let mut group = vec![first];
+            let mut bytes = group[0].body.len();
+            while bytes < GROUP_BYTES {
+                match receiver.try_recv() {
+                    Ok(next) => {
+                        bytes += next.body.len();
+                        group.push(next);
+                    }
+                    Err(_) => break,
+                }
+            }
+            match self.write_group(&group, &mut buffer) {
+                Ok(first_seq) => {
+                    for (i, append) in group.into_iter().enumerate() {
+                        (append.done)(Ok(first_seq + i as u64));
+                    }
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    for append in group {
+                        (append.done)(Err(EngineError::Invalid(format!(
+                            "the write-ahead log could not make the request durable: {message}"
+                        ))));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes and fsyncs the group's frames; the first one's sequence number.
+    fn write_group(&mut self, group: &[Append], buffer: &mut Vec<u8>) -> Result<u64, EngineError> {
+        if let Some(why) = &self.broken {
+            return Err(EngineError::Invalid(why.clone()));
+        }
+        let first_seq = self.next_seq;
+        self.next_seq += group.len() as u64;
+        buffer.clear();
+        let mut tables: Vec<(&str, u64)> = Vec::with_capacity(group.len());
+        for (i, append) in group.iter().enumerate() {
+            let seq = first_seq + i as u64;
+            frame::encode(seq, &append.table, append.compression, &append.body, buffer);
+            tables.push((&append.table, seq));
+        }
+        // The lock is not held across the write and its fsync: `Wal::bytes` and `Wal::applied`
+        // must not wait for the disk.
+        let (current, path) = {
+            let segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
+            let last = segments.list.values().next_back();
+            (last.map_or(0, |s| s.bytes), last.map(|s| s.path.clone()))
+        };
+        let (start, path) =
+            if current > MAGIC.len() as u64 && current + buffer.len() as u64 > self.segment_bytes {
+                let (file, segment) = new_segment(&self.dir, first_seq)?;
+                self.file = file;
+                let path = segment.path.clone();
+                let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
+                segments.list.insert(first_seq, segment);
+                (MAGIC.len() as u64, path)
+            } else {
+                let Some(path) = path else {
+                    return Err(EngineError::Invalid(
+                        "the write-ahead log has no segment".into(),
+                    ));
+                };
+                (current, path)
+            };
+        let written = self
+            .file
+            .write_all(buffer)
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = written {
+            // Take the partial frames back, or a later frame would follow garbage.
+            if let Err(undo) = self.file.set_len(start).and_then(|()| {
+                use std::io::Seek;
+                self.file.seek(std::io::SeekFrom::Start(start)).map(|_| ())
+            }) {
+                self.broken = Some(format!(
+                    "an earlier write to {} failed ({e}) and could not be undone ({undo})",
+                    path.display()
+                ));
+            }
+            return Err(EngineError::io(&path, e));
+        }
+        let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(segment) = segments.list.values_mut().next_back() {
+            segment.bytes += buffer.len() as u64;
+            for (table, seq) in tables {
+                segment.tables.0.insert(table.to_owned(), seq);
+            }
+        }
+        Ok(first_seq)
+    }
+}
+
+#[cfg(test)]
+mod tests;

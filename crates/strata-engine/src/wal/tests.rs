@@ -1,0 +1,174 @@
+use std::sync::mpsc;
+
+use super::*;
+
+fn open(dir: &Path, segment_bytes: u64, marks: &[(&str, u64)]) -> (Wal, Recovery) {
+    let marks: HashMap<String, u64> = marks.iter().map(|(t, m)| (t.to_string(), *m)).collect();
+    Wal::open(dir, segment_bytes, &mut |table| {
+        Ok(marks.get(table).copied().unwrap_or(0))
+    })
+    .unwrap()
+}
+
+/// Appends and waits for durability; the sequence number.
+fn append(wal: &Wal, table: &str, body: &str) -> u64 {
+    let (tx, rx) = mpsc::channel();
+    wal.append(
+        table,
+        Compression::None,
+        Bytes::from(body.to_owned()),
+        Box::new(move |r| tx.send(r).unwrap()),
+    );
+    rx.recv().unwrap().unwrap()
+}
+
+fn bodies(recovery: &Recovery) -> Vec<(u64, String, String)> {
+    recovery
+        .frames
+        .iter()
+        .map(|f| {
+            (
+                f.seq,
+                f.table.clone(),
+                String::from_utf8(f.body.to_vec()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir.join(WAL_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn acknowledged_frames_come_back_above_their_tables_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, recovery) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+    assert!(recovery.frames.is_empty());
+    assert_eq!(append(&wal, "a", "{\"x\":1}\n"), 1);
+    assert_eq!(append(&wal, "b", "{\"x\":2}\n"), 2);
+    assert_eq!(append(&wal, "a", "{\"x\":3}\n"), 3);
+    drop(wal);
+
+    let (wal, recovery) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[("a", 1)]);
+    assert_eq!(
+        bodies(&recovery),
+        vec![
+            (2, "b".into(), "{\"x\":2}\n".into()),
+            (3, "a".into(), "{\"x\":3}\n".into())
+        ]
+    );
+    assert_eq!(recovery.skipped, 1);
+    assert!(recovery.truncated.is_none());
+    // Numbers go on after the highest one found.
+    assert_eq!(append(&wal, "a", "{}\n"), 4);
+}
+
+#[test]
+fn a_torn_tail_is_cut_off_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+    append(&wal, "a", "one\n");
+    append(&wal, "a", "two\n");
+    drop(wal);
+    let last = segment_files(dir.path()).pop().unwrap();
+    let good = fs::metadata(&last).unwrap().len();
+    // Half of a third frame, as a kill during its write leaves it.
+    let mut torn = Vec::new();
+    frame::encode(3, "a", Compression::None, b"three\n", &mut torn);
+    let mut file = OpenOptions::new().append(true).open(&last).unwrap();
+    file.write_all(&torn[..torn.len() / 2]).unwrap();
+    drop(file);
+
+    let (_wal, recovery) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+    assert_eq!(recovery.frames.len(), 2);
+    let (path, offset, _) = recovery.truncated.unwrap();
+    assert_eq!((path, offset), (last.clone(), good));
+    assert_eq!(fs::metadata(&last).unwrap().len(), good);
+}
+
+#[test]
+fn damage_before_the_last_segment_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // Tiny segments: every group starts a new one.
+    let (wal, _) = open(dir.path(), 16, &[]);
+    append(&wal, "a", "one\n");
+    append(&wal, "a", "two\n");
+    append(&wal, "a", "three\n");
+    drop(wal);
+    let files = segment_files(dir.path());
+    assert!(files.len() >= 3, "{files:?}");
+    let mut bytes = fs::read(&files[0]).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x20;
+    fs::write(&files[0], bytes).unwrap();
+
+    let error = Wal::open(dir.path(), 16, &mut |_| Ok(0)).err().unwrap();
+    let message = error.to_string();
+    assert!(message.contains("is damaged at byte 8"), "{message}");
+    assert!(message.contains("CRC-32"), "{message}");
+}
+
+#[test]
+fn applied_segments_are_deleted_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open(dir.path(), 16, &[]);
+    let a1 = append(&wal, "a", "a1\n");
+    let b1 = append(&wal, "b", "b1\n");
+    let a2 = append(&wal, "a", "a2\n");
+    let before = segment_files(dir.path()).len();
+    // Applying `a` up to a1 frees only the segment holding a1 alone.
+    assert_eq!(wal.applied("a", a1).unwrap().len(), 1);
+    assert_eq!(segment_files(dir.path()).len(), before - 1);
+    wal.applied("b", b1).unwrap();
+    wal.applied("a", a2).unwrap();
+    // The segment being written stays, whatever it holds.
+    assert_eq!(segment_files(dir.path()).len(), 1);
+    drop(wal);
+    let (_wal, recovery) = open(dir.path(), 16, &[("a", a2), ("b", b1)]);
+    assert!(recovery.frames.is_empty());
+}
+
+#[test]
+fn concurrent_appends_get_distinct_numbers_told_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+    let wal = Arc::new(wal);
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let wal = wal.clone();
+            let told = told.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    let (tx, rx) = mpsc::channel();
+                    let told = told.clone();
+                    wal.append(
+                        "t",
+                        Compression::None,
+                        Bytes::from(format!("{t} {i}\n")),
+                        Box::new(move |r| {
+                            let seq = r.unwrap();
+                            told.lock().unwrap().push(seq);
+                            tx.send(seq).unwrap();
+                        }),
+                    );
+                    rx.recv().unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told, (1..=200).collect::<Vec<u64>>());
+    drop(Arc::try_unwrap(wal).ok().unwrap());
+    let (_wal, recovery) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+    assert_eq!(recovery.frames.len(), 200);
+}
