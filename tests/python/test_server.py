@@ -171,6 +171,26 @@ def test_psql_meta_commands(server):
     assert "u4" in lines, out.stdout
 
 
+def test_drop_and_alter_table_over_both_postgresql_protocols(server):
+    for table in ("a", "b", "c"):
+        server.ingest(table, ndjson(EVENTS[:3]))
+    # psql sends the simple protocol.
+    out = psql(server, "ALTER TABLE a SET (max_columns = 8)", "DROP TABLE a", "DROP TABLE IF EXISTS nope")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ALTER", "TABLE", "DROP", "TABLE", "DROP", "TABLE"], out.stdout
+    # psycopg sends the extended protocol.
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        assert conn.execute("ALTER TABLE b SET (max_columns = 8)").statusmessage == "ALTER TABLE"
+        assert conn.execute("DROP TABLE b").statusmessage == "DROP TABLE"
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("DROP TABLE b")
+        with pytest.raises(psycopg.Error) as error:
+            conn.execute("ALTER TABLE c SET (sort_key = 'x')")
+        assert "sort_key" in str(error.value)
+    names = [t["name"] for t in json.loads(server.request("GET", "/v1/tables")[2])["tables"]]
+    assert names == ["c"], names
+
+
 def test_authentication(tmp_path):
     config = 'tokens = ["t0ken"]\n[[users]]\nname = "alice"\npassword = "wonder land"\n'
     with Server(tmp_path / "db", config=config) as server:

@@ -24,6 +24,26 @@ use strata_engine::{DataDir, EngineError, SettingChange};
 use crate::table::DataDirSchema;
 use crate::{QueryError, QueryResult};
 
+/// The PostgreSQL command tag of `sql` when it is one statement [`run`] handles (`DROP TABLE`,
+/// `ALTER TABLE`); None for anything else. Nothing runs.
+pub fn command_tag(sql: &str) -> Option<&'static str> {
+    let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
+    if statements.len() != 1 {
+        return None;
+    }
+    let Some(DFStatement::Statement(statement)) = statements.pop_front() else {
+        return None;
+    };
+    match *statement {
+        Statement::Drop {
+            object_type: ObjectType::Table,
+            ..
+        } => Some("DROP TABLE"),
+        Statement::AlterTable(_) => Some("ALTER TABLE"),
+        _ => None,
+    }
+}
+
 /// Runs `sql` when it is one DROP TABLE or ALTER TABLE statement; None for anything else.
 pub(crate) fn run(context: &SessionContext, sql: &str) -> Result<Option<QueryResult>, QueryError> {
     let Ok(mut statements) = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}) else {

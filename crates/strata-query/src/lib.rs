@@ -39,6 +39,7 @@ use crate::planner::JsonPathPlanner;
 use crate::rule::ReadPathsFromColumns;
 use crate::table::{DataDirSchema, PathRegistry};
 
+pub use ddl::command_tag as table_change_tag;
 pub use stream::QueryStream;
 
 /// Field metadata key marking columns whose text is JSON (outputs embed it as JSON).

@@ -24,7 +24,7 @@ use pgwire::api::Type;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{FieldInfo, QueryResponse, Response};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore};
@@ -151,6 +151,11 @@ impl QueryParser for StrataParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
+        if strata_query::table_change_tag(sql).is_some() {
+            // DataFusion cannot plan ALTER TABLE, and its DROP TABLE skips Strata's rules: the
+            // statement runs through `Session::run` at execution, unplanned here.
+            return Ok(Some((sql.to_owned(), None)));
+        }
         self.inner
             .parse_sql(client, sql, types)
             .await
@@ -195,6 +200,22 @@ impl StrataStatements {
             parser,
             shared,
             registry,
+        }
+    }
+
+    /// `DROP TABLE` / `ALTER TABLE` through `Session::run`, as over HTTP and the command line.
+    async fn change_table(&self, sql: &str, tag: &str) -> PgWireResult<Response> {
+        // The table's writer lock may be held by a merge: wait off the runtime's workers.
+        let result = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(self.shared.session.run(sql))
+        });
+        match result {
+            Ok(_) => Ok(Response::Execution(Tag::new(tag))),
+            Err(e) => Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "ERROR".into(),
+                sqlstate::of_query_error(&e).into(),
+                e.to_string(),
+            )))),
         }
     }
 
@@ -352,6 +373,10 @@ impl SimpleQueryHandler for StrataStatements {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let running = self.begin(client).await?;
+        if let Some(tag) = strata_query::table_change_tag(query) {
+            let response = guarded(&running, self.change_table(query, tag)).await?;
+            return Ok(guard_responses(vec![response], running, &[]));
+        }
         let responses = guarded(
             &running,
             SimpleQueryHandler::do_query(&*self.inner, client, query),
@@ -385,11 +410,17 @@ impl ExtendedQueryHandler for StrataStatements {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let running = self.begin(client).await?;
-        let response = guarded(
-            &running,
-            ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
-        )
-        .await?;
+        let sql = &portal.statement.statement.0;
+        let response = match strata_query::table_change_tag(sql) {
+            Some(tag) => guarded(&running, self.change_table(sql, tag)).await?,
+            None => {
+                guarded(
+                    &running,
+                    ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
+                )
+                .await?
+            }
+        };
         let json = plan_of(&portal.statement.statement)
             .map(json_columns)
             .unwrap_or_default();
