@@ -87,6 +87,16 @@ struct TableState {
     full_merge_due: bool,
 }
 
+impl TableState {
+    fn just_ingested() -> Self {
+        TableState {
+            last_ingest: Instant::now(),
+            small_merge_due: true,
+            full_merge_due: true,
+        }
+    }
+}
+
 fn run(data_dir: &DataDir, policy: &MergePolicy, metrics: &Metrics, events: &Receiver<Event>) {
     let interval = Duration::from_secs_f64(policy.interval_secs);
     let idle = Duration::from_secs_f64(policy.idle_secs);
@@ -106,26 +116,12 @@ fn run(data_dir: &DataDir, policy: &MergePolicy, metrics: &Metrics, events: &Rec
         match events.recv_timeout(interval) {
             Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             Ok(Event::Ingested(table)) => {
-                tables.insert(
-                    table,
-                    TableState {
-                        last_ingest: Instant::now(),
-                        small_merge_due: true,
-                        full_merge_due: true,
-                    },
-                );
+                tables.insert(table, TableState::just_ingested());
                 // Take every queued notice before merging: one merge covers many commits.
                 loop {
                     match events.try_recv() {
                         Ok(Event::Ingested(table)) => {
-                            tables.insert(
-                                table,
-                                TableState {
-                                    last_ingest: Instant::now(),
-                                    small_merge_due: true,
-                                    full_merge_due: true,
-                                },
-                            );
+                            tables.insert(table, TableState::just_ingested());
                         }
                         Ok(Event::Stop) => return,
                         Err(_) => break,
