@@ -228,6 +228,43 @@ def test_body_and_line_limits(tmp_path):
         assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 10}]
 
 
+def test_query_memory_and_connection_limits(tmp_path):
+    config = "[limits]\nquery_memory_bytes = 8000000\nmax_connections = 2\n"
+    with Server(tmp_path / "db", config=config) as server:
+        # A million groups in 8 MB: the aggregation spills to disk and answers.
+        rows = server.rows("SELECT v % 1000000 AS k, count(*) AS n FROM generate_series(1, 3000000) t(v) "
+                           "GROUP BY k ORDER BY n DESC, k LIMIT 1")
+        assert rows == [{"k": 0, "n": 3}]
+        # One string of 3 million numbers cannot spill: a clean error, and the server goes on.
+        status, _, body = server.query("SELECT string_agg(CAST(v AS VARCHAR), ',') AS s "
+                                       "FROM generate_series(1, 3000000) t(v)")
+        assert status >= 400 and json.loads(body)["code"] == "53200", body
+        with psycopg.connect(server.dsn()) as conn:
+            with pytest.raises(psycopg.Error) as error:
+                conn.execute("SELECT string_agg(CAST(v AS VARCHAR), ',') FROM generate_series(1, 3000000) t(v)")
+            assert error.value.sqlstate == "53200"
+        # Two PostgreSQL sessions are the limit: a third is refused with SQLSTATE 53300.
+        first, second = psycopg.connect(server.dsn()), psycopg.connect(server.dsn())
+        with pytest.raises(psycopg.OperationalError) as error:
+            psycopg.connect(server.dsn())
+        assert "53300" in str(error.value) or "too many" in str(error.value), error.value
+        first.close()
+        second.close()
+        # Two HTTP requests in flight (bodies not yet sent) are the limit: a third gets 503.
+        held = []
+        for _ in range(2):
+            sock = socket.create_connection(("127.0.0.1", server.http_port))
+            sock.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{}")
+            held.append(sock)
+        time.sleep(0.5)
+        status, _, body = server.request("GET", "/v1/tables")
+        assert status == 503, body
+        for sock in held:
+            sock.close()
+        time.sleep(0.5)
+        assert server.request("GET", "/v1/tables")[0] == 200
+
+
 def test_sigterm_finishes_and_exits_zero(server):
     server.ingest("t", ndjson(EVENTS))
     assert server.stop(signal.SIGTERM) == 0

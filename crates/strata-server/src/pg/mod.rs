@@ -21,7 +21,9 @@ use tokio::sync::Semaphore;
 
 use crate::Shared;
 use crate::error::ServerError;
+use crate::sqlstate;
 use login::{SCRAM_ITERATIONS, Startup, Trust, Users};
+use pgwire::error::ErrorInfo;
 use statements::{CancelRegistry, StrataStatements};
 
 mod login;
@@ -49,22 +51,62 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            eprintln!(
-                "strata: refused a PostgreSQL connection from {peer}: limits.max_connections reached"
-            );
-            continue;
-        };
         let handlers = handlers.clone();
         let tls = tls.clone();
+        let connections = connections.clone();
         sessions.spawn(async move {
-            let _permit = permit;
+            // A session that just ended may not have given its slot back yet (libpq, for one,
+            // reconnects at once after a declined GSSENCRequest): a moment's grace.
+            let permit = tokio::time::timeout(
+                std::time::Duration::from_secs(1),
+                connections.acquire_owned(),
+            )
+            .await;
+            let Ok(Ok(_permit)) = permit else {
+                eprintln!(
+                    "strata: refused a PostgreSQL connection from {peer}: limits.max_connections reached"
+                );
+                return refuse(socket).await;
+            };
             // A client that breaks the protocol ends its own session and nothing else.
             let _ = pgwire::tokio::process_socket(socket, tls, handlers).await;
         });
         while sessions.try_join_next().is_some() {}
     }
     sessions.shutdown().await;
+}
+
+/// Answers a connection over `limits.max_connections` as PostgreSQL does: its startup message
+/// gets `FATAL 53300 sorry, too many clients already`, then the socket closes. An SSLRequest is
+/// declined first (the refusal is not worth a handshake); a client that sends nothing within
+/// five seconds is dropped.
+async fn refuse(mut socket: tokio::net::TcpStream) {
+    use pgwire::messages::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = async {
+        loop {
+            let length = socket.read_i32().await? as usize;
+            let mut body = vec![0u8; length.saturating_sub(4).min(10_000)];
+            socket.read_exact(&mut body).await?;
+            let ssl = length == 8
+                && body[..4]
+                    == pgwire::messages::startup::SslRequest::BODY_MAGIC_NUMBER.to_be_bytes();
+            if !ssl {
+                break;
+            }
+            socket.write_all(b"N").await?;
+        }
+        let error = pgwire::messages::response::ErrorResponse::from(ErrorInfo::new(
+            "FATAL".into(),
+            sqlstate::TOO_MANY_CONNECTIONS.into(),
+            "sorry, too many clients already (limits.max_connections)".into(),
+        ));
+        let mut buffer = bytes::BytesMut::new();
+        error.encode(&mut buffer).map_err(std::io::Error::other)?;
+        socket.write_all(&buffer).await?;
+        socket.shutdown().await
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), answer).await;
 }
 
 /// The handlers of every connection.

@@ -330,7 +330,7 @@ fn guard_rows(response: Response, running: Arc<Mutex<Option<Running>>>, json: &[
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
-                Some((Err(e), None))
+                Some((Err(with_sqlstate(e)), None))
             }
             None => {
                 if let Some(mut claim) = running
