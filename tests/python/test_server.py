@@ -397,6 +397,19 @@ def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
         assert status == 400 and "wait=" in answer["error"], answer
 
 
+def test_a_dropped_table_does_not_come_back_from_the_write_ahead_log(tmp_path):
+    with Server(tmp_path / "db") as server:
+        for table in ("gone", "kept"):
+            status, answer = server.ingest(table, ndjson(EVENTS[:20]))
+            assert status == 200 and "wal_seq" in answer, answer
+        assert server.query("DROP TABLE gone")[0] == 200
+        server.kill()
+    with Server(tmp_path / "db") as server:
+        names = [t["name"] for t in json.loads(server.request("GET", "/v1/tables")[2])["tables"]]
+        assert names == ["kept"], (names, server.log)
+        assert server.rows("SELECT count(*) AS n FROM kept") == [{"n": 20}]
+
+
 @pytest.mark.skipif(shutil.which("pgbench") is None, reason="pgbench is not installed (apt-get install postgresql-contrib)")
 def test_pgbench_prepared_read_only_script(server, tmp_path):
     server.ingest("events", ndjson(EVENTS))

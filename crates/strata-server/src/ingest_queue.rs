@@ -17,6 +17,8 @@
 //!   client is told it failed;
 //! - bodies held here are bounded by `wal.max_pending_bytes`; beyond it requests are refused
 //!   before they reach the WAL;
+//! - after each flush the WAL's floor is raised to just below the lowest request still queued,
+//!   so that a table dropped later does not come back from frames that were already applied;
 //! - on start, the requests the WAL holds above their table's mark are written into parts
 //!   before the server listens, and on shutdown every queued request is.
 
@@ -283,6 +285,8 @@ impl IngestQueue {
                  documents) from the write-ahead log into table {table}"
             );
         }
+        // Everything the WAL held is in parts now.
+        self.wal.raise_floor(self.wal.told())?;
         Ok(())
     }
 
@@ -371,6 +375,9 @@ impl IngestQueue {
             drop(state);
 
             let result = self.write_into_parts(&table, &requests);
+            // Read before the queue: every request told its number by then is in the queue or
+            // was just written.
+            let told = self.wal.told();
 
             state = self.lock();
             match result {
@@ -379,11 +386,22 @@ impl IngestQueue {
                     if let Some(queue) = state.tables.get_mut(&table) {
                         queue.retry_at = None;
                     }
+                    let lowest_queued = state
+                        .tables
+                        .values()
+                        .filter_map(|q| q.requests.first().map(|r| r.seq))
+                        .min();
+                    let floor = lowest_queued.map_or(told, |seq| told.min(seq - 1));
+                    drop(state);
+                    if let Err(e) = self.wal.raise_floor(floor) {
+                        eprintln!("strata: the write-ahead log's floor could not be raised: {e}");
+                    }
                     for request in requests {
                         if let Some(visible) = request.visible {
                             let _ = visible.send(Ok(()));
                         }
                     }
+                    state = self.lock();
                 }
                 Err(e) => {
                     eprintln!(

@@ -13,8 +13,13 @@
 //! - a table's manifest records the highest sequence number applied to it (`wal_applied`), in
 //!   the same atomic commit as the parts that hold those requests; recovery returns only frames
 //!   above it, so a request is applied exactly once;
+//! - the *floor* (`.wal/floor`) is a sequence number at or below which every frame is in
+//!   parts; recovery skips those frames whatever their table's manifest says, so that a table
+//!   dropped after its requests were written into parts does not come back from the WAL. The
+//!   owner of the queue raises it ([`Wal::raise_floor`]) only to a number below every request
+//!   it still holds;
 //! - a segment is deleted only when it is not the one being written and every frame in it is
-//!   at or below its table's applied mark ([`Wal::applied`]);
+//!   at or below the floor or its table's applied mark ([`Wal::applied`]);
 //! - damage at the end of the last segment is a torn, unacknowledged write and is cut off (and
 //!   reported); damage anywhere else is an error, never skipped.
 
@@ -39,6 +44,8 @@ pub const WAL_DIR: &str = ".wal";
 pub const MAGIC: &[u8; 8] = b"STRAWAL1";
 /// A group commit writes at most about this much before its fsync.
 pub const GROUP_BYTES: usize = 4 << 20;
+/// The floor's file in the WAL directory.
+pub const FLOOR_FILE: &str = "floor";
 /// Default size at which the writer starts a new segment.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
 
@@ -69,6 +76,10 @@ struct Segments {
     list: BTreeMap<u64, Segment>,
     /// Highest applied sequence number per table, as last reported.
     applied: HashMap<String, u64>,
+    /// Every frame at or below it is in parts.
+    floor: u64,
+    /// Every request at or below it has been told its sequence number (so its owner holds it).
+    told: u64,
 }
 
 impl Segments {
@@ -86,11 +97,9 @@ impl Segments {
             .iter()
             .filter(|(first, segment)| {
                 **first != last
-                    && segment
-                        .tables
-                        .0
-                        .iter()
-                        .all(|(table, max)| self.applied.get(table).is_some_and(|a| a >= max))
+                    && segment.tables.0.iter().all(|(table, max)| {
+                        *max <= self.floor || self.applied.get(table).is_some_and(|a| a >= max)
+                    })
             })
             .map(|(first, _)| *first)
             .collect();
@@ -151,6 +160,7 @@ impl Wal {
             files.push((first, path));
         }
         files.sort();
+        let floor = read_floor(&dir)?;
 
         let mut recovery = Recovery::default();
         let mut segments = Segments::default();
@@ -188,6 +198,11 @@ impl Wal {
                         }
                         next_seq = frame.seq + 1;
                         tables.0.insert(frame.table.clone(), frame.seq);
+                        if frame.seq <= floor {
+                            recovery.skipped += 1;
+                            offset += used;
+                            continue;
+                        }
                         let mark = match marks.get(&frame.table) {
                             Some(mark) => *mark,
                             None => {
@@ -232,6 +247,8 @@ impl Wal {
             );
         }
         segments.applied = marks;
+        segments.floor = floor;
+        segments.told = next_seq - 1;
         // A new run writes a segment of its own: the last one may have been cut.
         let (file, segment) = new_segment(&dir, next_seq)?;
         segments.list.insert(next_seq, segment);
@@ -295,6 +312,36 @@ impl Wal {
         segments.delete_applied()
     }
 
+    /// The highest sequence number whose request has been told it is durable: every request
+    /// at or below it is the caller's (queued or written into parts), none above it yet.
+    pub fn told(&self) -> u64 {
+        self.segments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .told
+    }
+
+    /// Records that every frame at or below `floor` is in parts (durably, in `.wal/floor`),
+    /// and deletes the segments that hold nothing else. A lower floor than the current one is
+    /// ignored.
+    pub fn raise_floor(&self, floor: u64) -> Result<Vec<PathBuf>, EngineError> {
+        let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
+        if floor <= segments.floor {
+            return Ok(Vec::new());
+        }
+        let path = self.dir.join(FLOOR_FILE);
+        let temporary = self.dir.join(format!("{FLOOR_FILE}.tmp"));
+        File::create(&temporary)
+            .and_then(|mut f| {
+                f.write_all(format!("{floor}\n").as_bytes())?;
+                f.sync_all()
+            })
+            .and_then(|()| fs::rename(&temporary, &path))
+            .map_err(|e| EngineError::io(&path, e))?;
+        segments.floor = floor;
+        segments.delete_applied()
+    }
+
     /// Bytes in the WAL's segment files.
     pub fn bytes(&self) -> u64 {
         self.segments
@@ -320,6 +367,22 @@ fn wal_damage(path: &Path, offset: u64, reason: &str) -> EngineError {
          losing what it holds)",
         path.display()
     ))
+}
+
+/// The floor as last written; 0 when there is none.
+fn read_floor(dir: &Path) -> Result<u64, EngineError> {
+    let path = dir.join(FLOOR_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => text.trim().parse().map_err(|_| {
+            EngineError::Invalid(format!(
+                "{} holds {:?}, not a sequence number",
+                path.display(),
+                text.trim()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(EngineError::io(&path, e)),
+    }
 }
 
 fn new_segment(dir: &Path, first_seq: u64) -> Result<(File, Segment), EngineError> {
@@ -371,9 +434,15 @@ impl Writer {
             }
             match self.write_group(&group, &mut buffer) {
                 Ok(first_seq) => {
+                    let last = first_seq + group.len() as u64 - 1;
                     for (i, append) in group.into_iter().enumerate() {
                         (append.done)(Ok(first_seq + i as u64));
                     }
+                    // Only now: a floor computed from `told` must see these requests queued.
+                    self.segments
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .told = last;
                 }
                 Err(e) => {
                     let message = e.to_string();

@@ -172,3 +172,25 @@ fn concurrent_appends_get_distinct_numbers_told_in_order() {
     let (_wal, recovery) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
     assert_eq!(recovery.frames.len(), 200);
 }
+
+#[test]
+fn frames_at_or_below_the_floor_are_skipped_whatever_the_marks_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+    append(&wal, "dropped", "a\n");
+    append(&wal, "dropped", "b\n");
+    append(&wal, "kept", "c\n");
+    assert_eq!(wal.told(), 3);
+    wal.raise_floor(2).unwrap();
+    // A lower floor changes nothing.
+    wal.raise_floor(1).unwrap();
+    drop(wal);
+    // `dropped` no longer exists (mark 0): its frames are below the floor all the same.
+    let (wal, recovery) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+    assert_eq!(bodies(&recovery), vec![(3, "kept".into(), "c\n".into())]);
+    assert_eq!(recovery.skipped, 2);
+    // With everything below the floor, the old segment goes.
+    let before = segment_files(dir.path()).len();
+    wal.raise_floor(3).unwrap();
+    assert_eq!(segment_files(dir.path()).len(), before - 1);
+}
