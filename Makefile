@@ -41,6 +41,7 @@ rust-test:
 	$(CARGO) test --workspace
 
 python-test: build $(PY)
+	tests/install-clients.sh
 	STRATA_BIN=$(STRATA) $(PY) -m pytest -q tests/python
 
 # The benchmark suite's own tests: answer checks, every runnable peer end to end on the real
