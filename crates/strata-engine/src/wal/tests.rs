@@ -194,3 +194,36 @@ fn frames_at_or_below_the_floor_are_skipped_whatever_the_marks_say() {
     wal.raise_floor(3).unwrap();
     assert_eq!(segment_files(dir.path()).len(), before - 1);
 }
+
+proptest::proptest! {
+    /// Whatever bytes follow the acknowledged frames of the last segment (a torn write, or
+    /// garbage), recovery keeps exactly the acknowledged frames and cuts the rest off, or keeps
+    /// more frames only if the bytes are whole frames; it never panics.
+    #[test]
+    fn any_tail_after_acknowledged_frames_is_cut_or_read_whole(
+        tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = open(dir.path(), DEFAULT_SEGMENT_BYTES, &[]);
+        append(&wal, "t", "{\"a\":1}\n");
+        append(&wal, "t", "{\"a\":2}\n");
+        drop(wal);
+        let last = segment_files(dir.path()).pop().unwrap();
+        let good = fs::metadata(&last).unwrap().len();
+        OpenOptions::new().append(true).open(&last).unwrap().write_all(&tail).unwrap();
+        match Wal::open(dir.path(), DEFAULT_SEGMENT_BYTES, &mut |_| Ok(0)) {
+            Ok((_wal, recovery)) => {
+                proptest::prop_assert!(recovery.frames.len() >= 2);
+                proptest::prop_assert_eq!(&bodies(&recovery)[..2], &[
+                    (1, "t".to_string(), "{\"a\":1}\n".to_string()),
+                    (2, "t".to_string(), "{\"a\":2}\n".to_string()),
+                ]);
+                let kept = fs::metadata(&last).unwrap().len();
+                proptest::prop_assert!(kept >= good);
+                proptest::prop_assert_eq!(recovery.truncated.is_some(), kept < good + tail.len() as u64);
+            }
+            // Only a whole frame with a good checksum and an old sequence number is refused.
+            Err(e) => proptest::prop_assert!(e.to_string().contains("sequence numbers must increase"), "{}", e),
+        }
+    }
+}
