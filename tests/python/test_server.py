@@ -384,9 +384,11 @@ def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
         assert replayed == [f"strata: replayed 2 acknowledged requests ({wal_bytes} bytes, 80 documents) "
                             "from the write-ahead log into table t"], server.log
         assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 240}]
-        # The default answers once the documents are visible.
-        status, answer = server.ingest("t", ndjson(docs))
-        assert status == 200 and answer["visible"] is True, answer
+        # The default answers once the documents are visible, with the counts and rejects that
+        # writing them into parts found.
+        status, answer = server.ingest("t", ndjson(docs[:39]) + b"[1]\n" + ndjson(docs[39:]))
+        assert status == 200 and answer["visible"] is True and "wal_seq" in answer, answer
+        assert (answer["accepted"], answer["rejected"], answer["rejects"][0]["line"]) == (40, 1, 40), answer
         assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 280}]
         assert server.stop() == 0
     # Replayed once: a second restart finds nothing above the table's mark.

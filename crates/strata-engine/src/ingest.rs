@@ -78,6 +78,19 @@ pub struct IngestProgress {
     pub bytes: u64,
 }
 
+impl IngestProgress {
+    /// What was counted since `earlier` (an earlier value of the same counters).
+    pub fn since(&self, earlier: &IngestProgress) -> IngestProgress {
+        IngestProgress {
+            read: self.read - earlier.read,
+            loaded: self.loaded - earlier.loaded,
+            rejected: self.rejected - earlier.rejected,
+            duplicate_keys: self.duplicate_keys - earlier.duplicate_keys,
+            bytes: self.bytes - earlier.bytes,
+        }
+    }
+}
+
 /// The most bytes of a rejected line recorded in `rejects.ndjson`; longer lines are cut there
 /// and marked `truncated`.
 pub const MAX_REJECT_TEXT_BYTES: usize = 64 * 1024;
@@ -142,6 +155,8 @@ impl Reject {
 #[derive(Debug, Clone)]
 pub struct IngestSummary {
     pub progress: IngestProgress,
+    /// The same counts for each input, in the order given.
+    pub per_input: Vec<IngestProgress>,
     pub parts_written: usize,
     pub table_bytes: u64,
     pub table_documents: u64,
@@ -239,7 +254,9 @@ pub fn ingest(
     let mut new_parts: Vec<PartEntry> = Vec::new();
     let version = manifest.version;
 
+    let mut per_input = Vec::with_capacity(inputs.len());
     for input in inputs {
+        let before = progress.clone();
         let mut chunks = ChunkReader::open(input, options.max_line_bytes)?;
         let mut record = |reject: Reject| -> Result<(), EngineError> {
             rejects.write(&reject)?;
@@ -266,6 +283,7 @@ pub fn ingest(
                 break;
             }
         }
+        per_input.push(progress.since(&before));
     }
     if let Some(handle) = in_flight.take() {
         new_parts.push(full_part(join_writer(handle)?));
@@ -334,6 +352,7 @@ pub fn ingest(
     };
     Ok(IngestSummary {
         progress,
+        per_input,
         parts_written,
         created,
         table_bytes: manifest.bytes(),

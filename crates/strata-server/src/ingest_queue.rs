@@ -31,12 +31,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use strata_engine::input::{Compression, Input, StreamInput};
 use strata_engine::wal::{Recovery, Wal};
-use strata_engine::{DataDir, EngineError, IngestOptions};
+use strata_engine::{DataDir, EngineError, IngestOptions, IngestProgress, Reject};
 use tokio::sync::oneshot;
 
 use crate::config::Config;
 use crate::merger::MergerHandle;
 use crate::metrics::Metrics;
+
+/// Rejects kept per request for its answer (all of them go to the table's `rejects.ndjson`).
+pub const MAX_LISTED_REJECTS: usize = 1000;
 
 /// How long a table whose flush failed waits before the next try.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -75,12 +78,21 @@ impl std::fmt::Display for QueueError {
     }
 }
 
+/// What writing one request into parts found: its counts and its first rejects.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub progress: IngestProgress,
+    pub rejects: Vec<Reject>,
+}
+
+type Visible = oneshot::Sender<Result<Outcome, String>>;
+
 struct Queued {
     seq: u64,
     compression: Compression,
     body: Bytes,
     /// Told when the request's documents are visible to queries (or that writing them failed).
-    visible: Option<oneshot::Sender<Result<(), String>>>,
+    visible: Option<Visible>,
 }
 
 #[derive(Default)]
@@ -170,14 +182,15 @@ impl IngestQueue {
     }
 
     /// Stores a request's body in the WAL and queues it; answers with its sequence number once
-    /// it is durable and, with `wait_visible`, once queries see its documents.
+    /// it is durable and, with `wait_visible`, once queries see its documents (with what
+    /// writing it into parts counted and rejected).
     pub async fn submit(
         self: &Arc<Self>,
         table: &str,
         compression: Compression,
         body: Bytes,
         wait_visible: bool,
-    ) -> Result<u64, QueueError> {
+    ) -> Result<(u64, Option<Outcome>), QueueError> {
         let size = body.len();
         {
             let mut state = self.lock();
@@ -220,16 +233,16 @@ impl IngestQueue {
             Ok(Err(reason)) => return Err(QueueError::NotDurable(reason)),
             Err(_) => return Err(QueueError::NotDurable("the WAL writer stopped".into())),
         };
-        if let Some(visible) = visible_rx {
-            match visible.await {
-                Ok(Ok(())) => {}
-                Ok(Err(reason)) => return Err(QueueError::NotVisible { seq, reason }),
-                // The flusher ended (shutdown): it writes every queued request first, so the
-                // request is either in parts or durable in the WAL for the next start.
-                Err(_) => return Err(QueueError::Stopping),
-            }
+        let Some(visible) = visible_rx else {
+            return Ok((seq, None));
+        };
+        match visible.await {
+            Ok(Ok(outcome)) => Ok((seq, Some(outcome))),
+            Ok(Err(reason)) => Err(QueueError::NotVisible { seq, reason }),
+            // The flusher ended (shutdown): it writes every queued request first, so the
+            // request is either in parts or durable in the WAL for the next start.
+            Err(_) => Err(QueueError::Stopping),
         }
-        Ok(seq)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -242,7 +255,7 @@ impl IngestQueue {
         seq: u64,
         compression: Compression,
         body: Bytes,
-        visible: Option<oneshot::Sender<Result<(), String>>>,
+        visible: Option<Visible>,
     ) {
         let mut state = self.lock();
         let queue = state.tables.entry(table).or_default();
@@ -279,7 +292,11 @@ impl IngestQueue {
         for (table, requests) in by_table {
             let count = requests.len();
             let bytes: usize = requests.iter().map(|q| q.body.len()).sum();
-            let documents = self.write_into_parts(&table, &requests)?;
+            let documents: u64 = self
+                .write_into_parts(&table, &requests)?
+                .iter()
+                .map(|o| o.progress.loaded)
+                .sum();
             eprintln!(
                 "strata: replayed {count} acknowledged requests ({bytes} bytes, {documents} \
                  documents) from the write-ahead log into table {table}"
@@ -290,11 +307,15 @@ impl IngestQueue {
         Ok(())
     }
 
-    /// One manifest commit for `requests` (a prefix of the table's queue): the documents
-    /// loaded.
-    fn write_into_parts(&self, table: &str, requests: &[Queued]) -> Result<u64, EngineError> {
+    /// One manifest commit for `requests` (a prefix of the table's queue): what each request
+    /// loaded and rejected.
+    fn write_into_parts(
+        &self,
+        table: &str,
+        requests: &[Queued],
+    ) -> Result<Vec<Outcome>, EngineError> {
         let Some(last) = requests.last().map(|q| q.seq) else {
-            return Ok(0);
+            return Ok(Vec::new());
         };
         let inputs: Vec<Input> = requests
             .iter()
@@ -312,25 +333,45 @@ impl IngestQueue {
             wal_applied: Some(last),
             ..IngestOptions::default()
         };
-        let loaded = match strata_engine::ingest(
+        let index: std::collections::HashMap<String, usize> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, input)| (input.display_name(), i))
+            .collect();
+        let mut outcomes: Vec<Outcome> = requests.iter().map(|_| Outcome::default()).collect();
+        let result = strata_engine::ingest(
             &self.data_dir,
             table,
             &inputs,
             &options,
             &mut |_| {},
-            &mut |_| {},
-        ) {
-            Ok(summary) => summary.progress.loaded,
-            // Requests are screened before they are stored, so this only happens to a WAL
-            // written by a build with other rules; their rejects are recorded all the same.
-            Err(EngineError::AllRejected { .. }) => 0,
+            &mut |reject| {
+                if let Some(outcome) = index.get(&reject.file).and_then(|&i| outcomes.get_mut(i)) {
+                    // Counted here for the all-rejected case; replaced by the summary otherwise.
+                    outcome.progress.read += 1;
+                    outcome.progress.rejected += 1;
+                    if outcome.rejects.len() < MAX_LISTED_REJECTS {
+                        outcome.rejects.push(reject.clone());
+                    }
+                }
+            },
+        );
+        match result {
+            Ok(summary) => {
+                for (outcome, progress) in outcomes.iter_mut().zip(summary.per_input) {
+                    outcome.progress = progress;
+                }
+            }
+            // Every line of every request was rejected: nothing to commit, and nothing left
+            // to apply (the floor passes these requests). Their rejects are the answer.
+            Err(EngineError::AllRejected { .. }) => {}
             Err(e) => return Err(e),
-        };
+        }
         self.wal.applied(table, last)?;
         self.merger.ingested(table);
         let metrics = &self.metrics;
         metrics.wal_flushes.fetch_add(1, Ordering::Relaxed);
-        Ok(loaded)
+        Ok(outcomes)
     }
 
     fn run(&self) {
@@ -381,7 +422,7 @@ impl IngestQueue {
 
             state = self.lock();
             match result {
-                Ok(_) => {
+                Ok(outcomes) => {
                     state.bytes -= bytes;
                     if let Some(queue) = state.tables.get_mut(&table) {
                         queue.retry_at = None;
@@ -396,9 +437,9 @@ impl IngestQueue {
                     if let Err(e) = self.wal.raise_floor(floor) {
                         eprintln!("strata: the write-ahead log's floor could not be raised: {e}");
                     }
-                    for request in requests {
+                    for (request, outcome) in requests.into_iter().zip(outcomes) {
                         if let Some(visible) = request.visible {
-                            let _ = visible.send(Ok(()));
+                            let _ = visible.send(Ok(outcome));
                         }
                     }
                     state = self.lock();

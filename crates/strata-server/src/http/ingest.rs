@@ -2,9 +2,10 @@
 //! gzip/zstd by `Content-Encoding`) loaded into a table by the same code and rules as
 //! `strata ingest`.
 //!
-//! A body up to `wal.max_request_bytes` is buffered, screened (counts and rejects, nothing
-//! written) and stored in the write-ahead log (`crate::ingest_queue`); the answer comes after the
-//! WAL's fsync (`wait=durable`) or once queries see the documents (`wait=visible`, the default).
+//! A body up to `wal.max_request_bytes` is buffered and stored in the write-ahead log
+//! (`crate::ingest_queue`); the answer comes once queries see the documents (`wait=visible`, the
+//! default; counts and rejects from writing them into parts) or after the WAL's fsync
+//! (`wait=durable`; counts and rejects from screening the body first, nothing written).
 //! A larger body, or one that creates a table with a sort key, streams from the socket through
 //! the decompressor into the shredder on a thread of its own, so memory does not grow with the
 //! body, and is answered after its commit. Either way `200` means every accepted document is
@@ -26,7 +27,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use strata_engine::input::{Compression, Input, StreamInput};
-use strata_engine::{EngineError, IngestOptions, IngestSummary, Reject};
+use strata_engine::{EngineError, IngestOptions, IngestProgress, IngestSummary, Reject};
 
 use super::ApiError;
 use crate::Shared;
@@ -34,7 +35,7 @@ use crate::ingest_queue::{IngestQueue, QueueError};
 use crate::sqlstate;
 
 /// Rejects listed in an answer; a body of a million bad lines must not make a huge answer.
-pub const MAX_LISTED_REJECTS: usize = 1000;
+pub use crate::ingest_queue::MAX_LISTED_REJECTS;
 
 #[derive(Deserialize)]
 pub struct IngestParams {
@@ -180,8 +181,10 @@ fn too_large_error(limit: u64) -> ApiError {
     )
 }
 
-/// Screens the whole body by ingest's rules, stores it in the WAL, and answers once it is
-/// durable (and, with `wait_visible`, once queries see it).
+/// Stores the body in the WAL and answers once it is durable (`wait=durable`: the body is
+/// screened first, by ingest's own rules, for the counts and rejects of the answer) or once
+/// queries see its documents (`wait=visible`: the counts and rejects come from writing it into
+/// parts, so it is parsed once).
 async fn through_wal(
     shared: &Arc<Shared>,
     queue: Arc<IngestQueue>,
@@ -190,77 +193,25 @@ async fn through_wal(
     body: Bytes,
     wait_visible: bool,
 ) -> Result<Response, ApiError> {
-    let screened = {
-        let (body, table, shared) = (body.clone(), table.clone(), shared.clone());
-        tokio::task::spawn_blocking(move || {
-            let input = Input::Stream(StreamInput::new(
-                format!("request body ({table})"),
-                compression,
-                Box::new(io::Cursor::new(body)),
-            ));
-            let mut listed = Vec::new();
-            let progress = strata_engine::screen(
-                &input,
-                Some(shared.config.limits.max_line_bytes),
-                &mut |reject| {
-                    if listed.len() < MAX_LISTED_REJECTS {
-                        listed.push(reject.clone());
-                    }
-                },
-            );
-            let created = !shared.data_dir.table_exists(&table).unwrap_or(true);
-            progress.map(|progress| (progress, listed, created))
-        })
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                sqlstate::INTERNAL_ERROR,
-                e.to_string(),
-            )
-        })?
+    let created = !shared.data_dir.table_exists(&table).unwrap_or(true);
+    let screened = if wait_visible {
+        None
+    } else {
+        let (progress, listed) = screen(shared, &table, compression, body.clone()).await?;
+        if progress.loaded == 0 {
+            // Nothing to store: the direct path records the rejects and answers as `strata
+            // ingest` does.
+            let reader: Box<dyn std::io::Read + Send> = Box::new(io::Cursor::new(body));
+            let never = AtomicBool::new(false);
+            return into_parts(shared, table, None, compression, reader, &never, 0).await;
+        }
+        Some((progress, listed))
     };
-    let (progress, listed, created) = screened.map_err(|e| engine_error(&e))?;
-    if progress.loaded == 0 {
-        // Nothing to store: the direct path records the rejects and answers as `strata ingest`.
-        let reader: Box<dyn std::io::Read + Send> = Box::new(io::Cursor::new(body));
-        let never = AtomicBool::new(false);
-        return into_parts(shared, table, None, compression, reader, &never, 0).await;
-    }
 
     let metrics = &shared.metrics;
     metrics.ingest_requests.fetch_add(1, Ordering::Relaxed);
-    match queue.submit(&table, compression, body, wait_visible).await {
-        Ok(seq) => {
-            metrics
-                .ingested_documents
-                .fetch_add(progress.loaded, Ordering::Relaxed);
-            metrics
-                .rejected_documents
-                .fetch_add(progress.rejected, Ordering::Relaxed);
-            metrics
-                .ingested_bytes
-                .fetch_add(progress.bytes, Ordering::Relaxed);
-            let mut answer = json!({
-                "table": table,
-                "accepted": progress.loaded,
-                "rejected": progress.rejected,
-                "rejects": listed_rejects(&listed),
-                "rejects_listed": listed.len(),
-                "created": created,
-                "bytes": progress.bytes,
-                "warnings": [],
-                "wal_seq": seq,
-                "visible": wait_visible,
-            });
-            if !wait_visible && let Some(object) = answer.as_object_mut() {
-                object.insert(
-                    "visible_within_ms".into(),
-                    json!(shared.config.wal.flush_interval_ms),
-                );
-            }
-            Ok(axum::Json(answer).into_response())
-        }
+    let (seq, written) = match queue.submit(&table, compression, body, wait_visible).await {
+        Ok(submitted) => submitted,
         Err(e) => {
             metrics.ingest_failures.fetch_add(1, Ordering::Relaxed);
             let (status, code) = match &e {
@@ -278,9 +229,89 @@ async fn through_wal(
                     .headers_mut()
                     .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
             }
-            Ok(response)
+            return Ok(response);
         }
+    };
+    let (progress, listed) = match (written, screened) {
+        (Some(outcome), _) => (outcome.progress, outcome.rejects),
+        (None, Some(screened)) => screened,
+        (None, None) => Default::default(),
+    };
+    metrics
+        .ingested_documents
+        .fetch_add(progress.loaded, Ordering::Relaxed);
+    metrics
+        .rejected_documents
+        .fetch_add(progress.rejected, Ordering::Relaxed);
+    metrics
+        .ingested_bytes
+        .fetch_add(progress.bytes, Ordering::Relaxed);
+    if progress.loaded == 0 && progress.rejected > 0 {
+        let error = EngineError::AllRejected {
+            table: table.clone(),
+            rejected: progress.rejected,
+        };
+        let body = json!({
+            "error": error.to_string(),
+            "code": sqlstate::DATA_EXCEPTION,
+            "accepted": 0,
+            "rejected": progress.rejected,
+            "rejects": listed_rejects(&listed),
+        });
+        return Ok((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
     }
+    let mut answer = json!({
+        "table": table,
+        "accepted": progress.loaded,
+        "rejected": progress.rejected,
+        "rejects": listed_rejects(&listed),
+        "rejects_listed": listed.len(),
+        "created": created,
+        "bytes": progress.bytes,
+        "warnings": [],
+        "wal_seq": seq,
+        "visible": wait_visible,
+    });
+    if !wait_visible && let Some(object) = answer.as_object_mut() {
+        object.insert(
+            "visible_within_ms".into(),
+            json!(shared.config.wal.flush_interval_ms),
+        );
+    }
+    Ok(axum::Json(answer).into_response())
+}
+
+/// The counts and first rejects `strata ingest` would report for the body; nothing is written.
+async fn screen(
+    shared: &Arc<Shared>,
+    table: &str,
+    compression: Compression,
+    body: Bytes,
+) -> Result<(IngestProgress, Vec<Reject>), ApiError> {
+    let (table, max_line_bytes) = (table.to_owned(), shared.config.limits.max_line_bytes);
+    tokio::task::spawn_blocking(move || {
+        let input = Input::Stream(StreamInput::new(
+            format!("request body ({table})"),
+            compression,
+            Box::new(io::Cursor::new(body)),
+        ));
+        let mut listed = Vec::new();
+        let progress = strata_engine::screen(&input, Some(max_line_bytes), &mut |reject| {
+            if listed.len() < MAX_LISTED_REJECTS {
+                listed.push(reject.clone());
+            }
+        });
+        progress.map(|progress| (progress, listed))
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            sqlstate::INTERNAL_ERROR,
+            e.to_string(),
+        )
+    })?
+    .map_err(|e| engine_error(&e))
 }
 
 /// Streams the body into parts with one commit, as `strata ingest` does.
