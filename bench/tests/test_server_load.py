@@ -35,7 +35,7 @@ def test_server_load_prints_every_measure(tmp_path):
     assert results["server_exit"] == 0
     assert results["server"]["tables"][0]["documents"] >= 3000 + results["ingest_mixed"]["documents"]
     summary = (out_dir / "summary.md").read_text()
-    for measure in ("embedded `strata ingest`", "HTTP ingest alone", "Q1 idle", "Q1 under ingest",
+    for measure in ("embedded `strata ingest`", "HTTP ingest alone, until visible", "Q1 idle", "Q1 under ingest",
                     "HTTP ingest under queries", "server peak RSS", "background merges"):
         assert f"| {measure}" in summary, summary
     assert "PostgreSQL" in summary, summary
