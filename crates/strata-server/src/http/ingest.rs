@@ -27,7 +27,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use strata_engine::input::{Compression, Input, StreamInput};
-use strata_engine::{EngineError, IngestOptions, IngestProgress, IngestSummary, Reject};
+use strata_engine::{EngineError, IngestOptions, IngestProgress, Reject};
 
 use super::ApiError;
 use crate::Shared;
@@ -89,13 +89,7 @@ async fn run(
         if too_large.load(Ordering::Relaxed) {
             too_large_error(limit)
         } else {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                sqlstate::DATA_EXCEPTION,
-                format!(
-                    "the request body could not be read to its end; nothing was committed ({e})"
-                ),
-            )
+            unreadable_body(&e)
         }
     };
 
@@ -171,6 +165,14 @@ fn body_reader(chunks: Chunks) -> Box<dyn std::io::Read + Send> {
     ))
 }
 
+fn unreadable_body(error: &dyn std::fmt::Display) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        sqlstate::DATA_EXCEPTION,
+        format!("the request body could not be read to its end; nothing was committed ({error})"),
+    )
+}
+
 fn too_large_error(limit: u64) -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -237,46 +239,24 @@ async fn through_wal(
         (None, Some(screened)) => screened,
         (None, None) => Default::default(),
     };
-    metrics
-        .ingested_documents
-        .fetch_add(progress.loaded, Ordering::Relaxed);
-    metrics
-        .rejected_documents
-        .fetch_add(progress.rejected, Ordering::Relaxed);
-    metrics
-        .ingested_bytes
-        .fetch_add(progress.bytes, Ordering::Relaxed);
+    count_ingested(metrics, &progress);
     if progress.loaded == 0 && progress.rejected > 0 {
         let error = EngineError::AllRejected {
             table: table.clone(),
             rejected: progress.rejected,
         };
-        let body = json!({
-            "error": error.to_string(),
-            "code": sqlstate::DATA_EXCEPTION,
-            "accepted": 0,
-            "rejected": progress.rejected,
-            "rejects": listed_rejects(&listed),
-        });
-        return Ok((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
+        return Ok(all_rejected(&error, progress.rejected, &listed));
     }
-    let mut answer = json!({
-        "table": table,
-        "accepted": progress.loaded,
-        "rejected": progress.rejected,
-        "rejects": listed_rejects(&listed),
-        "rejects_listed": listed.len(),
-        "created": created,
-        "bytes": progress.bytes,
-        "warnings": [],
-        "wal_seq": seq,
-        "visible": wait_visible,
-    });
-    if !wait_visible && let Some(object) = answer.as_object_mut() {
-        object.insert(
-            "visible_within_ms".into(),
-            json!(shared.config.wal.flush_interval_ms),
-        );
+    let mut answer = answer(&table, &progress, &listed, created, &[]);
+    if let Some(object) = answer.as_object_mut() {
+        object.insert("wal_seq".into(), json!(seq));
+        object.insert("visible".into(), json!(wait_visible));
+        if !wait_visible {
+            object.insert(
+                "visible_within_ms".into(),
+                json!(shared.config.wal.flush_interval_ms),
+            );
+        }
     }
     Ok(axum::Json(answer).into_response())
 }
@@ -378,16 +358,15 @@ async fn into_parts(
     match result {
         Ok(summary) => {
             shared.merger.ingested(&table);
-            metrics
-                .ingested_documents
-                .fetch_add(summary.progress.loaded, Ordering::Relaxed);
-            metrics
-                .rejected_documents
-                .fetch_add(summary.progress.rejected, Ordering::Relaxed);
-            metrics
-                .ingested_bytes
-                .fetch_add(summary.progress.bytes, Ordering::Relaxed);
-            Ok(axum::Json(answer(&table, &summary, &listed)).into_response())
+            count_ingested(metrics, &summary.progress);
+            let answer = answer(
+                &table,
+                &summary.progress,
+                &listed,
+                summary.created,
+                &summary.warnings,
+            );
+            Ok(axum::Json(answer).into_response())
         }
         Err(e) => {
             metrics.ingest_failures.fetch_add(1, Ordering::Relaxed);
@@ -398,23 +377,10 @@ async fn into_parts(
                 metrics
                     .rejected_documents
                     .fetch_add(rejected, Ordering::Relaxed);
-                let body = json!({
-                    "error": e.to_string(),
-                    "code": sqlstate::DATA_EXCEPTION,
-                    "accepted": 0,
-                    "rejected": rejected,
-                    "rejects": listed_rejects(&listed),
-                });
-                return Ok((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
+                return Ok(all_rejected(&e, rejected, &listed));
             }
             if let EngineError::Input { .. } = e {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    sqlstate::DATA_EXCEPTION,
-                    format!(
-                        "the request body could not be read to its end; nothing was committed ({e})"
-                    ),
-                ));
+                return Err(unreadable_body(&e));
             }
             Err(engine_error(&e))
         }
@@ -458,16 +424,45 @@ fn listed_rejects(listed: &[Reject]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn answer(table: &str, summary: &IngestSummary, listed: &[Reject]) -> serde_json::Value {
-    let progress = &summary.progress;
+fn answer(
+    table: &str,
+    progress: &IngestProgress,
+    listed: &[Reject],
+    created: bool,
+    warnings: &[String],
+) -> serde_json::Value {
     json!({
         "table": table,
         "accepted": progress.loaded,
         "rejected": progress.rejected,
         "rejects": listed_rejects(listed),
         "rejects_listed": listed.len(),
-        "created": summary.created,
+        "created": created,
         "bytes": progress.bytes,
-        "warnings": summary.warnings,
+        "warnings": warnings,
     })
+}
+
+/// Every line was rejected: a `400` listing the first rejects.
+fn all_rejected(error: &EngineError, rejected: u64, listed: &[Reject]) -> Response {
+    let body = json!({
+        "error": error.to_string(),
+        "code": sqlstate::DATA_EXCEPTION,
+        "accepted": 0,
+        "rejected": rejected,
+        "rejects": listed_rejects(listed),
+    });
+    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
+fn count_ingested(metrics: &crate::metrics::Metrics, progress: &IngestProgress) {
+    metrics
+        .ingested_documents
+        .fetch_add(progress.loaded, Ordering::Relaxed);
+    metrics
+        .rejected_documents
+        .fetch_add(progress.rejected, Ordering::Relaxed);
+    metrics
+        .ingested_bytes
+        .fetch_add(progress.bytes, Ordering::Relaxed);
 }

@@ -211,11 +211,7 @@ impl StrataStatements {
         });
         match result {
             Ok(_) => Ok(Response::Execution(Tag::new(tag))),
-            Err(e) => Err(PgWireError::UserError(Box::new(ErrorInfo::new(
-                "ERROR".into(),
-                sqlstate::of_query_error(&e).into(),
-                e.to_string(),
-            )))),
+            Err(e) => Err(statement_error(sqlstate::of_query_error(&e), e.to_string())),
         }
     }
 
@@ -254,12 +250,20 @@ impl StrataStatements {
     }
 }
 
-fn canceled(why: &str) -> PgWireError {
+/// An error that ends the statement, not the session.
+fn statement_error(code: &str, message: String) -> PgWireError {
     PgWireError::UserError(Box::new(ErrorInfo::new(
         "ERROR".into(),
-        sqlstate::QUERY_CANCELED.into(),
-        format!("canceling statement due to {why}"),
+        code.into(),
+        message,
     )))
+}
+
+fn canceled(why: &str) -> PgWireError {
+    statement_error(
+        sqlstate::QUERY_CANCELED,
+        format!("canceling statement due to {why}"),
+    )
 }
 
 /// DataFusion's errors reach pgwire as `ApiError`, which it sends as XX000: give them their
@@ -278,11 +282,7 @@ fn with_sqlstate(error: PgWireError) -> PgWireError {
             } else {
                 sqlstate::INTERNAL_ERROR
             };
-            PgWireError::UserError(Box::new(ErrorInfo::new(
-                "ERROR".into(),
-                code.into(),
-                inner.to_string(),
-            )))
+            statement_error(code, inner.to_string())
         }
         other => other,
     }
