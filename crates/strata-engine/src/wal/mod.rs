@@ -59,15 +59,12 @@ struct Append {
     done: Done,
 }
 
-/// For each table with frames in the segment, the highest sequence number there.
-#[derive(Debug, Default)]
-struct SegmentTables(HashMap<String, u64>);
-
 #[derive(Debug)]
 struct Segment {
     path: PathBuf,
     bytes: u64,
-    tables: SegmentTables,
+    /// For each table with frames in the segment, the highest sequence number there.
+    tables: HashMap<String, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -97,7 +94,7 @@ impl Segments {
             .iter()
             .filter(|(first, segment)| {
                 **first != last
-                    && segment.tables.0.iter().all(|(table, max)| {
+                    && segment.tables.iter().all(|(table, max)| {
                         *max <= self.floor || self.applied.get(table).is_some_and(|a| a >= max)
                     })
             })
@@ -173,7 +170,7 @@ impl Wal {
             File::open(&path)
                 .and_then(|mut f| f.read_to_end(&mut bytes))
                 .map_err(|e| EngineError::io(&path, e))?;
-            let mut tables = SegmentTables::default();
+            let mut tables = HashMap::new();
             let mut offset = if bytes.starts_with(MAGIC) {
                 MAGIC.len()
             } else if last && bytes.len() < MAGIC.len() && MAGIC.starts_with(&bytes) {
@@ -197,7 +194,7 @@ impl Wal {
                             ));
                         }
                         next_seq = frame.seq + 1;
-                        tables.0.insert(frame.table.clone(), frame.seq);
+                        tables.insert(frame.table.clone(), frame.seq);
                         if frame.seq <= floor {
                             recovery.skipped += 1;
                             offset += used;
@@ -402,7 +399,7 @@ fn new_segment(dir: &Path, first_seq: u64) -> Result<(File, Segment), EngineErro
         Segment {
             path,
             bytes: MAGIC.len() as u64,
-            tables: SegmentTables::default(),
+            tables: HashMap::new(),
         },
     ))
 }
@@ -514,7 +511,7 @@ impl Writer {
         if let Some(segment) = segments.list.values_mut().next_back() {
             segment.bytes += buffer.len() as u64;
             for (table, seq) in tables {
-                segment.tables.0.insert(table.to_owned(), seq);
+                segment.tables.insert(table.to_owned(), seq);
             }
         }
         Ok(first_seq)
