@@ -79,10 +79,20 @@ class StrataServer:
         threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
 
     def post(self, path, body, raw=False):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=body, method="POST")
-        with urllib.request.urlopen(req, timeout=600) as resp:
-            answer = resp.read()
-            return answer if raw else json.loads(answer)
+        """POSTs `body`; a 503 (the server's queue is full) is retried after its Retry-After, as
+        a shipper does. Returns the answer and how many times the request was refused."""
+        refused = 0
+        while True:
+            req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=body, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=600) as resp:
+                    answer = resp.read()
+                    return (answer if raw else json.loads(answer)), refused
+            except urllib.error.HTTPError as e:
+                if e.code != 503 or refused >= 600:
+                    raise
+                refused += 1
+                time.sleep(float(e.headers.get("Retry-After") or 1))
 
     def get(self, path):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=60) as resp:
@@ -116,8 +126,8 @@ def batches_of(path, batch):
 
 def http_ingest(server, table, batches, clients, query="", stop=None):
     """Posts `batches` from `clients` threads; with `stop`, cycles until it is set. Returns
-    (documents, seconds, request latencies, requests that went through the WAL)."""
-    latencies, docs, lock = [], [0, 0], threading.Lock()
+    (documents, seconds, request latencies, requests that went through the WAL, 503 refusals)."""
+    latencies, docs, lock = [], [0, 0, 0], threading.Lock()
     next_batch = [0]
 
     def client():
@@ -131,12 +141,13 @@ def http_ingest(server, table, batches, clients, query="", stop=None):
                 return
             body = batches[i % len(batches)]
             started = time.perf_counter()
-            answer = server.post(f"/v1/ingest/{table}{query}", body)
+            answer, refused = server.post(f"/v1/ingest/{table}{query}", body)
             elapsed = time.perf_counter() - started
             with lock:
                 latencies.append(elapsed)
                 docs[0] += answer["accepted"]
                 docs[1] += "wal_seq" in answer  # went through the write-ahead log
+                docs[2] += refused
 
     started = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(clients)]
@@ -144,14 +155,14 @@ def http_ingest(server, table, batches, clients, query="", stop=None):
         t.start()
     for t in threads:
         t.join()
-    return docs[0], time.perf_counter() - started, latencies, docs[1]
+    return docs[0], time.perf_counter() - started, latencies, docs[1], docs[2]
 
 
 def wait_until_visible(server, table, documents, timeout=600):
     """Seconds until `SELECT count(*)` over `table` reaches `documents`."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        answer = server.post("/v1/query?format=ndjson", f"SELECT count(*) AS n FROM {table}".encode(), raw=True)
+        answer, _ = server.post("/v1/query?format=ndjson", f"SELECT count(*) AS n FROM {table}".encode(), raw=True)
         if json.loads(answer)["n"] >= documents:
             return time.perf_counter() - started
         time.sleep(0.02)
@@ -235,17 +246,18 @@ def main(argv=None):
             log(f"HTTP ingest: {len(batches)} requests of {args.batch:,} documents from {args.ingest_clients} clients")
             # The first request creates the table with its sort key (such a request is written
             # straight into parts); the rest are what clients send day to day.
-            docs, seconds, latencies, through_wal = http_ingest(server, workload.table, batches[:1], 1,
-                                                                query=f"?sort_key={sort_key}")
+            docs, seconds, latencies, through_wal, refused = http_ingest(server, workload.table, batches[:1], 1,
+                                                                         query=f"?sort_key={sort_key}")
             more = http_ingest(server, workload.table, batches[1:], args.ingest_clients, query=f"?wait={args.wait}")
-            docs, seconds, latencies, through_wal = (docs + more[0], seconds + more[1], latencies + more[2],
-                                                     through_wal + more[3])
+            docs, seconds, latencies, through_wal, refused = (
+                docs + more[0], seconds + more[1], latencies + more[2], through_wal + more[3], refused + more[4])
             # The rate counts until every acknowledged document is visible to queries (with
             # wait=durable the last ones are still on their way into parts at the last answer).
             visible_after = seconds + wait_until_visible(server, workload.table, docs)
             results["http_ingest"] = {"documents": docs, "seconds": visible_after, "docs_per_s": docs / visible_after,
                                       "acknowledged_seconds": seconds,
-                                      "requests": latency_summary(latencies), "through_wal": through_wal}
+                                      "requests": latency_summary(latencies), "through_wal": through_wal,
+                                      "refused": refused}
             log(f"Q1 idle: pgbench 1 client, {args.idle_seconds} s")
             results["q1_idle"] = pgbench(server.pg, "strata", "strata", q1_strata, 1, args.idle_seconds, scratch)
             log(f"mixed: {args.ingest_clients} ingest clients + pgbench {args.query_clients} clients, {args.seconds} s")
@@ -262,9 +274,10 @@ def main(argv=None):
                                           args.seconds, scratch)
             stop.set()
             ingester.join()
-            docs, seconds, latencies, through_wal = ingest_result["value"]
+            docs, seconds, latencies, through_wal, refused = ingest_result["value"]
             results["ingest_mixed"] = {"documents": docs, "seconds": seconds, "docs_per_s": docs / seconds,
-                                       "requests": latency_summary(latencies), "through_wal": through_wal}
+                                       "requests": latency_summary(latencies), "through_wal": through_wal,
+                                       "refused": refused}
             metrics = server.get("/metrics").decode()
             merges = re.search(r"^strata_merges_total (\d+)$", metrics, re.M)
             results["server"] = {"peak_rss_bytes": server.peak_rss(), "merges": int(merges.group(1)) if merges else None,
@@ -296,6 +309,12 @@ def main(argv=None):
     return 0
 
 
+def refusals(phase):
+    """How often the server answered 503 (queue full) and the client retried."""
+    refused = phase.get("refused")
+    return f"; {refused} answers of 503 retried" if refused else ""
+
+
 def render(r):
     def ms(v):
         return "–" if v is None else f"{v:.1f}"
@@ -310,7 +329,8 @@ def render(r):
     hi = r["http_ingest"]
     lines.append(f"| HTTP ingest alone, until visible | {http:,.0f} docs/s ({http / emb:.0%} of embedded); request p50/p99 "
                  f"{ms(hi['requests']['p50_ms'])}/{ms(hi['requests']['p99_ms'])} ms; "
-                 f"{hi['through_wal']} of {hi['requests']['count']} requests through the WAL | ≥ 80 % |")
+                 f"{hi['through_wal']} of {hi['requests']['count']} requests through the WAL"
+                 f"{refusals(hi)} | ≥ 80 % |")
     idle, mixed = r["q1_idle"], r["q1_mixed"]
     lines.append(f"| Q1 idle (1 client) | {idle['tps']:.1f} q/s; p50/p95/p99 {ms(idle['p50_ms'])}/{ms(idle['p95_ms'])}/{ms(idle['p99_ms'])} ms | |")
     ratio = mixed["p99_ms"] / idle["p50_ms"] if idle["p50_ms"] else float("nan")
@@ -318,7 +338,8 @@ def render(r):
                  f"{ms(mixed['p50_ms'])}/{ms(mixed['p95_ms'])}/{ms(mixed['p99_ms'])} ms (p99 = {ratio:.1f} × idle p50) | p99 ≤ 10 × idle |")
     im = r["ingest_mixed"]
     lines.append(f"| HTTP ingest under queries | {im['docs_per_s']:,.0f} docs/s; request p50/p95/p99 "
-                 f"{ms(im['requests']['p50_ms'])}/{ms(im['requests']['p95_ms'])}/{ms(im['requests']['p99_ms'])} ms | |")
+                 f"{ms(im['requests']['p50_ms'])}/{ms(im['requests']['p95_ms'])}/{ms(im['requests']['p99_ms'])} ms"
+                 f"{refusals(im)} | |")
     s = r["server"]
     lines.append(f"| server peak RSS | {s['peak_rss_bytes'] / 2**20:,.0f} MB | |" if s["peak_rss_bytes"] else "| server peak RSS | – | |")
     lines.append(f"| background merges | {s['merges']} (table now {s['tables'][0]['parts']} parts, "

@@ -349,11 +349,12 @@ def test_acknowledged_ingests_survive_kill_9(tmp_path):
 def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
     """A request acknowledged with wait=durable is in the WAL, not yet in parts; after kill -9
     the restart writes it into parts (and says so) exactly once. A body over
-    wal.max_request_bytes goes straight into parts; beyond wal.max_pending_bytes requests get
-    503 with Retry-After."""
+    wal.max_request_bytes goes straight into parts; beyond wal.max_pending_bytes (the parsed
+    documents' memory) requests get 503 with Retry-After."""
     data_dir = tmp_path / "db"
-    config = "[wal]\nflush_interval_ms = 600000\nmax_request_bytes = 4096\nmax_pending_bytes = 4096\n"
-    docs = [{"i": i, "pad": "y" * 20} for i in range(40)]  # ~1.4 KB
+    # Pending bytes are the parsed documents' memory: about 8 KB for each body of 40 documents.
+    config = "[wal]\nflush_interval_ms = 600000\nmax_request_bytes = 4096\nmax_pending_bytes = 20000\n"
+    docs = [{"i": i, "pad": "y" * 20} for i in range(40)]  # ~1.6 KB
     with Server(data_dir, config=config) as server:
         status, answer = server.ingest("t", ndjson(docs) + b"{broken\n", query="?wait=durable")
         assert status == 200, answer
@@ -370,7 +371,7 @@ def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
         assert status == 200, answer
         assert answer["wal_seq"] == seq + 1
         status, headers, body = server.request("POST", "/v1/ingest/t?wait=durable", ndjson(docs * 4))
-        assert status == 200, body  # 5.6 KB > max_request_bytes: written into parts directly
+        assert status == 200, body  # 6.5 KB > max_request_bytes: written into parts directly
         assert "wal_seq" not in json.loads(body)
         status, headers, body = server.request("POST", "/v1/ingest/t?wait=durable", ndjson(docs) * 2)
         assert status == 503 and headers.get("retry-after") == "1", (status, headers, body)

@@ -24,7 +24,9 @@ pub mod table;
 pub mod wal;
 
 pub use error::EngineError;
-pub use ingest::{IngestOptions, IngestProgress, IngestSummary, Reject, ingest, screen};
+pub use ingest::{
+    IngestOptions, IngestProgress, IngestSummary, ParsedInput, Reject, ingest, ingest_parsed,
+};
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
 pub use settings::SettingChange;
 pub use table::{

@@ -37,9 +37,18 @@ use crate::error::EngineError;
 use crate::part_writing::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
 use crate::table::{DataDir, collect_garbage, new_part_file, unix_now};
 
-/// Parts smaller than this on disk are candidates for the automatic merge after an ingest.
-pub const SMALL_PART_BYTES: u64 = 16 * 1024 * 1024;
-/// Automatic merges start when at least this many small parts exist.
+/// Parts smaller than this on disk are candidates for the automatic (tiered) merge; larger ones
+/// are merged by `strata optimize` (and the server's idle merge) only. A merge holds the
+/// table's writer lock, so the automatic one stays short: it merges parts much smaller than
+/// those a bulk ingest cuts at its target size (about 12 MB of JSONBench documents).
+pub const SMALL_PART_BYTES: u64 = 8 * 1024 * 1024;
+/// The automatic merge sorts candidates into size tiers: under this many bytes, then up to
+/// [`TIER_GROWTH`] times as many, and so on.
+pub const SMALLEST_TIER_BYTES: u64 = 1024 * 1024;
+/// How much larger each tier's parts are than the one below: a merge of
+/// [`AUTO_MERGE_MIN_PARTS`] parts of one tier makes about one part of the next.
+pub const TIER_GROWTH: u64 = 8;
+/// An automatic merge starts when one tier holds at least this many parts.
 pub const AUTO_MERGE_MIN_PARTS: usize = 8;
 /// A merge combines inputs of at most this many bytes on disk into one part. Parts this large
 /// are never merged again: rewriting them would cost more than the per-part overhead it saves.
@@ -62,8 +71,10 @@ const MAX_OUTPUT_BATCH_ROWS: usize = 8192;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MergeScope {
     /// After an ingest: parts under [`SMALL_PART_BYTES`] that were not cut at the ingest's target
-    /// size, and only when there are at least [`AUTO_MERGE_MIN_PARTS`] of them.
-    SmallParts,
+    /// size, by size tier, and only a tier that holds at least [`AUTO_MERGE_MIN_PARTS`] of them.
+    /// A document is rewritten about once per tier it climbs, however small the ingests were
+    /// (merging each new small part into one growing part would rewrite it at every merge).
+    Tiered,
     /// `strata optimize`: every part under [`MAX_MERGED_PART_BYTES`], merged round after round
     /// until no two neighbouring parts fit into one.
     All,
@@ -172,7 +183,7 @@ pub(crate) fn merge_locked(
             }));
         manifest.version += 1;
         manifest.commit(table_dir)?;
-        if options.scope == MergeScope::SmallParts {
+        if options.scope == MergeScope::Tiered {
             break;
         }
     }
@@ -186,9 +197,9 @@ pub(crate) fn merge_locked(
     Ok(summary)
 }
 
-/// Groups of neighbouring candidate parts, each of at least two parts and at most
-/// [`MAX_MERGE_INPUTS`] parts, [`MAX_MERGE_INPUT_COLUMNS`] columns and [`MAX_MERGED_PART_BYTES`]
-/// bytes.
+/// Groups of candidate parts, each of at least two parts and at most [`MAX_MERGE_INPUTS`]
+/// parts, [`MAX_MERGE_INPUT_COLUMNS`] columns and [`MAX_MERGED_PART_BYTES`] bytes: neighbours
+/// for [`MergeScope::All`], parts of one size tier (in table order) for [`MergeScope::Tiered`].
 fn plan_merges(
     parts: &[PartEntry],
     scope: MergeScope,
@@ -197,15 +208,44 @@ fn plan_merges(
     let candidate = |p: &PartEntry| {
         !settled.contains(&p.file)
             && match scope {
-                MergeScope::SmallParts => !p.full && p.bytes < SMALL_PART_BYTES,
+                MergeScope::Tiered => !p.full && p.bytes < SMALL_PART_BYTES,
                 MergeScope::All => p.bytes < MAX_MERGED_PART_BYTES,
             }
     };
-    if scope == MergeScope::SmallParts
-        && parts.iter().filter(|p| candidate(p)).count() < AUTO_MERGE_MIN_PARTS
-    {
-        return Vec::new();
+    match scope {
+        MergeScope::All => {
+            // A part that is not a candidate separates its neighbours' groups.
+            let runs = parts.split(|p| !candidate(p));
+            runs.flat_map(|run| group_parts(run.iter())).collect()
+        }
+        MergeScope::Tiered => {
+            let mut tiers: BTreeMap<u32, Vec<&PartEntry>> = BTreeMap::new();
+            for part in parts.iter().filter(|p| candidate(p)) {
+                tiers.entry(size_tier(part.bytes)).or_default().push(part);
+            }
+            tiers
+                .into_values()
+                .filter(|members| members.len() >= AUTO_MERGE_MIN_PARTS)
+                .flat_map(|members| group_parts(members.into_iter()))
+                .collect()
+        }
     }
+}
+
+/// The size tier of a part of `bytes` (see [`SMALLEST_TIER_BYTES`]).
+fn size_tier(bytes: u64) -> u32 {
+    let mut tier = 0;
+    let mut bound = SMALLEST_TIER_BYTES;
+    while bytes >= bound {
+        tier += 1;
+        bound = bound.saturating_mul(TIER_GROWTH);
+    }
+    tier
+}
+
+/// Cuts `parts` into merge groups in order, each within the limits of one merge; a last part
+/// left alone is not merged.
+fn group_parts<'a>(parts: impl Iterator<Item = &'a PartEntry>) -> Vec<Vec<PartEntry>> {
     let mut groups = Vec::new();
     let mut current: Vec<PartEntry> = Vec::new();
     let close = |current: &mut Vec<PartEntry>, groups: &mut Vec<Vec<PartEntry>>| {
@@ -215,12 +255,6 @@ fn plan_merges(
         current.clear();
     };
     for part in parts {
-        if !candidate(part) {
-            if scope == MergeScope::All {
-                close(&mut current, &mut groups);
-            }
-            continue;
-        }
         let bytes: u64 = current.iter().map(|p| p.bytes).sum();
         let columns: usize = current.iter().map(|p| p.columns.len()).sum();
         let full = bytes + part.bytes > MAX_MERGED_PART_BYTES
@@ -750,11 +784,35 @@ mod tests {
             .map(|i| part(&format!("s{i}"), 10, 1, false))
             .collect();
         small.push(part("full", 10, 1, true));
-        let groups = plan_merges(&small, MergeScope::SmallParts, &none);
+        let groups = plan_merges(&small, MergeScope::Tiered, &none);
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].len(), AUTO_MERGE_MIN_PARTS);
         small.remove(0);
-        assert!(plan_merges(&small, MergeScope::SmallParts, &none).is_empty());
+        assert!(plan_merges(&small, MergeScope::Tiered, &none).is_empty());
+        // Tiers: eight parts of one size tier are merged, seven of another are not, and parts of
+        // different tiers are never merged together.
+        let mut tiered: Vec<PartEntry> = (0..AUTO_MERGE_MIN_PARTS)
+            .map(|i| part(&format!("t0-{i}"), SMALLEST_TIER_BYTES / 2, 1, false))
+            .collect();
+        tiered.extend(
+            (0..AUTO_MERGE_MIN_PARTS - 1)
+                .map(|i| part(&format!("t1-{i}"), SMALLEST_TIER_BYTES * 2, 1, false)),
+        );
+        tiered.push(part("large", SMALL_PART_BYTES, 1, false));
+        let groups = plan_merges(&tiered, MergeScope::Tiered, &none);
+        assert_eq!(groups.len(), 1);
+        assert!(groups[0].iter().all(|p| p.file.starts_with("t0-")));
+        assert_eq!(groups[0].len(), AUTO_MERGE_MIN_PARTS);
+        // The tier-1 parts need not be neighbours: an eighth one later in the table joins them.
+        tiered.remove(0);
+        tiered.push(part("t1-last", SMALLEST_TIER_BYTES * 7, 1, false));
+        let groups = plan_merges(&tiered, MergeScope::Tiered, &none);
+        assert_eq!(groups.len(), 1);
+        assert!(groups[0].iter().all(|p| p.file.starts_with("t1-")));
+        assert_eq!(groups[0].len(), AUTO_MERGE_MIN_PARTS);
+        assert_eq!(size_tier(SMALLEST_TIER_BYTES - 1), 0);
+        assert_eq!(size_tier(SMALLEST_TIER_BYTES), 1);
+        assert_eq!(size_tier(SMALLEST_TIER_BYTES * TIER_GROWTH), 2);
         // Settled parts (outputs of a re-shredding fallback) are left alone.
         let settled: HashSet<String> = ["a".to_owned()].into();
         let groups = plan_merges(&parts[..2], MergeScope::All, &settled);

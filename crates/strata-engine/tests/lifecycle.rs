@@ -12,8 +12,8 @@ use std::sync::{Arc, mpsc};
 use serde_json::Value;
 use strata_engine::input::Input;
 use strata_engine::{
-    DataDir, EngineError, IngestOptions, IngestSummary, MergeOptions, Reject, SettingChange,
-    ingest, merge_parts,
+    DataDir, EngineError, IngestOptions, IngestSummary, MergeOptions, ParsedInput, Reject,
+    SettingChange, export_table, ingest, ingest_parsed, merge_parts,
 };
 use strata_format::Manifest;
 use strata_json::run_with_deep_stack;
@@ -445,4 +445,64 @@ fn retired_parts_are_deleted_once_no_reader_holds_a_lease() {
     assert_eq!((summary.inputs_merged, summary.retired_kept), (3, 0));
     assert_eq!(files_in(&parts_dir).len(), 1);
     assert_eq!(dir.manifest("t").unwrap().rows(), 5);
+}
+
+/// The server parses a request once and writes the parsed documents later: that must commit
+/// exactly what loading the lines commits — counts, rejects (line, offset, text) and documents,
+/// across several parts.
+#[test]
+fn a_parsed_input_loads_what_its_lines_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("data"));
+    let mut text = String::from("\u{FEFF}");
+    // More lines than one chunk (32,768), so that both loads cut parts between chunks.
+    for i in 0..70_000 {
+        match i % 500 {
+            7 => text.push_str("not json\n"),
+            8 => text.push('\n'),
+            9 => text.push_str("[1, 2]\n"),
+            10 => text.push_str(&format!("{{\"id\": {i}, \"id\": \"twice\"}}\n")),
+            _ => text.push_str(&format!(
+                "{{\"id\": {i}, \"tag\": \"t{}\", \"n\": {{\"x\": {}.5}}}}\n",
+                i % 7,
+                i
+            )),
+        }
+    }
+    let file = write(tmp.path(), "in.ndjson", &text);
+    let options = IngestOptions {
+        // Small parts, so that both loads cut several.
+        part_target_bytes: 16 * 1024,
+        ..no_merge()
+    };
+    let (lines, _) = try_load(&dir, "lines", vec![Input::File(file.clone())], &options);
+    let lines = lines.unwrap();
+
+    let parsed = {
+        let (dir, options) = (dir.clone(), options.clone());
+        run_with_deep_stack(move || {
+            let mut parsed = ParsedInput::parse(&Input::File(file.clone()), None, usize::MAX)
+                .unwrap()
+                .expect("no memory limit");
+            parsed.rename(&file.display().to_string());
+            ingest_parsed(&dir, "parsed", &[&parsed], &options).unwrap()
+        })
+    };
+    assert_eq!(parsed.progress, lines.progress);
+    assert_eq!(parsed.per_input, lines.per_input);
+    assert_eq!(parsed.progress.rejected, 280);
+    assert_eq!(parsed.progress.duplicate_keys, 140);
+    assert!(parsed.parts_written > 1, "{}", parsed.parts_written);
+    assert_eq!(parsed.parts_written, lines.parts_written);
+    assert_eq!(rejects_file(&dir, "parsed"), rejects_file(&dir, "lines"));
+    let export = |table: &str| {
+        let mut out = Vec::new();
+        export_table(&dir, table, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(export("parsed"), export("lines"));
+
+    // A body whose documents would take more memory than allowed is not held.
+    let small = ParsedInput::parse(&Input::File(tmp.path().join("in.ndjson")), None, 1024);
+    assert!(small.unwrap().is_none());
 }

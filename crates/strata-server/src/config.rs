@@ -121,8 +121,12 @@ pub struct WalPolicy {
     /// Requests that do not wait to be visible (`?wait=durable`) are written into parts after
     /// at most this long, or sooner when a table has `flush_bytes` waiting.
     pub flush_interval_ms: u64,
+    /// Memory of parsed documents (about three times their JSON text) that makes a table's
+    /// queue due, and the most one flush writes into parts.
     pub flush_bytes: usize,
-    /// Bodies acknowledged but not yet in parts; above it requests get 503 and `Retry-After`.
+    /// Memory of parsed documents acknowledged but not yet in parts; above it requests get 503
+    /// and `Retry-After`, and a single request whose documents take more is written into parts
+    /// directly.
     pub max_pending_bytes: usize,
     /// Size at which a new WAL segment file is started.
     pub segment_bytes: u64,
@@ -134,7 +138,7 @@ impl Default for WalPolicy {
             enabled: true,
             max_request_bytes: 8 << 20,
             flush_interval_ms: 1000,
-            flush_bytes: 64 << 20,
+            flush_bytes: 192 << 20,
             max_pending_bytes: 512 << 20,
             segment_bytes: strata_engine::wal::DEFAULT_SEGMENT_BYTES,
         }

@@ -1,11 +1,13 @@
 //! Ingest requests acknowledged through the write-ahead log, and the flusher that writes them
 //! into parts.
 //!
-//! A request's body goes into the WAL ([`strata_engine::wal`]); once its group's fsync returns,
-//! the request is durable and queued here under its table. One flusher thread writes each
-//! table's queued requests into parts with one `strata_engine::ingest` call — every request an
-//! input of its own, so line numbers and rejects are what `strata ingest` reports — and one
-//! manifest commit that also records the highest sequence number written (`wal_applied`).
+//! A request is parsed once, by the HTTP handler, which answers with what the parse counted and
+//! rejected. Its body goes into the WAL ([`strata_engine::wal`]); once its group's fsync returns,
+//! the request is durable and its parsed documents are queued here under its table. One flusher
+//! thread writes each table's queued requests into parts with one
+//! `strata_engine::ingest_parsed` call — every request an input of its own, so rejects keep
+//! their request and line — and one manifest commit that also records the highest sequence
+//! number written (`wal_applied`).
 //!
 //! Invariants:
 //! - requests are queued by the WAL writer's callback, which runs in sequence order, so a
@@ -13,14 +15,18 @@
 //!   or below the recorded `wal_applied` is in parts, nothing above it is;
 //! - a table is flushed as soon as a request waits to see its documents (`wait=visible`, the
 //!   default), after `wal.flush_interval_ms` otherwise, or when `wal.flush_bytes` are waiting;
+//!   one flush takes at most `wal.flush_bytes` (but at least one request), which bounds the
+//!   memory a flush adds to the queue's;
 //! - a failed flush leaves the requests queued (they are durable) and is retried; a waiting
 //!   client is told it failed;
-//! - bodies held here are bounded by `wal.max_pending_bytes`; beyond it requests are refused
-//!   before they reach the WAL;
+//! - the parsed documents held here (their heap bytes) are bounded by `wal.max_pending_bytes`;
+//!   beyond it requests are refused before they reach the WAL (one request is always admitted
+//!   into an empty queue);
 //! - after each flush the WAL's floor is raised to just below the lowest request still queued,
 //!   so that a table dropped later does not come back from frames that were already applied;
-//! - on start, the requests the WAL holds above their table's mark are written into parts
-//!   before the server listens, and on shutdown every queued request is.
+//! - on start, the requests the WAL holds above their table's mark are parsed and written into
+//!   parts (in flushes of at most `wal.flush_bytes`) before the server listens, and on shutdown
+//!   every queued request is.
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
@@ -31,7 +37,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use strata_engine::input::{Compression, Input, StreamInput};
 use strata_engine::wal::{Recovery, Wal};
-use strata_engine::{DataDir, EngineError, IngestOptions, IngestProgress, Reject};
+use strata_engine::{DataDir, EngineError, IngestOptions, ParsedInput};
 use tokio::sync::oneshot;
 
 use crate::config::Config;
@@ -78,19 +84,11 @@ impl std::fmt::Display for QueueError {
     }
 }
 
-/// What writing one request into parts found: its counts and its first rejects.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    pub progress: IngestProgress,
-    pub rejects: Vec<Reject>,
-}
-
-type Visible = oneshot::Sender<Result<Outcome, String>>;
+type Visible = oneshot::Sender<Result<(), String>>;
 
 struct Queued {
     seq: u64,
-    compression: Compression,
-    body: Bytes,
+    input: ParsedInput,
     /// Told when the request's documents are visible to queries (or that writing them failed).
     visible: Option<Visible>,
 }
@@ -181,24 +179,25 @@ impl IngestQueue {
         (self.wal.bytes(), self.lock().bytes)
     }
 
-    /// Stores a request's body in the WAL and queues it; answers with its sequence number once
-    /// it is durable and, with `wait_visible`, once queries see its documents (with what
-    /// writing it into parts counted and rejected).
+    /// Stores a request's body in the WAL and queues its parsed documents; answers with its
+    /// sequence number once it is durable and, with `wait_visible`, once queries see its
+    /// documents.
     pub async fn submit(
         self: &Arc<Self>,
         table: &str,
         compression: Compression,
         body: Bytes,
+        input: ParsedInput,
         wait_visible: bool,
-    ) -> Result<(u64, Option<Outcome>), QueueError> {
-        let size = body.len();
+    ) -> Result<u64, QueueError> {
+        let size = input.heap_bytes();
         {
             let mut state = self.lock();
             if state.stopping {
                 return Err(QueueError::Stopping);
             }
             let limit = self.config.wal.max_pending_bytes;
-            if state.bytes + size > limit {
+            if state.bytes > 0 && state.bytes + size > limit {
                 return Err(QueueError::Busy {
                     pending: state.bytes,
                     limit,
@@ -215,14 +214,13 @@ impl IngestQueue {
         };
         let queue = self.clone();
         let name = table.to_owned();
-        let queued_body = body.clone();
         self.wal.append(
             table,
             compression,
             body,
             Box::new(move |result| {
                 match &result {
-                    Ok(seq) => queue.enqueue(name, *seq, compression, queued_body, visible_tx),
+                    Ok(seq) => queue.enqueue(name, *seq, input, visible_tx),
                     Err(_) => queue.lock().bytes -= size,
                 }
                 let _ = durable_tx.send(result.map_err(|e| e.to_string()));
@@ -234,10 +232,10 @@ impl IngestQueue {
             Err(_) => return Err(QueueError::NotDurable("the WAL writer stopped".into())),
         };
         let Some(visible) = visible_rx else {
-            return Ok((seq, None));
+            return Ok(seq);
         };
         match visible.await {
-            Ok(Ok(outcome)) => Ok((seq, Some(outcome))),
+            Ok(Ok(())) => Ok(seq),
             Ok(Err(reason)) => Err(QueueError::NotVisible { seq, reason }),
             // The flusher ended (shutdown): it writes every queued request first, so the
             // request is either in parts or durable in the WAL for the next start.
@@ -249,22 +247,15 @@ impl IngestQueue {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn enqueue(
-        &self,
-        table: String,
-        seq: u64,
-        compression: Compression,
-        body: Bytes,
-        visible: Option<Visible>,
-    ) {
+    fn enqueue(&self, table: String, seq: u64, mut input: ParsedInput, visible: Option<Visible>) {
+        input.rename(&request_name(seq, &table));
         let mut state = self.lock();
         let queue = state.tables.entry(table).or_default();
-        queue.bytes += body.len();
+        queue.bytes += input.heap_bytes();
         queue.since.get_or_insert_with(Instant::now);
         queue.requests.push(Queued {
             seq,
-            compression,
-            body,
+            input,
             visible,
         });
         drop(state);
@@ -280,23 +271,41 @@ impl IngestQueue {
                 path.display()
             );
         }
-        let mut by_table: BTreeMap<String, Vec<Queued>> = BTreeMap::new();
+        let mut by_table: BTreeMap<String, Vec<(u64, Compression, Bytes)>> = BTreeMap::new();
         for frame in recovery.frames {
-            by_table.entry(frame.table).or_default().push(Queued {
-                seq: frame.seq,
-                compression: frame.compression,
-                body: frame.body,
-                visible: None,
-            });
+            by_table.entry(frame.table).or_default().push((
+                frame.seq,
+                frame.compression,
+                frame.body,
+            ));
         }
-        for (table, requests) in by_table {
-            let count = requests.len();
-            let bytes: usize = requests.iter().map(|q| q.body.len()).sum();
-            let documents: u64 = self
-                .write_into_parts(&table, &requests)?
-                .iter()
-                .map(|o| o.progress.loaded)
-                .sum();
+        let flush_bytes = self.config.wal.flush_bytes;
+        for (table, frames) in by_table {
+            let count = frames.len();
+            let bytes: usize = frames.iter().map(|(_, _, body)| body.len()).sum();
+            let mut documents = 0;
+            let mut batch: Vec<ParsedInput> = Vec::new();
+            let mut batch_bytes = 0;
+            let mut frames = frames.into_iter().peekable();
+            while let Some((seq, compression, body)) = frames.next() {
+                let input = Input::Stream(StreamInput::new(
+                    request_name(seq, &table),
+                    compression,
+                    Box::new(Cursor::new(body)),
+                ));
+                let max_line_bytes = Some(self.config.limits.max_line_bytes);
+                // Each request was admitted whole before; it is parsed whole again.
+                if let Some(parsed) = ParsedInput::parse(&input, max_line_bytes, usize::MAX)? {
+                    batch_bytes += parsed.heap_bytes();
+                    batch.push(parsed);
+                }
+                if batch_bytes >= flush_bytes || frames.peek().is_none() {
+                    let inputs: Vec<&ParsedInput> = batch.iter().collect();
+                    documents += self.write_into_parts(&table, &inputs, seq)?;
+                    batch.clear();
+                    batch_bytes = 0;
+                }
+            }
             eprintln!(
                 "strata: replayed {count} acknowledged requests ({bytes} bytes, {documents} \
                  documents) from the write-ahead log into table {table}"
@@ -307,71 +316,31 @@ impl IngestQueue {
         Ok(())
     }
 
-    /// One manifest commit for `requests` (a prefix of the table's queue): what each request
-    /// loaded and rejected.
+    /// One manifest commit for `inputs` (a prefix of the table's queue, whose last sequence
+    /// number is `last`); returns the documents loaded.
     fn write_into_parts(
         &self,
         table: &str,
-        requests: &[Queued],
-    ) -> Result<Vec<Outcome>, EngineError> {
-        let Some(last) = requests.last().map(|q| q.seq) else {
-            return Ok(Vec::new());
-        };
-        let inputs: Vec<Input> = requests
-            .iter()
-            .map(|q| {
-                Input::Stream(StreamInput::new(
-                    format!("request {} ({table})", q.seq),
-                    q.compression,
-                    Box::new(Cursor::new(q.body.clone())),
-                ))
-            })
-            .collect();
+        inputs: &[&ParsedInput],
+        last: u64,
+    ) -> Result<u64, EngineError> {
         let options = IngestOptions {
             auto_merge: false,
             max_line_bytes: Some(self.config.limits.max_line_bytes),
             wal_applied: Some(last),
             ..IngestOptions::default()
         };
-        let index: std::collections::HashMap<String, usize> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, input)| (input.display_name(), i))
-            .collect();
-        let mut outcomes: Vec<Outcome> = requests.iter().map(|_| Outcome::default()).collect();
-        let result = strata_engine::ingest(
-            &self.data_dir,
-            table,
-            &inputs,
-            &options,
-            &mut |_| {},
-            &mut |reject| {
-                if let Some(outcome) = index.get(&reject.file).and_then(|&i| outcomes.get_mut(i)) {
-                    // Counted here for the all-rejected case; replaced by the summary otherwise.
-                    outcome.progress.read += 1;
-                    outcome.progress.rejected += 1;
-                    if outcome.rejects.len() < MAX_LISTED_REJECTS {
-                        outcome.rejects.push(reject.clone());
-                    }
-                }
-            },
-        );
-        match result {
-            Ok(summary) => {
-                for (outcome, progress) in outcomes.iter_mut().zip(summary.per_input) {
-                    outcome.progress = progress;
-                }
-            }
+        let loaded = match strata_engine::ingest_parsed(&self.data_dir, table, inputs, &options) {
+            Ok(summary) => summary.progress.loaded,
             // Every line of every request was rejected: nothing to commit, and nothing left
-            // to apply (the floor passes these requests). Their rejects are the answer.
-            Err(EngineError::AllRejected { .. }) => {}
+            // to apply (the floor passes these requests).
+            Err(EngineError::AllRejected { .. }) => 0,
             Err(e) => return Err(e),
-        }
+        };
         self.wal.applied(table, last)?;
         self.merger.ingested(table);
-        let metrics = &self.metrics;
-        metrics.wal_flushes.fetch_add(1, Ordering::Relaxed);
-        Ok(outcomes)
+        self.metrics.wal_flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(loaded)
     }
 
     fn run(&self) {
@@ -410,19 +379,29 @@ impl IngestQueue {
             let Some(queue) = state.tables.get_mut(&table) else {
                 continue;
             };
-            let requests = std::mem::take(&mut queue.requests);
-            let bytes = std::mem::take(&mut queue.bytes);
-            queue.since = None;
+            let mut taken = 0;
+            let mut bytes = 0;
+            while taken < queue.requests.len() && (taken == 0 || bytes < flush_bytes) {
+                bytes += queue.requests[taken].input.heap_bytes();
+                taken += 1;
+            }
+            let requests: Vec<Queued> = queue.requests.drain(..taken).collect();
+            queue.bytes -= bytes;
+            if queue.requests.is_empty() {
+                queue.since = None;
+            }
             drop(state);
 
-            let result = self.write_into_parts(&table, &requests);
+            let inputs: Vec<&ParsedInput> = requests.iter().map(|q| &q.input).collect();
+            let last = requests.last().map_or(0, |q| q.seq);
+            let result = self.write_into_parts(&table, &inputs, last);
             // Read before the queue: every request told its number by then is in the queue or
             // was just written.
             let told = self.wal.told();
 
             state = self.lock();
             match result {
-                Ok(outcomes) => {
+                Ok(_) => {
                     state.bytes -= bytes;
                     if let Some(queue) = state.tables.get_mut(&table) {
                         queue.retry_at = None;
@@ -437,9 +416,9 @@ impl IngestQueue {
                     if let Err(e) = self.wal.raise_floor(floor) {
                         eprintln!("strata: the write-ahead log's floor could not be raised: {e}");
                     }
-                    for (request, outcome) in requests.into_iter().zip(outcomes) {
+                    for request in requests {
                         if let Some(visible) = request.visible {
-                            let _ = visible.send(Ok(outcome));
+                            let _ = visible.send(Ok(()));
                         }
                     }
                     state = self.lock();
@@ -490,6 +469,11 @@ impl Flusher {
             let _ = thread.join();
         }
     }
+}
+
+/// How a request is named in its table's `rejects.ndjson`.
+fn request_name(seq: u64, table: &str) -> String {
+    format!("request {seq} ({table})")
 }
 
 /// The table's `wal_applied` mark (0 when the table does not exist or has none).

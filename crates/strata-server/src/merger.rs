@@ -2,7 +2,7 @@
 //!
 //! Policy (ADR 0014), the rules of `strata ingest`'s automatic merge and of `strata optimize`:
 //! - after a table commits an ingest, its small parts are merged once enough of them exist
-//!   ([`MergeScope::SmallParts`]), which takes the table's writer lock for a short merge;
+//!   ([`MergeScope::Tiered`]), which takes the table's writer lock for a short merge;
 //! - a table that has had no ingest for `merge.idle_secs` gets the full `optimize` merge
 //!   ([`MergeScope::All`]) once, until its next ingest.
 //!
@@ -133,7 +133,7 @@ fn run(data_dir: &DataDir, policy: &MergePolicy, metrics: &Metrics, events: &Rec
         for (table, state) in tables.iter_mut() {
             if state.small_merge_due {
                 state.small_merge_due = false;
-                merge(data_dir, table, MergeScope::SmallParts, metrics);
+                merge(data_dir, table, MergeScope::Tiered, metrics);
             }
             if state.full_merge_due && state.last_ingest.elapsed() >= idle {
                 state.full_merge_due = false;

@@ -144,7 +144,7 @@ impl Metrics {
                 ),
                 (
                     "strata_wal_pending_bytes",
-                    "Acknowledged request bytes not yet written into parts.",
+                    "Memory of acknowledged requests' parsed documents not yet written into parts.",
                     pending as u64,
                 ),
             ] {

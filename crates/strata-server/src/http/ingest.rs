@@ -2,13 +2,14 @@
 //! gzip/zstd by `Content-Encoding`) loaded into a table by the same code and rules as
 //! `strata ingest`.
 //!
-//! A body up to `wal.max_request_bytes` is buffered and stored in the write-ahead log
-//! (`crate::ingest_queue`); the answer comes once queries see the documents (`wait=visible`, the
-//! default; counts and rejects from writing them into parts) or after the WAL's fsync
-//! (`wait=durable`; counts and rejects from screening the body first, nothing written).
-//! A larger body, or one that creates a table with a sort key, streams from the socket through
-//! the decompressor into the shredder on a thread of its own, so memory does not grow with the
-//! body, and is answered after its commit. Either way `200` means every accepted document is
+//! A body up to `wal.max_request_bytes` is buffered, parsed once (the answer's counts and
+//! rejects come from this parse) and stored in the write-ahead log; its parsed documents wait in
+//! `crate::ingest_queue` to be written into parts. The answer comes once queries see the
+//! documents (`wait=visible`, the default) or after the WAL's fsync (`wait=durable`).
+//! A larger body, one that creates a table with a sort key, one whose documents would take more
+//! than `wal.max_pending_bytes` in memory, and one whose every line is rejected stream through
+//! the decompressor into the shredder on a thread of their own, so memory does not grow with
+//! the body, and are answered after their commit. Either way `200` means every accepted document is
 //! durable. Rejected lines are listed with their line number and reason (the first
 //! [`MAX_LISTED_REJECTS`]; all of them are also in the table's `rejects.ndjson`). A body that is
 //! cut off or too large stores nothing.
@@ -27,7 +28,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use strata_engine::input::{Compression, Input, StreamInput};
-use strata_engine::{EngineError, IngestOptions, IngestProgress, Reject};
+use strata_engine::{EngineError, IngestOptions, IngestProgress, ParsedInput, Reject};
 
 use super::ApiError;
 use crate::Shared;
@@ -183,10 +184,8 @@ fn too_large_error(limit: u64) -> ApiError {
     )
 }
 
-/// Stores the body in the WAL and answers once it is durable (`wait=durable`: the body is
-/// screened first, by ingest's own rules, for the counts and rejects of the answer) or once
-/// queries see its documents (`wait=visible`: the counts and rejects come from writing it into
-/// parts, so it is parsed once).
+/// Parses the body, stores it in the WAL, and answers once it is durable (`wait=durable`) or
+/// once queries see its documents (`wait=visible`), with the parse's counts and rejects.
 async fn through_wal(
     shared: &Arc<Shared>,
     queue: Arc<IngestQueue>,
@@ -196,24 +195,29 @@ async fn through_wal(
     wait_visible: bool,
 ) -> Result<Response, ApiError> {
     let created = !shared.data_dir.table_exists(&table).unwrap_or(true);
-    let screened = if wait_visible {
-        None
-    } else {
-        let (progress, listed) = screen(shared, &table, compression, body.clone()).await?;
-        if progress.loaded == 0 {
-            // Nothing to store: the direct path records the rejects and answers as `strata
-            // ingest` does.
-            let reader: Box<dyn std::io::Read + Send> = Box::new(io::Cursor::new(body));
-            let never = AtomicBool::new(false);
-            return into_parts(shared, table, None, compression, reader, &never, 0).await;
-        }
-        Some((progress, listed))
+    let parsed = parse(shared, &table, compression, body.clone()).await?;
+    let Some(parsed) = parsed.filter(|parsed| parsed.progress().loaded > 0) else {
+        // Nothing to store, or too much to hold: the direct path records the rejects and
+        // answers as `strata ingest` does.
+        let reader: Box<dyn std::io::Read + Send> = Box::new(io::Cursor::new(body));
+        let never = AtomicBool::new(false);
+        return into_parts(shared, table, None, compression, reader, &never, 0).await;
     };
+    let progress = parsed.progress().clone();
+    let listed: Vec<Reject> = parsed
+        .rejects()
+        .iter()
+        .take(MAX_LISTED_REJECTS)
+        .cloned()
+        .collect();
 
     let metrics = &shared.metrics;
     metrics.ingest_requests.fetch_add(1, Ordering::Relaxed);
-    let (seq, written) = match queue.submit(&table, compression, body, wait_visible).await {
-        Ok(submitted) => submitted,
+    let submitted = queue
+        .submit(&table, compression, body, parsed, wait_visible)
+        .await;
+    let seq = match submitted {
+        Ok(seq) => seq,
         Err(e) => {
             metrics.ingest_failures.fetch_add(1, Ordering::Relaxed);
             let (status, code) = match &e {
@@ -234,19 +238,7 @@ async fn through_wal(
             return Ok(response);
         }
     };
-    let (progress, listed) = match (written, screened) {
-        (Some(outcome), _) => (outcome.progress, outcome.rejects),
-        (None, Some(screened)) => screened,
-        (None, None) => Default::default(),
-    };
     count_ingested(metrics, &progress);
-    if progress.loaded == 0 && progress.rejected > 0 {
-        let error = EngineError::AllRejected {
-            table: table.clone(),
-            rejected: progress.rejected,
-        };
-        return Ok(all_rejected(&error, progress.rejected, &listed));
-    }
     let mut answer = answer(&table, &progress, &listed, created, &[]);
     if let Some(object) = answer.as_object_mut() {
         object.insert("wal_seq".into(), json!(seq));
@@ -261,27 +253,24 @@ async fn through_wal(
     Ok(axum::Json(answer).into_response())
 }
 
-/// The counts and first rejects `strata ingest` would report for the body; nothing is written.
-async fn screen(
+/// The body's documents and rejects by ingest's own rules; `None` when they would take more
+/// than `wal.max_pending_bytes` in memory. Nothing is written.
+async fn parse(
     shared: &Arc<Shared>,
     table: &str,
     compression: Compression,
     body: Bytes,
-) -> Result<(IngestProgress, Vec<Reject>), ApiError> {
-    let (table, max_line_bytes) = (table.to_owned(), shared.config.limits.max_line_bytes);
+) -> Result<Option<ParsedInput>, ApiError> {
+    let name = format!("request body ({table})");
+    let max_line_bytes = shared.config.limits.max_line_bytes;
+    let max_heap_bytes = shared.config.wal.max_pending_bytes;
     tokio::task::spawn_blocking(move || {
         let input = Input::Stream(StreamInput::new(
-            format!("request body ({table})"),
+            name,
             compression,
             Box::new(io::Cursor::new(body)),
         ));
-        let mut listed = Vec::new();
-        let progress = strata_engine::screen(&input, Some(max_line_bytes), &mut |reject| {
-            if listed.len() < MAX_LISTED_REJECTS {
-                listed.push(reject.clone());
-            }
-        });
-        progress.map(|progress| (progress, listed))
+        ParsedInput::parse(&input, Some(max_line_bytes), max_heap_bytes)
     })
     .await
     .map_err(|e| {

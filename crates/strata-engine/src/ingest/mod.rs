@@ -1,0 +1,340 @@
+//! Ingest: NDJSON lines in, sorted parts out, committed atomically at the end.
+//!
+//! Lines are read in chunks, parsed in parallel ([`reader`]), and pushed into a [`Shredder`];
+//! when its buffered values reach `part_target_bytes` the batch is sorted and written as a part
+//! on a background thread while parsing goes on (at most one part in flight, which bounds
+//! memory). Nothing is visible until every part is written and one manifest commit lists them
+//! all. An input may also come parsed already ([`ParsedInput`]: the server parses a request
+//! once, to answer it, and writes the same documents into parts later); it is loaded exactly as
+//! its lines would have been. Blank lines are skipped (NDJSON convention) and not counted;
+//! every other line is either loaded or rejected, so `read = loaded + rejected`. A UTF-8 byte
+//! order mark at the start of an input is skipped. Rejected lines are recorded (with their
+//! text, up to [`MAX_REJECT_TEXT_BYTES`]) only when the ingest commits.
+
+mod parsed;
+mod reader;
+mod rejects;
+
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+
+use strata_format::{Manifest, PartEntry, TableSettings};
+use strata_json::{JsonPath, ShredOptions, Shredder};
+
+use crate::error::EngineError;
+use crate::input::Input;
+use crate::merge::{MergeOptions, MergeScope, MergeSummary, merge_locked};
+use crate::part_writing::{
+    DEFAULT_PART_TARGET_BYTES, full_part, join_writer, spawn_part_writer, write_shredded,
+};
+use crate::settings::{validate_max_columns, validate_sort_key};
+use crate::table::{DataDir, collect_garbage, new_part_file};
+
+pub use parsed::ParsedInput;
+use reader::{ChunkReader, DocumentReader};
+pub use rejects::{MAX_REJECT_TEXT_BYTES, Reject};
+use rejects::RejectLog;
+
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// Dotted JSON paths (validated by `settings::validate_sort_key`); used when the table is
+    /// created, checked against it otherwise.
+    pub sort_key: Option<Vec<String>>,
+    /// Typed columns per part, for a new table.
+    pub max_columns: Option<usize>,
+    pub part_target_bytes: usize,
+    /// Merge small parts after the ingest commits.
+    pub auto_merge: bool,
+    /// A longer line (without its line break) is rejected without being held in memory whole;
+    /// `None`: no limit (the command line, whose input the user chose).
+    pub max_line_bytes: Option<usize>,
+    /// The highest write-ahead-log sequence number among the inputs: recorded in the manifest
+    /// in the same commit as their parts, so that recovery applies each request once
+    /// (`crate::wal`).
+    pub wal_applied: Option<u64>,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            sort_key: None,
+            max_columns: None,
+            part_target_bytes: DEFAULT_PART_TARGET_BYTES,
+            auto_merge: true,
+            max_line_bytes: None,
+            wal_applied: None,
+        }
+    }
+}
+
+/// Counters reported while an ingest runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestProgress {
+    pub read: u64,
+    pub loaded: u64,
+    pub rejected: u64,
+    /// Loaded documents that had a key twice in one object (the last value was kept, ADR 0002).
+    pub duplicate_keys: u64,
+    /// Uncompressed input bytes consumed.
+    pub bytes: u64,
+}
+
+impl IngestProgress {
+    /// What was counted since `earlier` (an earlier value of the same counters).
+    pub fn since(&self, earlier: &IngestProgress) -> IngestProgress {
+        IngestProgress {
+            read: self.read - earlier.read,
+            loaded: self.loaded - earlier.loaded,
+            rejected: self.rejected - earlier.rejected,
+            duplicate_keys: self.duplicate_keys - earlier.duplicate_keys,
+            bytes: self.bytes - earlier.bytes,
+        }
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &IngestProgress) {
+        self.read += other.read;
+        self.loaded += other.loaded;
+        self.rejected += other.rejected;
+        self.duplicate_keys += other.duplicate_keys;
+        self.bytes += other.bytes;
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct IngestSummary {
+    pub progress: IngestProgress,
+    /// The same counts for each input, in the order given.
+    pub per_input: Vec<IngestProgress>,
+    pub parts_written: usize,
+    pub table_bytes: u64,
+    pub table_documents: u64,
+    pub table_parts: usize,
+    /// True when this ingest created the table (its first commit).
+    pub created: bool,
+    /// Where this ingest's rejected lines were recorded (None when there were none).
+    pub rejects_file: Option<PathBuf>,
+    pub merge: Option<MergeSummary>,
+    /// What went wrong after the commit (the documents are loaded all the same).
+    pub warnings: Vec<String>,
+}
+
+/// Loads `inputs` into `table`, creating it with its first commit.
+///
+/// Settings and inputs are checked before anything is written. An error means nothing was
+/// committed (and no reject was recorded); `Ok` means the documents are committed, even when
+/// the follow-up merge or the publication of rejects failed (see [`IngestSummary::warnings`]).
+/// Every line rejected is an error ([`EngineError::AllRejected`]).
+///
+/// Must run on a thread with a [`DEEP_STACK_BYTES`] stack (see `strata_json::run_with_deep_stack`).
+pub fn ingest(
+    data_dir: &DataDir,
+    table: &str,
+    inputs: &[Input],
+    options: &IngestOptions,
+    on_progress: &mut dyn FnMut(&IngestProgress),
+    on_reject: &mut dyn FnMut(&Reject),
+) -> Result<IngestSummary, EngineError> {
+    for input in inputs {
+        input.check()?;
+    }
+    let sources: Vec<Source<'_>> = inputs.iter().map(Source::Lines).collect();
+    ingest_sources(data_dir, table, &sources, options, on_progress, on_reject)
+}
+
+/// [`ingest`] of inputs parsed already ([`ParsedInput::parse`]): the same documents, counts,
+/// rejects and commit as loading their lines.
+///
+/// Must run where [`ingest`] may.
+pub fn ingest_parsed(
+    data_dir: &DataDir,
+    table: &str,
+    inputs: &[&ParsedInput],
+    options: &IngestOptions,
+) -> Result<IngestSummary, EngineError> {
+    let sources: Vec<Source<'_>> = inputs.iter().map(|input| Source::Parsed(input)).collect();
+    ingest_sources(data_dir, table, &sources, options, &mut |_| {}, &mut |_| {})
+}
+
+/// Where one input's documents come from.
+enum Source<'a> {
+    /// Lines to read and parse.
+    Lines(&'a Input),
+    /// Documents and rejects parsed before.
+    Parsed(&'a ParsedInput),
+}
+
+impl Source<'_> {
+    fn open(&self, max_line_bytes: Option<usize>) -> Result<Box<dyn DocumentReader + '_>, EngineError> {
+        Ok(match self {
+            Source::Lines(input) => Box::new(ChunkReader::open(input, max_line_bytes)?),
+            Source::Parsed(parsed) => Box::new(parsed.reader()),
+        })
+    }
+}
+
+fn ingest_sources(
+    data_dir: &DataDir,
+    table: &str,
+    inputs: &[Source<'_>],
+    options: &IngestOptions,
+    on_progress: &mut dyn FnMut(&IngestProgress),
+    on_reject: &mut dyn FnMut(&Reject),
+) -> Result<IngestSummary, EngineError> {
+    let table_dir = data_dir.table_dir(table)?;
+    let requested_sort_key = options
+        .sort_key
+        .as_deref()
+        .map(validate_sort_key)
+        .transpose()?;
+    let max_columns = options.max_columns.map(validate_max_columns).transpose()?;
+
+    let _lock = data_dir.lock_for_write(table, "ingest")?;
+    let existing = Manifest::load(&table_dir)?;
+    let created = existing.is_none();
+    let mut manifest = match existing {
+        Some(existing) => {
+            if let Some(given) = requested_sort_key
+                && given != existing.settings.sort_key
+            {
+                return Err(EngineError::SortKeyMismatch {
+                    table: table.to_owned(),
+                    existing: existing.settings.sort_key.join(", "),
+                    given: given.join(", "),
+                });
+            }
+            existing
+        }
+        None => Manifest::new(TableSettings {
+            sort_key: requested_sort_key.unwrap_or_default(),
+            max_columns: max_columns.unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
+        }),
+    };
+    if collect_garbage(&table_dir, &mut manifest)? && !created {
+        manifest.version += 1;
+        manifest.commit(&table_dir)?;
+    }
+    let sort_key = manifest.settings.sort_key.clone();
+    let shred_options = ShredOptions {
+        sort_key: sort_key.iter().map(|s| JsonPath::decode(s)).collect(),
+        max_columns: manifest.settings.max_columns,
+        ..ShredOptions::default()
+    };
+
+    let mut progress = IngestProgress::default();
+    let mut rejects = RejectLog::new(&table_dir, data_dir.rejects_path(table)?);
+    let mut shredder = Shredder::new(shred_options.clone());
+    let mut in_flight: Option<JoinHandle<Result<PartEntry, EngineError>>> = None;
+    let mut new_parts: Vec<PartEntry> = Vec::new();
+    let version = manifest.version;
+
+    let mut per_input = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let before = progress.clone();
+        let mut documents = input.open(options.max_line_bytes)?;
+        let mut record = |reject: Reject| -> Result<(), EngineError> {
+            rejects.write(&reject)?;
+            on_reject(&reject);
+            Ok(())
+        };
+        loop {
+            let more =
+                documents.next(&mut progress, &mut |doc| shredder.push(doc), &mut record)?;
+            if shredder.buffered_bytes() >= options.part_target_bytes {
+                let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
+                if let Some(handle) = in_flight.take() {
+                    new_parts.push(full_part(join_writer(handle)?));
+                }
+                in_flight = Some(spawn_part_writer(
+                    table.to_owned(),
+                    table_dir.clone(),
+                    new_part_file(version),
+                    full,
+                    sort_key.clone(),
+                )?);
+            }
+            on_progress(&progress);
+            if !more {
+                break;
+            }
+        }
+        per_input.push(progress.since(&before));
+    }
+    if let Some(handle) = in_flight.take() {
+        new_parts.push(full_part(join_writer(handle)?));
+    }
+    if !shredder.is_empty() {
+        new_parts.push(write_shredded(
+            table,
+            &table_dir,
+            &new_part_file(version),
+            shredder,
+            &sort_key,
+        )?);
+    }
+    if progress.loaded == 0 && progress.rejected > 0 {
+        return Err(EngineError::AllRejected {
+            table: table.to_owned(),
+            rejected: progress.rejected,
+        });
+    }
+
+    let parts_written = new_parts.len();
+    manifest.parts.extend(new_parts);
+    if let Some(seq) = options.wal_applied {
+        manifest.wal_applied = Some(manifest.wal_applied.unwrap_or(0).max(seq));
+    }
+    manifest.version += 1;
+    manifest.commit(&table_dir)?;
+
+    // Committed: from here on nothing may turn the ingest into a failure, or a retry would
+    // load the same documents twice.
+    let mut warnings = Vec::new();
+    let rejects_file = match rejects.publish() {
+        Ok(path) => path,
+        Err(e) => {
+            warnings.push(format!(
+                "the {} rejected lines could not be recorded in {}: {e}",
+                progress.rejected,
+                data_dir.rejects_path(table)?.display()
+            ));
+            None
+        }
+    };
+    let committed = manifest.clone();
+    let merge = if options.auto_merge {
+        let merge_options = MergeOptions {
+            part_target_bytes: options.part_target_bytes,
+            scope: MergeScope::Tiered,
+        };
+        match merge_locked(table, &table_dir, &mut manifest, &merge_options) {
+            Ok(summary) => Some(summary),
+            Err(e) => {
+                warnings.push(format!(
+                    "the automatic merge of small parts failed (the ingest's documents are \
+                     committed; `strata optimize {table}` retries the merge): {e}"
+                ));
+                // The merge may have failed before or after its own commit.
+                manifest = Manifest::load(&table_dir)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(committed);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(IngestSummary {
+        progress,
+        per_input,
+        parts_written,
+        created,
+        table_bytes: manifest.bytes(),
+        table_documents: manifest.rows(),
+        table_parts: manifest.parts.len(),
+        rejects_file,
+        merge,
+        warnings,
+    })
+}
