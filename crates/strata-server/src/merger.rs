@@ -1,8 +1,9 @@
 //! Background merges: the server merges parts by itself, so its users never run `optimize`.
 //!
 //! Policy (ADR 0014), the rules of `strata ingest`'s automatic merge and of `strata optimize`:
-//! - after a table commits an ingest, its small parts are merged once enough of them exist
-//!   ([`MergeScope::Tiered`]), which takes the table's writer lock for a short merge;
+//! - after a table commits an ingest, its small parts are merged once one size tier holds
+//!   enough of them ([`MergeScope::Tiered`]), which takes the table's writer lock for a short
+//!   merge;
 //! - a table that has had no ingest for `merge.idle_secs` gets the full `optimize` merge
 //!   ([`MergeScope::All`]) once, until its next ingest.
 //!

@@ -32,8 +32,8 @@ use crate::table::{DataDir, collect_garbage, new_part_file};
 
 pub use parsed::ParsedInput;
 use reader::{ChunkReader, DocumentReader};
-pub use rejects::{MAX_REJECT_TEXT_BYTES, Reject};
 use rejects::RejectLog;
+pub use rejects::{MAX_REJECT_TEXT_BYTES, Reject};
 
 #[derive(Debug, Clone)]
 pub struct IngestOptions {
@@ -165,7 +165,10 @@ enum Source<'a> {
 }
 
 impl Source<'_> {
-    fn open(&self, max_line_bytes: Option<usize>) -> Result<Box<dyn DocumentReader + '_>, EngineError> {
+    fn open(
+        &self,
+        max_line_bytes: Option<usize>,
+    ) -> Result<Box<dyn DocumentReader + '_>, EngineError> {
         Ok(match self {
             Source::Lines(input) => Box::new(ChunkReader::open(input, max_line_bytes)?),
             Source::Parsed(parsed) => Box::new(parsed.reader()),
@@ -238,8 +241,7 @@ fn ingest_sources(
             Ok(())
         };
         loop {
-            let more =
-                documents.next(&mut progress, &mut |doc| shredder.push(doc), &mut record)?;
+            let more = documents.next(&mut progress, &mut |doc| shredder.push(doc), &mut record)?;
             if shredder.buffered_bytes() >= options.part_target_bytes {
                 let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
                 if let Some(handle) = in_flight.take() {

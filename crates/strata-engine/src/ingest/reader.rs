@@ -290,4 +290,3 @@ pub(super) fn parse_pool() -> &'static rayon::ThreadPool {
             })
     })
 }
-

@@ -78,7 +78,6 @@ impl Reject {
     }
 }
 
-
 /// Collects an ingest's rejected lines in a pending file of the table directory; they are
 /// appended to `rejects.ndjson` only once the ingest has committed ([`RejectLog::publish`]).
 /// An ingest that fails deletes its pending file; one that was killed leaves it to the next
