@@ -353,7 +353,8 @@ def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
     documents' memory) requests get 503 with Retry-After."""
     data_dir = tmp_path / "db"
     # Pending bytes are the parsed documents' memory: about 8 KB for each body of 40 documents.
-    config = "[wal]\nflush_interval_ms = 600000\nmax_request_bytes = 4096\nmax_pending_bytes = 20000\n"
+    config = ("[wal]\nflush_interval_ms = 600000\nflush_quiet_ms = 600000\nmax_request_bytes = 4096\n"
+              "max_pending_bytes = 20000\n")
     docs = [{"i": i, "pad": "y" * 20} for i in range(40)]  # ~1.6 KB
     with Server(data_dir, config=config) as server:
         status, answer = server.ingest("t", ndjson(docs) + b"{broken\n", query="?wait=durable")
@@ -398,6 +399,28 @@ def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
         assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 280}]
         status, answer = server.ingest("t", b"{}\n", query="?wait=soon")
         assert status == 400 and "wait=" in answer["error"], answer
+
+
+def test_durable_requests_are_flushed_once_they_stop_coming(tmp_path):
+    """With a flush interval of ten minutes, a durable request still becomes visible soon after
+    requests stop coming (wal.flush_quiet_ms), and the two flusher threads commit two tables'
+    queues independently."""
+    config = "[wal]\nflush_interval_ms = 600000\nflush_quiet_ms = 200\nflush_threads = 2\n"
+    with Server(tmp_path / "db", config=config) as server:
+        for table in ("a", "b"):
+            status, answer = server.ingest(table, ndjson(EVENTS[:30]), query="?wait=durable")
+            assert status == 200 and answer["visible"] is False, answer
+        deadline = time.monotonic() + 30
+        counts = {}
+        while time.monotonic() < deadline:
+            counts = {}
+            for table in ("a", "b"):
+                status, _, body = server.query(f"SELECT count(*) AS n FROM {table}")
+                counts[table] = json.loads(body)["n"] if status == 200 else None
+            if counts == {"a": 30, "b": 30}:
+                break
+            time.sleep(0.05)
+        assert counts == {"a": 30, "b": 30}, (counts, server.log)
 
 
 def test_a_dropped_table_does_not_come_back_from_the_write_ahead_log(tmp_path):

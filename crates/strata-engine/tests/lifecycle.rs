@@ -12,8 +12,8 @@ use std::sync::{Arc, mpsc};
 use serde_json::Value;
 use strata_engine::input::Input;
 use strata_engine::{
-    DataDir, EngineError, IngestOptions, IngestSummary, MergeOptions, ParsedInput, Reject,
-    SettingChange, export_table, ingest, ingest_parsed, merge_parts,
+    DataDir, EngineError, IngestOptions, IngestSummary, MergeOptions, ParsedInput, PreparedIngest,
+    Reject, SettingChange, export_table, ingest, ingest_parsed, merge_parts,
 };
 use strata_format::Manifest;
 use strata_json::run_with_deep_stack;
@@ -505,4 +505,49 @@ fn a_parsed_input_loads_what_its_lines_load() {
     // A body whose documents would take more memory than allowed is not held.
     let small = ParsedInput::parse(&Input::File(tmp.path().join("in.ndjson")), None, 1024);
     assert!(small.unwrap().is_none());
+}
+
+/// The server shreds a flush without the table's lock and commits it under the lock: when the
+/// table's settings changed in between (here: it was created with a sort key), the commit loads
+/// the documents again with the settings it finds, never with the ones they were shredded by.
+#[test]
+fn a_prepared_ingest_follows_settings_changed_before_its_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("data"));
+    let text: String = (0..100)
+        .map(|i| format!("{{\"id\": {}, \"v\": \"x\"}}\n", 99 - i))
+        .collect();
+    let file = write(tmp.path(), "in.ndjson", &text);
+    let (summary, first_parts) = {
+        let (dir, file) = (dir.clone(), file.clone());
+        run_with_deep_stack(move || {
+            let parsed = ParsedInput::parse(&Input::File(file.clone()), None, usize::MAX)
+                .unwrap()
+                .unwrap();
+            let inputs = [&parsed];
+            // Shredded for a table that does not exist yet: no sort key.
+            let prepared = PreparedIngest::shred(&dir, "t", &inputs, &no_merge()).unwrap();
+            // Meanwhile another writer creates it, sorted by id.
+            let created = ingest(
+                &dir,
+                "t",
+                &[Input::File(file)],
+                &with_sort_key(&["id"]),
+                &mut |_| {},
+                &mut |_| {},
+            )
+            .unwrap();
+            (prepared.commit(&dir).unwrap(), created.parts_written)
+        })
+    };
+    assert_eq!(summary.progress.loaded, 100);
+    assert!(!summary.created);
+    let manifest = dir.manifest("t").unwrap();
+    assert_eq!(manifest.settings.sort_key, ["id"]);
+    assert_eq!(manifest.rows(), 200);
+    assert_eq!(manifest.parts.len(), first_parts + summary.parts_written);
+    for part in &manifest.parts {
+        assert_eq!(part.sort_key_min["id"], 0, "{part:?}");
+        assert_eq!(part.sort_key_max["id"], 99, "{part:?}");
+    }
 }

@@ -121,6 +121,9 @@ pub struct WalPolicy {
     /// Requests that do not wait to be visible (`?wait=durable`) are written into parts after
     /// at most this long, or sooner when a table has `flush_bytes` waiting.
     pub flush_interval_ms: u64,
+    /// ... or once no request has come for this long (a stream that stopped is visible soon
+    /// after its last request; one that goes on still makes parts of `flush_bytes`).
+    pub flush_quiet_ms: u64,
     /// Memory of parsed documents (about three times their JSON text) that makes a table's
     /// queue due, and the most one flush writes into parts.
     pub flush_bytes: usize,
@@ -130,6 +133,9 @@ pub struct WalPolicy {
     pub max_pending_bytes: usize,
     /// Size at which a new WAL segment file is started.
     pub segment_bytes: u64,
+    /// Threads writing queued requests into parts: while one writes and commits a flush, the
+    /// next shreds its documents (commits stay in sequence order per table).
+    pub flush_threads: usize,
 }
 
 impl Default for WalPolicy {
@@ -138,9 +144,11 @@ impl Default for WalPolicy {
             enabled: true,
             max_request_bytes: 8 << 20,
             flush_interval_ms: 1000,
+            flush_quiet_ms: 100,
             flush_bytes: 192 << 20,
             max_pending_bytes: 512 << 20,
             segment_bytes: strata_engine::wal::DEFAULT_SEGMENT_BYTES,
+            flush_threads: 2,
         }
     }
 }
@@ -197,6 +205,9 @@ impl Config {
             return Err(
                 "merge.interval_secs must be positive and merge.idle_secs not negative".into(),
             );
+        }
+        if !(1..=16).contains(&self.wal.flush_threads) {
+            return Err("wal.flush_threads must be from 1 to 16".into());
         }
         if self.wal.max_request_bytes > self.wal.max_pending_bytes
             || self.wal.max_request_bytes > strata_engine::wal::frame::MAX_FRAME_BYTES

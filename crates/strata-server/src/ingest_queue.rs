@@ -1,20 +1,24 @@
-//! Ingest requests acknowledged through the write-ahead log, and the flusher that writes them
+//! Ingest requests acknowledged through the write-ahead log, and the flushers that write them
 //! into parts.
 //!
 //! A request is parsed once, by the HTTP handler, which answers with what the parse counted and
 //! rejected. Its body goes into the WAL ([`strata_engine::wal`]); once its group's fsync returns,
-//! the request is durable and its parsed documents are queued here under its table. One flusher
-//! thread writes each table's queued requests into parts with one
-//! `strata_engine::ingest_parsed` call — every request an input of its own, so rejects keep
-//! their request and line — and one manifest commit that also records the highest sequence
-//! number written (`wal_applied`).
+//! the request is durable and its parsed documents are queued here under its table. Flusher
+//! threads (`wal.flush_threads`) write each table's queued requests into parts — every request
+//! an input of its own, so rejects keep their request and line — with one manifest commit per
+//! flush that also records the highest sequence number written (`wal_applied`). A flush shreds
+//! its documents without the table's lock (`strata_engine::PreparedIngest`) and commits in the
+//! order the flushes took their requests, so one flush shreds while the one before it writes.
 //!
 //! Invariants:
 //! - requests are queued by the WAL writer's callback, which runs in sequence order, so a
-//!   table's queue is always in sequence order and a flush takes a prefix of it: everything at
-//!   or below the recorded `wal_applied` is in parts, nothing above it is;
+//!   table's queue is always in sequence order and a flush takes a prefix of it; flushes of a
+//!   table commit in the order they took their requests, and when one fails the ones after it
+//!   give their requests back: everything at or below the recorded `wal_applied` is in parts,
+//!   nothing above it is;
 //! - a table is flushed as soon as a request waits to see its documents (`wait=visible`, the
-//!   default), after `wal.flush_interval_ms` otherwise, or when `wal.flush_bytes` are waiting;
+//!   default), after `wal.flush_interval_ms` otherwise (or `wal.flush_quiet_ms` after the last
+//!   request came), or when `wal.flush_bytes` are waiting;
 //!   one flush takes at most `wal.flush_bytes` (but at least one request), which bounds the
 //!   memory a flush adds to the queue's;
 //! - a failed flush leaves the requests queued (they are durable) and is retried; a waiting
@@ -22,13 +26,14 @@
 //! - the parsed documents held here (their heap bytes) are bounded by `wal.max_pending_bytes`;
 //!   beyond it requests are refused before they reach the WAL (one request is always admitted
 //!   into an empty queue);
-//! - after each flush the WAL's floor is raised to just below the lowest request still queued,
-//!   so that a table dropped later does not come back from frames that were already applied;
+//! - after each flush the WAL's floor is raised to just below the lowest request still queued
+//!   or in a flush, so that a table dropped later does not come back from frames that were
+//!   already applied;
 //! - on start, the requests the WAL holds above their table's mark are parsed and written into
 //!   parts (in flushes of at most `wal.flush_bytes`) before the server listens, and on shutdown
 //!   every queued request is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -37,7 +42,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use strata_engine::input::{Compression, Input, StreamInput};
 use strata_engine::wal::{Recovery, Wal};
-use strata_engine::{DataDir, EngineError, IngestOptions, ParsedInput};
+use strata_engine::{
+    DataDir, EngineError, IngestOptions, IngestSummary, ParsedInput, PreparedIngest,
+};
 use tokio::sync::oneshot;
 
 use crate::config::Config;
@@ -98,19 +105,49 @@ struct TableQueue {
     requests: Vec<Queued>,
     bytes: usize,
     since: Option<Instant>,
+    /// When the last request was queued: a table whose requests stopped coming is flushed
+    /// after `wal.flush_quiet_ms` rather than the whole `wal.flush_interval_ms`.
+    last_arrival: Option<Instant>,
     retry_at: Option<Instant>,
+    /// Flushes of this table are numbered as they take their requests ...
+    next_ticket: u64,
+    /// ... and commit in that order: this one commits next.
+    turn: u64,
+    /// Flushes numbered below this give their requests back instead of committing: one before
+    /// them failed, and committing later requests would raise the table's mark past its.
+    abort_below: u64,
 }
 
 impl TableQueue {
-    fn due(&self, now: Instant, interval: Duration, flush_bytes: usize, stopping: bool) -> bool {
+    fn due(&self, now: Instant, timing: &FlushTiming, stopping: bool) -> bool {
         if self.requests.is_empty() || self.retry_at.is_some_and(|at| now < at) {
             return false;
         }
         stopping
-            || self.bytes >= flush_bytes
+            || self.bytes >= timing.flush_bytes
             || self.requests.iter().any(|q| q.visible.is_some())
-            || self.since.is_some_and(|since| now >= since + interval)
+            || self.due_at(timing).is_some_and(|at| now >= at)
     }
+
+    /// When the queued requests fall due by time alone.
+    fn due_at(&self, timing: &FlushTiming) -> Option<Instant> {
+        if self.requests.is_empty() {
+            return None;
+        }
+        if let Some(at) = self.retry_at {
+            return Some(at);
+        }
+        let by_age = self.since.map(|since| since + timing.interval);
+        let by_quiet = self.last_arrival.map(|last| last + timing.quiet);
+        by_age.into_iter().chain(by_quiet).min()
+    }
+}
+
+/// When a table's queue is flushed (`[wal]` in the config).
+struct FlushTiming {
+    interval: Duration,
+    quiet: Duration,
+    flush_bytes: usize,
 }
 
 #[derive(Default)]
@@ -118,23 +155,28 @@ struct State {
     tables: BTreeMap<String, TableQueue>,
     /// Bodies submitted and not yet written into parts (queued or on their way to the WAL).
     bytes: usize,
+    /// The lowest sequence number of each flush running now.
+    in_flight: BTreeSet<u64>,
     stopping: bool,
 }
 
 pub struct IngestQueue {
     wal: Wal,
     state: Mutex<State>,
+    /// A request was queued, or the server is stopping.
     wake: Condvar,
+    /// A flush committed or gave up: the next one of its table may commit.
+    turns: Condvar,
     data_dir: DataDir,
     config: Config,
     metrics: Arc<Metrics>,
     merger: MergerHandle,
 }
 
-/// The flusher thread; [`Flusher::stop`] writes what is queued and ends it.
+/// The flusher threads; [`Flusher::stop`] writes what is queued and ends them.
 pub struct Flusher {
     queue: Arc<IngestQueue>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl IngestQueue {
@@ -153,25 +195,24 @@ impl IngestQueue {
             wal,
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
+            turns: Condvar::new(),
             data_dir,
             config,
             metrics,
             merger,
         });
         queue.replay(recovery)?;
-        let flusher = queue.clone();
-        let thread = std::thread::Builder::new()
-            .name("strata-flush".into())
-            .stack_size(strata_json::DEEP_STACK_BYTES)
-            .spawn(move || flusher.run())
-            .map_err(|e| EngineError::io(queue.wal.dir(), e))?;
-        Ok((
-            queue.clone(),
-            Flusher {
-                queue,
-                thread: Some(thread),
-            },
-        ))
+        let mut threads = Vec::new();
+        for i in 0..queue.config.wal.flush_threads {
+            let flusher = queue.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("strata-flush-{i}"))
+                .stack_size(strata_json::DEEP_STACK_BYTES)
+                .spawn(move || flusher.run())
+                .map_err(|e| EngineError::io(queue.wal.dir(), e))?;
+            threads.push(thread);
+        }
+        Ok((queue.clone(), Flusher { queue, threads }))
     }
 
     /// Bytes in the WAL's files, and bytes of bodies not yet written into parts.
@@ -252,7 +293,9 @@ impl IngestQueue {
         let mut state = self.lock();
         let queue = state.tables.entry(table).or_default();
         queue.bytes += input.heap_bytes();
-        queue.since.get_or_insert_with(Instant::now);
+        let now = Instant::now();
+        queue.since.get_or_insert(now);
+        queue.last_arrival = Some(now);
         queue.requests.push(Queued {
             seq,
             input,
@@ -324,13 +367,30 @@ impl IngestQueue {
         inputs: &[&ParsedInput],
         last: u64,
     ) -> Result<u64, EngineError> {
-        let options = IngestOptions {
+        let written =
+            strata_engine::ingest_parsed(&self.data_dir, table, inputs, &self.ingest_options(last));
+        self.committed(table, last, written)
+    }
+
+    /// How a flush whose last request is `last` is written.
+    fn ingest_options(&self, last: u64) -> IngestOptions {
+        IngestOptions {
             auto_merge: false,
             max_line_bytes: Some(self.config.limits.max_line_bytes),
             wal_applied: Some(last),
             ..IngestOptions::default()
-        };
-        let loaded = match strata_engine::ingest_parsed(&self.data_dir, table, inputs, &options) {
+        }
+    }
+
+    /// Records a flush's commit (up to `last`) with the WAL, the merger and the metrics;
+    /// returns the documents loaded.
+    fn committed(
+        &self,
+        table: &str,
+        last: u64,
+        written: Result<IngestSummary, EngineError>,
+    ) -> Result<u64, EngineError> {
+        let loaded = match written {
             Ok(summary) => summary.progress.loaded,
             // Every line of every request was rejected: nothing to commit, and nothing left
             // to apply (the floor passes these requests).
@@ -344,15 +404,19 @@ impl IngestQueue {
     }
 
     fn run(&self) {
-        let interval = Duration::from_millis(self.config.wal.flush_interval_ms);
-        let flush_bytes = self.config.wal.flush_bytes;
+        let timing = FlushTiming {
+            interval: Duration::from_millis(self.config.wal.flush_interval_ms),
+            quiet: Duration::from_millis(self.config.wal.flush_quiet_ms),
+            flush_bytes: self.config.wal.flush_bytes,
+        };
+        let flush_bytes = timing.flush_bytes;
         let mut state = self.lock();
         loop {
             let now = Instant::now();
             let due = state
                 .tables
                 .iter()
-                .find(|(_, q)| q.due(now, interval, flush_bytes, state.stopping))
+                .find(|(_, q)| q.due(now, &timing, state.stopping))
                 .map(|(table, _)| table.clone());
             let Some(table) = due else {
                 if state.stopping && state.tables.values().all(|q| q.requests.is_empty()) {
@@ -362,13 +426,9 @@ impl IngestQueue {
                 let next = state
                     .tables
                     .values()
-                    .filter(|q| !q.requests.is_empty())
-                    .filter_map(|q| match q.retry_at {
-                        Some(at) => Some(at),
-                        None => q.since.map(|since| since + interval),
-                    })
+                    .filter_map(|q| q.due_at(&timing))
                     .min();
-                let wait = next.map_or(interval, |at| at.saturating_duration_since(now));
+                let wait = next.map_or(timing.interval, |at| at.saturating_duration_since(now));
                 state = self
                     .wake
                     .wait_timeout(state, wait.max(Duration::from_millis(1)))
@@ -390,18 +450,51 @@ impl IngestQueue {
             if queue.requests.is_empty() {
                 queue.since = None;
             }
+            let ticket = queue.next_ticket;
+            queue.next_ticket += 1;
+            let first = requests.first().map_or(0, |q| q.seq);
+            state.in_flight.insert(first);
             drop(state);
 
+            // Shredding needs no lock, so it runs while the flush before this one writes.
             let inputs: Vec<&ParsedInput> = requests.iter().map(|q| &q.input).collect();
             let last = requests.last().map_or(0, |q| q.seq);
-            let result = self.write_into_parts(&table, &inputs, last);
-            // Read before the queue: every request told its number by then is in the queue or
-            // was just written.
+            let prepared =
+                PreparedIngest::shred(&self.data_dir, &table, &inputs, &self.ingest_options(last));
+
+            state = self.lock();
+            while state.tables.get(&table).is_some_and(|q| q.turn != ticket) {
+                state = self
+                    .turns
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            let aborted = state
+                .tables
+                .get(&table)
+                .is_some_and(|q| ticket < q.abort_below);
+            drop(state);
+            let result = if aborted {
+                None
+            } else {
+                Some(self.committed(
+                    &table,
+                    last,
+                    prepared.and_then(|prepared| prepared.commit(&self.data_dir)),
+                ))
+            };
+            drop(inputs);
+            // Read before the queue: every request told its number by then is in the queue, in
+            // flight, or was just written.
             let told = self.wal.told();
 
             state = self.lock();
+            state.in_flight.remove(&first);
+            let queue = state.tables.entry(table.clone()).or_default();
+            queue.turn = ticket + 1;
+            self.turns.notify_all();
             match result {
-                Ok(_) => {
+                Some(Ok(_)) => {
                     state.bytes -= bytes;
                     if let Some(queue) = state.tables.get_mut(&table) {
                         queue.retry_at = None;
@@ -410,6 +503,7 @@ impl IngestQueue {
                         .tables
                         .values()
                         .filter_map(|q| q.requests.first().map(|r| r.seq))
+                        .chain(state.in_flight.iter().copied())
                         .min();
                     let floor = lowest_queued.map_or(told, |seq| told.min(seq - 1));
                     drop(state);
@@ -423,33 +517,43 @@ impl IngestQueue {
                     }
                     state = self.lock();
                 }
-                Err(e) => {
-                    eprintln!(
-                        "strata: writing {} acknowledged requests into table {table} failed \
-                         (they stay in the write-ahead log; retrying): {e}",
-                        requests.len()
-                    );
-                    self.metrics
-                        .wal_flush_failures
-                        .fetch_add(1, Ordering::Relaxed);
-                    let reason = e.to_string();
+                failed => {
+                    let reason = match failed {
+                        Some(Err(e)) => {
+                            eprintln!(
+                                "strata: writing {} acknowledged requests into table {table} \
+                                 failed (they stay in the write-ahead log; retrying): {e}",
+                                requests.len()
+                            );
+                            self.metrics
+                                .wal_flush_failures
+                                .fetch_add(1, Ordering::Relaxed);
+                            Some(e.to_string())
+                        }
+                        // A flush before this one failed: these requests wait for its retry.
+                        _ => None,
+                    };
                     let queue = state.tables.entry(table).or_default();
-                    // Back in front, in order: the queue stays a sequence-ordered list.
-                    let mut kept: Vec<Queued> = requests
-                        .into_iter()
-                        .map(|mut request| {
-                            if let Some(visible) = request.visible.take() {
-                                let _ = visible.send(Err(reason.clone()));
-                            }
-                            request
-                        })
-                        .collect();
-                    kept.append(&mut queue.requests);
-                    queue.requests = kept;
+                    if reason.is_some() {
+                        // Flushes numbered already took later requests: they must not commit
+                        // before these.
+                        queue.abort_below = queue.next_ticket;
+                    }
+                    let kept = requests.into_iter().map(|mut request| {
+                        if let Some(reason) = &reason
+                            && let Some(visible) = request.visible.take()
+                        {
+                            let _ = visible.send(Err(reason.clone()));
+                        }
+                        request
+                    });
+                    // Back in sequence order: the queue stays a sequence-ordered list.
+                    queue.requests.extend(kept);
+                    queue.requests.sort_by_key(|request| request.seq);
                     queue.bytes += bytes;
                     queue.since.get_or_insert_with(Instant::now);
                     queue.retry_at = Some(Instant::now() + RETRY_AFTER_FAILURE);
-                    if state.stopping {
+                    if state.stopping && reason.is_some() {
                         // Shutting down on a failing disk: what is queued is durable in the
                         // WAL and is replayed on the next start.
                         return;
@@ -461,11 +565,11 @@ impl IngestQueue {
 }
 
 impl Flusher {
-    /// Refuses new requests, writes every queued one into parts, and ends the flusher.
-    pub fn stop(mut self) {
+    /// Refuses new requests, writes every queued one into parts, and ends the flushers.
+    pub fn stop(self) {
         self.queue.lock().stopping = true;
-        self.queue.wake.notify_one();
-        if let Some(thread) = self.thread.take() {
+        self.queue.wake.notify_all();
+        for thread in self.threads {
             let _ = thread.join();
         }
     }

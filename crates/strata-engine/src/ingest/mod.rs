@@ -12,10 +12,11 @@
 //! text, up to [`MAX_REJECT_TEXT_BYTES`]) only when the ingest commits.
 
 mod parsed;
+mod prepared;
 mod reader;
 mod rejects;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 use strata_format::{Manifest, PartEntry, TableSettings};
@@ -31,6 +32,7 @@ use crate::settings::{validate_max_columns, validate_sort_key};
 use crate::table::{DataDir, collect_garbage, new_part_file};
 
 pub use parsed::ParsedInput;
+pub use prepared::PreparedIngest;
 use reader::{ChunkReader, DocumentReader};
 use rejects::RejectLog;
 pub use rejects::{MAX_REJECT_TEXT_BYTES, Reject};
@@ -152,8 +154,7 @@ pub fn ingest_parsed(
     inputs: &[&ParsedInput],
     options: &IngestOptions,
 ) -> Result<IngestSummary, EngineError> {
-    let sources: Vec<Source<'_>> = inputs.iter().map(|input| Source::Parsed(input)).collect();
-    ingest_sources(data_dir, table, &sources, options, &mut |_| {}, &mut |_| {})
+    PreparedIngest::shred(data_dir, table, inputs, options)?.commit(data_dir)
 }
 
 /// Where one input's documents come from.
@@ -185,44 +186,15 @@ fn ingest_sources(
     on_reject: &mut dyn FnMut(&Reject),
 ) -> Result<IngestSummary, EngineError> {
     let table_dir = data_dir.table_dir(table)?;
-    let requested_sort_key = options
-        .sort_key
-        .as_deref()
-        .map(validate_sort_key)
-        .transpose()?;
-    let max_columns = options.max_columns.map(validate_max_columns).transpose()?;
-
+    let requested = requested_settings(options)?;
     let _lock = data_dir.lock_for_write(table, "ingest")?;
-    let existing = Manifest::load(&table_dir)?;
-    let created = existing.is_none();
-    let mut manifest = match existing {
-        Some(existing) => {
-            if let Some(given) = requested_sort_key
-                && given != existing.settings.sort_key
-            {
-                return Err(EngineError::SortKeyMismatch {
-                    table: table.to_owned(),
-                    existing: existing.settings.sort_key.join(", "),
-                    given: given.join(", "),
-                });
-            }
-            existing
-        }
-        None => Manifest::new(TableSettings {
-            sort_key: requested_sort_key.unwrap_or_default(),
-            max_columns: max_columns.unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
-        }),
-    };
+    let (mut manifest, created) = open_manifest(table, &table_dir, requested)?;
     if collect_garbage(&table_dir, &mut manifest)? && !created {
         manifest.version += 1;
         manifest.commit(&table_dir)?;
     }
     let sort_key = manifest.settings.sort_key.clone();
-    let shred_options = ShredOptions {
-        sort_key: sort_key.iter().map(|s| JsonPath::decode(s)).collect(),
-        max_columns: manifest.settings.max_columns,
-        ..ShredOptions::default()
-    };
+    let shred_options = shred_options(&manifest.settings);
 
     let mut progress = IngestProgress::default();
     let mut rejects = RejectLog::new(&table_dir, data_dir.rejects_path(table)?);
@@ -274,6 +246,110 @@ fn ingest_sources(
             &sort_key,
         )?);
     }
+    commit_parts(
+        data_dir,
+        table,
+        &table_dir,
+        Written {
+            manifest,
+            created,
+            new_parts,
+            progress,
+            per_input,
+            rejects,
+        },
+        options,
+    )
+}
+
+/// What an ingest wrote before its commit.
+struct Written {
+    manifest: Manifest,
+    created: bool,
+    new_parts: Vec<PartEntry>,
+    progress: IngestProgress,
+    per_input: Vec<IngestProgress>,
+    rejects: RejectLog,
+}
+
+/// The settings a new table gets from `options` (checked), and the sort key they ask for.
+struct RequestedSettings {
+    sort_key: Option<Vec<String>>,
+    max_columns: Option<usize>,
+}
+
+fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, EngineError> {
+    Ok(RequestedSettings {
+        sort_key: options
+            .sort_key
+            .as_deref()
+            .map(validate_sort_key)
+            .transpose()?,
+        max_columns: options.max_columns.map(validate_max_columns).transpose()?,
+    })
+}
+
+/// The table's manifest (true: a new one, for a table this ingest creates); a sort key asked for
+/// must be the table's.
+fn open_manifest(
+    table: &str,
+    table_dir: &Path,
+    requested: RequestedSettings,
+) -> Result<(Manifest, bool), EngineError> {
+    Ok(match Manifest::load(table_dir)? {
+        Some(existing) => {
+            if let Some(given) = requested.sort_key
+                && given != existing.settings.sort_key
+            {
+                return Err(EngineError::SortKeyMismatch {
+                    table: table.to_owned(),
+                    existing: existing.settings.sort_key.join(", "),
+                    given: given.join(", "),
+                });
+            }
+            (existing, false)
+        }
+        None => (
+            Manifest::new(TableSettings {
+                sort_key: requested.sort_key.unwrap_or_default(),
+                max_columns: requested
+                    .max_columns
+                    .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
+            }),
+            true,
+        ),
+    })
+}
+
+fn shred_options(settings: &TableSettings) -> ShredOptions {
+    ShredOptions {
+        sort_key: settings
+            .sort_key
+            .iter()
+            .map(|s| JsonPath::decode(s))
+            .collect(),
+        max_columns: settings.max_columns,
+        ..ShredOptions::default()
+    }
+}
+
+/// Commits the parts written (with the table's writer lock held), publishes the rejects and runs
+/// the automatic merge.
+fn commit_parts(
+    data_dir: &DataDir,
+    table: &str,
+    table_dir: &Path,
+    written: Written,
+    options: &IngestOptions,
+) -> Result<IngestSummary, EngineError> {
+    let Written {
+        mut manifest,
+        created,
+        new_parts,
+        progress,
+        per_input,
+        mut rejects,
+    } = written;
     if progress.loaded == 0 && progress.rejected > 0 {
         return Err(EngineError::AllRejected {
             table: table.to_owned(),
@@ -287,7 +363,7 @@ fn ingest_sources(
         manifest.wal_applied = Some(manifest.wal_applied.unwrap_or(0).max(seq));
     }
     manifest.version += 1;
-    manifest.commit(&table_dir)?;
+    manifest.commit(table_dir)?;
 
     // Committed: from here on nothing may turn the ingest into a failure, or a retry would
     // load the same documents twice.
@@ -309,7 +385,7 @@ fn ingest_sources(
             part_target_bytes: options.part_target_bytes,
             scope: MergeScope::Tiered,
         };
-        match merge_locked(table, &table_dir, &mut manifest, &merge_options) {
+        match merge_locked(table, table_dir, &mut manifest, &merge_options) {
             Ok(summary) => Some(summary),
             Err(e) => {
                 warnings.push(format!(
@@ -317,7 +393,7 @@ fn ingest_sources(
                      committed; `strata optimize {table}` retries the merge): {e}"
                 ));
                 // The merge may have failed before or after its own commit.
-                manifest = Manifest::load(&table_dir)
+                manifest = Manifest::load(table_dir)
                     .ok()
                     .flatten()
                     .unwrap_or(committed);
