@@ -21,13 +21,16 @@ def test_server_load_prints_every_measure(tmp_path):
         pytest.skip(f"no Strata binary at {binary}")
     out_dir = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(BENCH / "server_load.py"), "--strata-bin", str(binary),
-                           "--scale", "3000", "--batch", "500", "--seconds", "3", "--idle-seconds", "2",
+                           "--scale", "3000", "--batch", "500", "--seconds", "3", "--idle-seconds", "2", "--ingest-rounds", "2",
                            "--work", str(tmp_path / "work"), "--out", str(out_dir)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     results = json.loads((out_dir / "results.json").read_text())
     assert results["embedded"]["documents"] == 3000
     assert results["http_ingest"]["documents"] == 3000
+    # Two rounds of embedded and HTTP ingest taking turns; the ratio is the median of theirs.
+    ratios = sorted(r["ratio"] for r in results["ingest_rounds"])
+    assert len(ratios) == 2 and results["http_ingest"]["ratio"] == sum(ratios) / 2
     # Six requests: the first creates the table (straight into parts), the other five use the WAL.
     assert (results["http_ingest"]["requests"]["count"], results["http_ingest"]["through_wal"]) == (6, 5)
     assert results["q1_idle"]["tps"] > 0 and results["q1_mixed"]["count"] > 0
