@@ -18,6 +18,7 @@ pub mod ingest;
 pub mod input;
 pub mod merge;
 mod part_writing;
+pub mod priority;
 pub mod selfcheck;
 pub mod settings;
 pub mod table;

@@ -93,6 +93,9 @@ pub struct Limits {
     /// Memory all running statements together may hold before aggregations and sorts spill to
     /// disk; what cannot spill fails with SQLSTATE 53200 and the server goes on.
     pub query_memory_bytes: usize,
+    /// Nice value (0–19) of the threads that parse, write and merge ingested documents, so that
+    /// queries get the CPU first under heavy ingest; 0 runs them like queries.
+    pub background_nice: i32,
 }
 
 impl Default for Limits {
@@ -104,6 +107,7 @@ impl Default for Limits {
             max_concurrent_queries: 16,
             query_timeout_secs: 300.0,
             query_memory_bytes: strata_query::DEFAULT_MEMORY_LIMIT,
+            background_nice: 10,
         }
     }
 }
@@ -205,6 +209,9 @@ impl Config {
             return Err(
                 "merge.interval_secs must be positive and merge.idle_secs not negative".into(),
             );
+        }
+        if !(0..=19).contains(&self.limits.background_nice) {
+            return Err("limits.background_nice must be from 0 to 19".into());
         }
         if !(1..=16).contains(&self.wal.flush_threads) {
             return Err("wal.flush_threads must be from 1 to 16".into());

@@ -404,6 +404,7 @@ impl IngestQueue {
     }
 
     fn run(&self) {
+        crate::lower_priority(self.config.limits.background_nice);
         let timing = FlushTiming {
             interval: Duration::from_millis(self.config.wal.flush_interval_ms),
             quiet: Duration::from_millis(self.config.wal.flush_quiet_ms),

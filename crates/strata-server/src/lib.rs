@@ -124,9 +124,12 @@ async fn run(
     )?;
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::default());
+    let background_nice = options.config.limits.background_nice;
+    strata_engine::priority::set_parse_threads_nice(background_nice);
     let merger = merger::start(
         data_dir.clone(),
         options.config.merge.clone(),
+        background_nice,
         metrics.clone(),
     );
     // Replays what the WAL holds before anything is served.
@@ -228,5 +231,12 @@ async fn wait_for_signal() {
             // Without signal handlers the process still ends on SIGTERM, just not gracefully.
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// Lowers the calling background thread's priority; one that keeps it only works sooner.
+pub(crate) fn lower_priority(nice: i32) {
+    if let Err(e) = strata_engine::priority::lower_current_thread(nice) {
+        eprintln!("strata: a background thread keeps its CPU priority: {e}");
     }
 }

@@ -48,13 +48,17 @@ impl MergerHandle {
     }
 }
 
-pub fn start(data_dir: DataDir, policy: MergePolicy, metrics: Arc<Metrics>) -> Merger {
+/// Starts the merge thread at `nice` (see `Limits::background_nice`).
+pub fn start(data_dir: DataDir, policy: MergePolicy, nice: i32, metrics: Arc<Metrics>) -> Merger {
     let (events, receiver) = channel();
     let thread = if policy.enabled {
         std::thread::Builder::new()
             .name("strata-merge".into())
             .stack_size(strata_json::DEEP_STACK_BYTES)
-            .spawn(move || run(&data_dir, &policy, &metrics, &receiver))
+            .spawn(move || {
+                crate::lower_priority(nice);
+                run(&data_dir, &policy, &metrics, &receiver)
+            })
             .map_err(|e| {
                 eprintln!("strata: background merges are off: cannot start their thread: {e}")
             })

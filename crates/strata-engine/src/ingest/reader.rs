@@ -279,6 +279,11 @@ pub(super) fn parse_pool() -> &'static rayon::ThreadPool {
         rayon::ThreadPoolBuilder::new()
             .stack_size(DEEP_STACK_BYTES)
             .thread_name(|i| format!("strata-parse-{i}"))
+            .start_handler(|_| {
+                // A thread that keeps its priority only parses sooner.
+                let _ =
+                    crate::priority::lower_current_thread(crate::priority::parse_threads_nice());
+            })
             .build()
             .unwrap_or_else(|_| {
                 // Fall back to a single-threaded pool; parsing still works, just slower.

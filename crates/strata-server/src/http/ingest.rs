@@ -308,10 +308,12 @@ async fn into_parts(
     let (done, outcome) = tokio::sync::oneshot::channel();
     let data_dir = shared.data_dir.clone();
     let table_name = table.clone();
+    let nice = shared.config.limits.background_nice;
     std::thread::Builder::new()
         .name("strata-ingest".into())
         .stack_size(strata_json::DEEP_STACK_BYTES)
         .spawn(move || {
+            crate::lower_priority(nice);
             let mut listed = Vec::new();
             let result = strata_engine::ingest(
                 &data_dir,
