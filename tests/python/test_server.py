@@ -4,6 +4,7 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -421,6 +422,40 @@ def test_durable_requests_are_flushed_once_they_stop_coming(tmp_path):
                 break
             time.sleep(0.05)
         assert counts == {"a": 30, "b": 30}, (counts, server.log)
+
+
+def test_a_failed_flush_loses_nothing_and_commits_nothing_twice(tmp_path):
+    """While the table's parts cannot be written (its parts directory is a file), acknowledged
+    requests stay queued, a request waiting to be visible is told that writing failed, and the
+    flushers keep retrying; once the disk is fixed every acknowledged document is there once."""
+    data_dir = tmp_path / "db"
+    (data_dir / "t").mkdir(parents=True)
+    blocker = data_dir / "t" / "parts"
+    blocker.write_text("not a directory")
+    with Server(data_dir, config="[wal]\nflush_quiet_ms = 20\nflush_threads = 2\n") as server:
+        for batch in range(6):
+            docs = [{"i": batch * 10 + j} for j in range(10)]
+            status, answer = server.ingest("t", ndjson(docs), query="?wait=durable")
+            assert status == 200 and answer["accepted"] == 10, answer
+        status, answer = server.ingest("t", ndjson([{"i": 60 + j} for j in range(10)]))
+        assert status == 500 and "durable" in answer["error"], answer
+        _, _, text = server.request("GET", "/metrics")
+        failures = re.search(rb"^strata_wal_flush_failures_total (\d+)$", text, re.M)
+        assert failures and int(failures.group(1)) >= 1, text
+        blocker.unlink()
+        deadline = time.monotonic() + 30
+        rows = []
+        while time.monotonic() < deadline:
+            status, _, body = server.query("SELECT count(*) AS n, count(DISTINCT data.i) AS d FROM t")
+            rows = [json.loads(line) for line in body.splitlines()] if status == 200 else []
+            if rows and rows[0]["n"] >= 70:
+                break
+            time.sleep(0.1)
+        assert rows == [{"n": 70, "d": 70}], (rows, server.log)
+        assert server.stop() == 0
+    with Server(data_dir) as server:
+        assert not any("replayed" in line for line in server.log), server.log
+        assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 70}]
 
 
 def test_a_dropped_table_does_not_come_back_from_the_write_ahead_log(tmp_path):
