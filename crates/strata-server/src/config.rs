@@ -129,11 +129,11 @@ pub struct WalPolicy {
     /// after its last request; one that goes on still makes parts of `flush_bytes`).
     pub flush_quiet_ms: u64,
     /// Memory of parsed documents (about three times their JSON text) that makes a table's
-    /// queue due, and the most one flush writes into parts.
+    /// queue due, and the most one flush writes into parts; a single request whose documents
+    /// take more is written into parts directly.
     pub flush_bytes: usize,
     /// Memory of parsed documents acknowledged but not yet in parts; above it requests get 503
-    /// and `Retry-After`, and a single request whose documents take more is written into parts
-    /// directly.
+    /// and `Retry-After`.
     pub max_pending_bytes: usize,
     /// Size at which a new WAL segment file is started.
     pub segment_bytes: u64,

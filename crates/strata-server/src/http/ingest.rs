@@ -7,9 +7,10 @@
 //! `crate::ingest_queue` to be written into parts. The answer comes once queries see the
 //! documents (`wait=visible`, the default) or after the WAL's fsync (`wait=durable`).
 //! A larger body, one that creates a table with a sort key, one whose documents would take more
-//! than `wal.max_pending_bytes` in memory, and one whose every line is rejected stream through
-//! the decompressor into the shredder on a thread of their own, so memory does not grow with
-//! the body, and are answered after their commit. Either way `200` means every accepted document is
+//! memory than one flush takes (`wal.flush_bytes`, or `wal.max_pending_bytes` if smaller), and
+//! one whose every line is rejected stream through the decompressor into the shredder on a
+//! thread of their own, so memory does not grow with the body, and are answered after their
+//! commit. Either way `200` means every accepted document is
 //! durable. Rejected lines are listed with their line number and reason (the first
 //! [`MAX_LISTED_REJECTS`]; all of them are also in the table's `rejects.ndjson`). A body that is
 //! cut off or too large stores nothing.
@@ -254,7 +255,7 @@ async fn through_wal(
 }
 
 /// The body's documents and rejects by ingest's own rules; `None` when they would take more
-/// than `wal.max_pending_bytes` in memory. Nothing is written.
+/// than one flush takes in memory. Nothing is written.
 async fn parse(
     shared: &Arc<Shared>,
     table: &str,
@@ -263,7 +264,13 @@ async fn parse(
 ) -> Result<Option<ParsedInput>, ApiError> {
     let name = format!("request body ({table})");
     let max_line_bytes = shared.config.limits.max_line_bytes;
-    let max_heap_bytes = shared.config.wal.max_pending_bytes;
+    // A request is written by one flush; a body that would not fit one (a small gzip body can
+    // hold a great deal) streams instead, so concurrent requests hold at most that much each.
+    let max_heap_bytes = shared
+        .config
+        .wal
+        .flush_bytes
+        .min(shared.config.wal.max_pending_bytes);
     tokio::task::spawn_blocking(move || {
         let input = Input::Stream(StreamInput::new(
             name,
