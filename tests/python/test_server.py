@@ -128,6 +128,19 @@ def test_tables_and_metrics(server):
     assert "strata_query_duration_seconds_count 1" in text
 
 
+def test_a_prepared_statement_sees_what_was_committed_before_each_execution(server):
+    """A prepared statement is planned once and executed many times (pgbench -M prepared,
+    psycopg after a few executions): each execution reads the table as committed then."""
+    server.ingest("growing", ndjson([{"i": i} for i in range(10)]))
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        cur = conn.cursor()
+        for round_number in range(3):
+            cur.execute("SELECT count(*) FROM growing WHERE data.i >= %s", (0,), prepare=True)
+            assert cur.fetchone()[0] == 10 * (round_number + 1)
+            status, _ = server.ingest("growing", ndjson([{"i": 10 * (round_number + 1) + j} for j in range(10)]))
+            assert status == 200
+
+
 def test_psycopg_with_parameters(server):
     server.ingest("events", ndjson(EVENTS))
     with psycopg.connect(server.dsn(), autocommit=True) as conn:

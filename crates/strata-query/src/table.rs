@@ -2,9 +2,12 @@
 //! table provider over one manifest snapshot.
 //!
 //! A table's SQL schema is one column, `data` (the document as JSON text), plus the virtual
-//! path columns that the `ReadPathsFromColumns` rule adds for the paths a query reads. The
-//! snapshot (manifest) is taken when the statement resolves the table, so a statement sees one
-//! consistent set of parts even while an ingest or merge commits.
+//! path columns that the `ReadPathsFromColumns` rule adds for the paths a query reads. A
+//! snapshot (manifest and read lease) is taken when the statement resolves the table, and again
+//! for each execution of a plan kept across executions (a prepared statement): every scan of
+//! one execution reads the same snapshot, so a statement sees one consistent set of parts even
+//! while an ingest or merge commits, and a prepared statement sees what was committed before
+//! each execution.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -98,14 +101,28 @@ pub struct StrataTable {
     /// same filters dozens of times while planning one query, and the answer only depends on
     /// this table's columns and snapshot.
     exact_filters: Mutex<HashMap<Expr, bool>>,
+    /// Where a later execution takes its own snapshot (None: tables built in tests).
+    refresh: Option<Arc<Refresh>>,
 }
+
+/// What a table needs to take a new snapshot, and the snapshot of the execution running now.
+#[derive(Debug)]
+struct Refresh {
+    data_dir: DataDir,
+    snapshots: Arc<SnapshotCache>,
+    /// The execution (by its start time) and the snapshot its scans read.
+    current: Mutex<Option<ExecutionSnapshot>>,
+}
+
+/// An execution's start time (nanoseconds) and the snapshot its scans read.
+type ExecutionSnapshot = (Option<i64>, Arc<Manifest>, Option<Arc<ReadLease>>);
 
 impl StrataTable {
     /// The table `name` of `data_dir`, whose parts `store` (rooted at the data directory) holds.
     pub fn open(
         data_dir: &DataDir,
         name: &str,
-        snapshots: &SnapshotCache,
+        snapshots: &Arc<SnapshotCache>,
         metadata_cache: Arc<PartMetadataCache>,
         store: &DataDirStore,
     ) -> Result<Option<StrataTable>, strata_engine::EngineError> {
@@ -114,13 +131,19 @@ impl StrataTable {
         let Some((manifest, paths)) = snapshots.load(name, &dir)? else {
             return Ok(None);
         };
-        Ok(Some(StrataTable::build(
+        let mut table = StrataTable::build(
             name.to_owned(),
             dir,
             (manifest, paths, lease),
             Vec::new(),
             (metadata_cache, store.get(data_dir)?),
-        )))
+        );
+        table.refresh = Some(Arc::new(Refresh {
+            data_dir: data_dir.clone(),
+            snapshots: snapshots.clone(),
+            current: Mutex::new(None),
+        }));
+        Ok(Some(table))
     }
 
     /// The same table, pruning (`true`, the default) or scanning every row of every part.
@@ -166,6 +189,7 @@ impl StrataTable {
             lease,
             pruning: true,
             exact_filters: Mutex::default(),
+            refresh: None,
         }
     }
 
@@ -183,6 +207,76 @@ impl StrataTable {
             (self.metadata_cache.clone(), self.store.clone()),
         )
         .with_pruning(self.pruning)
+        .with_refresh(self.refresh.clone())
+    }
+
+    fn with_refresh(mut self, refresh: Option<Arc<Refresh>>) -> StrataTable {
+        self.refresh = refresh;
+        self
+    }
+
+    /// The snapshot the scans of the execution that started at `started` read: the one taken
+    /// when the table was resolved for its first execution, a new one for each later execution.
+    /// A plan whose filters this table applies exactly is refused when the new snapshot no
+    /// longer lets the scan apply them exactly.
+    fn execution_snapshot(
+        &self,
+        started: Option<i64>,
+        filters: &[Expr],
+    ) -> Result<(Arc<Manifest>, Option<Arc<ReadLease>>)> {
+        let Some(refresh) = &self.refresh else {
+            return Ok((self.manifest.clone(), self.lease.clone()));
+        };
+        let mut current = refresh
+            .current
+            .lock()
+            .map_err(|_| DataFusionError::Internal("snapshot slot poisoned".into()))?;
+        match current.as_ref() {
+            Some((at, manifest, lease)) if *at == started => {
+                return Ok((manifest.clone(), lease.clone()));
+            }
+            None => {
+                // The first execution reads the snapshot its statement resolved.
+                *current = Some((started, self.manifest.clone(), self.lease.clone()));
+                return Ok((self.manifest.clone(), self.lease.clone()));
+            }
+            Some(_) => {}
+        }
+        let lease = refresh
+            .data_dir
+            .read_lease(&self.name)
+            .map_err(external)?
+            .map(Arc::new);
+        let Some((manifest, _)) = refresh
+            .snapshots
+            .load(&self.name, &self.dir)
+            .map_err(external)?
+        else {
+            return Err(DataFusionError::Plan(format!(
+                "table {} was dropped after this statement was prepared",
+                self.name
+            )));
+        };
+        if !Arc::ptr_eq(&manifest, &self.manifest) && self.pruning {
+            let planned_exact = self
+                .exact_filters
+                .lock()
+                .map_err(|_| DataFusionError::Internal("filter exactness memo poisoned".into()))?
+                .clone();
+            let broken = filters.iter().any(|filter| {
+                planned_exact.get(filter) == Some(&true)
+                    && !crate::scan::filter_is_exact(filter, &self.columns, &manifest)
+            });
+            if broken {
+                return Err(DataFusionError::Plan(format!(
+                    "table {} changed since this statement was prepared in a way its plan \
+                     cannot follow; prepare the statement again",
+                    self.name
+                )));
+            }
+        }
+        *current = Some((started, manifest.clone(), lease.clone()));
+        Ok((manifest, lease))
     }
 
     pub fn name(&self) -> &str {
@@ -261,11 +355,16 @@ impl TableProvider for StrataTable {
             .collect();
         let schema = Arc::new(self.schema.project(&indices)?);
         let partitions = state.config().target_partitions().max(1);
+        let started = state
+            .execution_props()
+            .query_execution_start_time
+            .and_then(|at| at.timestamp_nanos_opt());
+        let (manifest, lease) = self.execution_snapshot(started, filters)?;
         let exec = StrataScanExec::try_new(
             self.name.clone(),
             self.dir.clone(),
             self.store.clone(),
-            &self.manifest,
+            &manifest,
             &self.columns,
             outputs,
             schema,
@@ -274,7 +373,7 @@ impl TableProvider for StrataTable {
             partitions,
             &self.metadata_cache,
         )?
-        .with_lease(self.lease.clone());
+        .with_lease(lease);
         Ok(Arc::new(exec))
     }
 }
@@ -320,7 +419,7 @@ pub struct DataDirSchema {
     /// Shared by every statement of the session: parts never change once written.
     metadata_cache: Arc<PartMetadataCache>,
     store: DataDirStore,
-    snapshots: SnapshotCache,
+    snapshots: Arc<SnapshotCache>,
     /// See `StrataTable::with_pruning`.
     pruning: bool,
 }
@@ -332,7 +431,7 @@ impl DataDirSchema {
             registry,
             metadata_cache: Arc::new(PartMetadataCache::default()),
             store: DataDirStore::default(),
-            snapshots: SnapshotCache::default(),
+            snapshots: Arc::default(),
             pruning: true,
         }
     }
