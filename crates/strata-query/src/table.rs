@@ -261,8 +261,7 @@ impl StrataTable {
             let planned_exact = self
                 .exact_filters
                 .lock()
-                .map_err(|_| DataFusionError::Internal("filter exactness memo poisoned".into()))?
-                .clone();
+                .map_err(|_| DataFusionError::Internal("filter exactness memo poisoned".into()))?;
             let broken = filters.iter().any(|filter| {
                 planned_exact.get(filter) == Some(&true)
                     && !crate::scan::filter_is_exact(filter, &self.columns, &manifest)

@@ -49,28 +49,20 @@ impl<'a> PreparedIngest<'a> {
         let (manifest, _) = open_manifest(table, &table_dir, requested_settings(options)?)?;
         let settings = manifest.settings;
         let shred_options = shred_options(&settings);
-        let mut shredders = vec![Shredder::new(shred_options.clone())];
+        let mut shredders = Vec::new();
+        let mut current = Shredder::new(shred_options.clone());
         let mut progress = IngestProgress::default();
         let mut per_input = Vec::with_capacity(inputs.len());
         for input in inputs {
             let before = progress.clone();
             let mut documents = input.reader();
             loop {
-                let mut shredder = shredders
-                    .pop()
-                    .unwrap_or_else(|| Shredder::new(shred_options.clone()));
                 // Rejects are recorded at the commit, from the inputs.
-                let more = documents.next(
-                    &mut progress,
-                    &mut |doc| shredder.push(doc),
-                    &mut |_| Ok(()),
-                )?;
-                shredders.push(shredder);
-                if shredders
-                    .last()
-                    .is_some_and(|s| s.buffered_bytes() >= options.part_target_bytes)
-                {
-                    shredders.push(Shredder::new(shred_options.clone()));
+                let more =
+                    documents.next(&mut progress, &mut |doc| current.push(doc), &mut |_| Ok(()))?;
+                if current.buffered_bytes() >= options.part_target_bytes {
+                    let next = Shredder::new(shred_options.clone());
+                    shredders.push(std::mem::replace(&mut current, next));
                 }
                 if !more {
                     break;
@@ -78,6 +70,7 @@ impl<'a> PreparedIngest<'a> {
             }
             per_input.push(progress.since(&before));
         }
+        shredders.push(current);
         Ok(PreparedIngest {
             table: table.to_owned(),
             inputs: inputs.to_vec(),
