@@ -32,6 +32,6 @@ pub use ingest::{
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
 pub use settings::SettingChange;
 pub use table::{
-    DataDir, LockHolder, LockWait, PartCheck, ReadLease, TableCheck, TableInfo, check_table,
-    export_table,
+    DataDir, LockHolder, LockWait, MergeLease, PartCheck, ReadLease, TableCheck, TableInfo,
+    check_table, export_table,
 };

@@ -13,6 +13,9 @@
 //!
 //! Outputs are written first; one manifest commit then swaps them in and retires the inputs, so
 //! a reader sees either the inputs or the outputs and never a document twice or not at all.
+//! [`merge_parts`] writes without the table's writer lock and takes it only for that commit,
+//! which keeps the parts other writers committed meanwhile and gives up when one of its inputs
+//! is no longer listed; `strata ingest`'s own follow-up merge runs under the ingest's lock.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -38,9 +41,9 @@ use crate::part_writing::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
 use crate::table::{DataDir, collect_garbage, new_part_file, unix_now};
 
 /// Parts smaller than this on disk are candidates for the automatic (tiered) merge; larger ones
-/// are merged by `strata optimize` (and the server's idle merge) only. A merge holds the
-/// table's writer lock, so the automatic one stays short: it merges parts much smaller than
-/// those a bulk ingest cuts at its target size (about 12 MB of JSONBench documents).
+/// are merged by `strata optimize` (and the server's idle merge) only: the automatic merge
+/// stays short and cheap, merging parts much smaller than those a bulk ingest cuts at its
+/// target size (about 12 MB of JSONBench documents).
 pub const SMALL_PART_BYTES: u64 = 8 * 1024 * 1024;
 /// The automatic merge sorts candidates into size tiers: under this many bytes, then up to
 /// [`TIER_GROWTH`] times as many, and so on.
@@ -107,16 +110,84 @@ pub struct MergeSummary {
     pub retired_kept: usize,
 }
 
-/// Merges parts of `table` as `options` say (takes the table's write lock).
+/// Merges parts of `table` as `options` say, concurrently with the table's other writers.
+///
+/// Each round reads a snapshot of the manifest and writes its outputs without the table's
+/// writer lock, so ingests and flushes keep committing meanwhile; the lock is taken only to
+/// commit. The commit swaps the outputs in if every input is still listed and the settings are
+/// unchanged, keeping the parts other writers added meanwhile; otherwise (another merge took an
+/// input, the table was dropped and created again) the round's outputs are deleted and the merge
+/// ends. While outputs are being written the merge holds a merge lease, so no writer's garbage
+/// collection deletes them as unlisted files.
 pub fn merge_parts(
     data_dir: &DataDir,
     table: &str,
     options: &MergeOptions,
 ) -> Result<MergeSummary, EngineError> {
-    let _lock = data_dir.lock_existing(table, "optimize")?;
+    merge_parts_observed(data_dir, table, options, &mut || {})
+}
+
+/// [`merge_parts`], calling `between` after each round's outputs are written and before the
+/// writer lock is taken to commit them (tests run other writers there).
+fn merge_parts_observed(
+    data_dir: &DataDir,
+    table: &str,
+    options: &MergeOptions,
+    between: &mut dyn FnMut(),
+) -> Result<MergeSummary, EngineError> {
     let table_dir = data_dir.table_dir(table)?;
-    let mut manifest = data_dir.manifest(table)?;
-    merge_locked(table, &table_dir, &mut manifest, options)
+    let mut summary: Option<MergeSummary> = None;
+    let mut settled: HashSet<String> = HashSet::new();
+    let (lock, mut manifest) = loop {
+        let merging = data_dir.merge_lease(table)?;
+        let reading = data_dir.read_lease(table)?;
+        let snapshot = data_dir.manifest(table)?;
+        let summary = summary.get_or_insert_with(|| MergeSummary {
+            parts_before: snapshot.parts.len(),
+            ..Default::default()
+        });
+        let round = write_round(table, &table_dir, &snapshot, options, &mut settled)?;
+        // The inputs are read: parts retired meanwhile may go.
+        drop(reading);
+        if round.is_some() {
+            between();
+        }
+        let lock = match data_dir.lock_existing(table, "merge") {
+            Ok(lock) => lock,
+            Err(e) => {
+                if let Some(round) = &round {
+                    round.discard(&table_dir);
+                }
+                return Err(e);
+            }
+        };
+        let mut manifest = data_dir.manifest(table)?;
+        let Some(round) = round else {
+            break (lock, manifest);
+        };
+        if !round.applies_to(&manifest, &snapshot) {
+            round.discard(&table_dir);
+            break (lock, manifest);
+        }
+        round.apply(&mut manifest, summary);
+        manifest.commit(&table_dir)?;
+        // The outputs are listed now: garbage collection may look at unlisted files again.
+        drop(merging);
+        if options.scope == MergeScope::Tiered {
+            break (lock, manifest);
+        }
+        drop(lock);
+    };
+    // Also retries parts that earlier merges had to keep for readers.
+    if collect_garbage(&table_dir, &mut manifest)? {
+        manifest.version += 1;
+        manifest.commit(&table_dir)?;
+    }
+    drop(lock);
+    let mut summary = summary.unwrap_or_default();
+    summary.parts_after = manifest.parts.len();
+    summary.retired_kept = manifest.retired.len();
+    Ok(summary)
 }
 
 /// Merges with the write lock already held and `manifest` the current one.
@@ -128,31 +199,92 @@ pub(crate) fn merge_locked(
 ) -> Result<MergeSummary, EngineError> {
     let mut summary = MergeSummary {
         parts_before: manifest.parts.len(),
-        parts_after: manifest.parts.len(),
         ..Default::default()
     };
-    // Outputs of the re-shredding fallback are as large as its inputs; merging them again in the
-    // next round would never end.
     let mut settled: HashSet<String> = HashSet::new();
-    loop {
-        let groups = plan_merges(&manifest.parts, options.scope, &settled);
-        if groups.is_empty() {
+    while let Some(round) = write_round(table, table_dir, manifest, options, &mut settled)? {
+        round.apply(manifest, &mut summary);
+        manifest.commit(table_dir)?;
+        if options.scope == MergeScope::Tiered {
             break;
         }
-        // Outputs per group; each takes the place of its group's first input, so the parts stay
-        // in ingest (time) order and later rounds merge neighbours in time.
-        let mut outputs: Vec<Vec<PartEntry>> = Vec::with_capacity(groups.len());
-        for group in &groups {
-            outputs.push(match merge_group(table, table_dir, manifest, group)? {
-                Some(output) => vec![output],
-                None => {
-                    let rewritten =
-                        merge_by_reshredding(table, table_dir, manifest, group, options)?;
-                    settled.extend(rewritten.iter().map(|p| p.file.clone()));
-                    rewritten
-                }
-            });
+    }
+    // Also retries parts that earlier merges had to keep for readers.
+    if collect_garbage(table_dir, manifest)? {
+        manifest.version += 1;
+        manifest.commit(table_dir)?;
+    }
+    summary.parts_after = manifest.parts.len();
+    summary.retired_kept = manifest.retired.len();
+    Ok(summary)
+}
+
+/// One round of merges: the groups of input parts and, for each, the parts written in its place
+/// (not yet listed in any manifest).
+struct Round {
+    groups: Vec<Vec<PartEntry>>,
+    outputs: Vec<Vec<PartEntry>>,
+}
+
+/// Plans a round of merges over `manifest`'s parts and writes its outputs; None when there is
+/// nothing to merge. `settled` collects outputs of the re-shredding fallback, which are as large
+/// as its inputs: merging them again in the next round would never end.
+fn write_round(
+    table: &str,
+    table_dir: &Path,
+    manifest: &Manifest,
+    options: &MergeOptions,
+    settled: &mut HashSet<String>,
+) -> Result<Option<Round>, EngineError> {
+    let groups = plan_merges(&manifest.parts, options.scope, settled);
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    let mut outputs: Vec<Vec<PartEntry>> = Vec::with_capacity(groups.len());
+    for group in &groups {
+        outputs.push(match merge_group(table, table_dir, manifest, group)? {
+            Some(output) => vec![output],
+            None => {
+                let rewritten = merge_by_reshredding(table, table_dir, manifest, group, options)?;
+                settled.extend(rewritten.iter().map(|p| p.file.clone()));
+                rewritten
+            }
+        });
+    }
+    Ok(Some(Round { groups, outputs }))
+}
+
+impl Round {
+    /// Whether this round, written from `snapshot`, can commit onto `current`: every input is
+    /// still a part and the settings the outputs were written with still hold.
+    fn applies_to(&self, current: &Manifest, snapshot: &Manifest) -> bool {
+        let listed: HashSet<&str> = current.parts.iter().map(|p| p.file.as_str()).collect();
+        current.settings == snapshot.settings
+            && self
+                .groups
+                .iter()
+                .flatten()
+                .all(|p| listed.contains(p.file.as_str()))
+    }
+
+    /// Deletes the outputs of a round that will not commit (failures to delete leave garbage
+    /// for a later writer).
+    fn discard(&self, table_dir: &Path) {
+        for part in self.outputs.iter().flatten() {
+            let path = Manifest::part_path(table_dir, &part.file);
+            let _ = std::fs::remove_file(strata_format::checksum::checksum_path(&path));
+            let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// Swaps the outputs in for their inputs in `manifest` and retires the inputs. Each group's
+    /// outputs take the place of its first input, so the parts stay in ingest (time) order and
+    /// later rounds merge neighbours in time; parts not in the round keep their places.
+    fn apply(self, manifest: &mut Manifest, summary: &mut MergeSummary) {
+        let Round {
+            groups,
+            mut outputs,
+        } = self;
         let group_of: std::collections::HashMap<&str, usize> = groups
             .iter()
             .enumerate()
@@ -182,19 +314,7 @@ pub(crate) fn merge_locked(
                 retired_at: now,
             }));
         manifest.version += 1;
-        manifest.commit(table_dir)?;
-        if options.scope == MergeScope::Tiered {
-            break;
-        }
     }
-    // Also retries parts that earlier merges had to keep for readers.
-    if collect_garbage(table_dir, manifest)? {
-        manifest.version += 1;
-        manifest.commit(table_dir)?;
-    }
-    summary.parts_after = manifest.parts.len();
-    summary.retired_kept = manifest.retired.len();
-    Ok(summary)
 }
 
 /// Groups of candidate parts, each of at least two parts and at most [`MAX_MERGE_INPUTS`]
@@ -817,5 +937,141 @@ mod tests {
         let settled: HashSet<String> = ["a".to_owned()].into();
         let groups = plan_merges(&parts[..2], MergeScope::All, &settled);
         assert!(groups.is_empty());
+    }
+
+    /// A table of `parts` small parts of 20 documents each, ingested without merging.
+    fn small_parts(parts: usize) -> (tempfile::TempDir, DataDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(tmp.path().join("data"));
+        for part in 0..parts {
+            add_part(&dir, tmp.path(), part);
+        }
+        (tmp, dir)
+    }
+
+    fn add_part(dir: &DataDir, scratch: &Path, part: usize) {
+        let path = scratch.join(format!("in{part}.ndjson"));
+        let text: String = (0..20)
+            .map(|i| format!("{{\"id\":{},\"part\":{part}}}\n", part * 100 + i))
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        let options = crate::IngestOptions {
+            sort_key: Some(vec!["id".to_owned()]),
+            auto_merge: false,
+            ..Default::default()
+        };
+        crate::ingest(
+            dir,
+            "t",
+            &[crate::input::Input::File(path)],
+            &options,
+            &mut |_| {},
+            &mut |r| panic!("unexpected reject: {r:?}"),
+        )
+        .unwrap();
+    }
+
+    /// The ids in the table, sorted (a document seen twice shows twice).
+    fn ids(dir: &DataDir) -> Vec<u64> {
+        let mut out = Vec::new();
+        crate::export_table(dir, "t", &mut out).unwrap();
+        let mut ids: Vec<u64> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_u64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn expected_ids(parts: usize) -> Vec<u64> {
+        (0..parts as u64)
+            .flat_map(|p| (0..20).map(move |i| p * 100 + i))
+            .collect()
+    }
+
+    /// Files in the table's parts directory that the manifest lists neither as parts nor as
+    /// retired (checksum files count with their parts).
+    fn unlisted_files(dir: &DataDir) -> Vec<String> {
+        let table_dir = dir.table_dir("t").unwrap();
+        let manifest = dir.manifest("t").unwrap();
+        std::fs::read_dir(table_dir.join(strata_format::manifest::PARTS_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| {
+                let part = name
+                    .strip_suffix(strata_format::checksum::CHECKSUM_SUFFIX)
+                    .unwrap_or(name);
+                !manifest.parts.iter().any(|p| p.file == part)
+                    && !manifest.retired.iter().any(|r| r.file == part)
+            })
+            .collect()
+    }
+
+    fn tiered() -> MergeOptions {
+        MergeOptions {
+            scope: MergeScope::Tiered,
+            ..MergeOptions::default()
+        }
+    }
+
+    #[test]
+    fn an_ingest_commits_while_a_merge_writes_and_both_are_kept() {
+        let (tmp, dir) = small_parts(AUTO_MERGE_MIN_PARTS);
+        let summary = merge_parts_observed(&dir, "t", &tiered(), &mut || {
+            // The ingest commits (and collects garbage) while the merge's output is unlisted.
+            add_part(&dir, tmp.path(), AUTO_MERGE_MIN_PARTS);
+        })
+        .unwrap();
+        assert_eq!(summary.inputs_merged, AUTO_MERGE_MIN_PARTS);
+        assert_eq!(summary.outputs_written, 1);
+        let manifest = dir.manifest("t").unwrap();
+        assert_eq!(manifest.parts.len(), 2, "{:?}", manifest.parts);
+        assert_eq!(manifest.parts[0].rows, 20 * AUTO_MERGE_MIN_PARTS as u64);
+        assert_eq!(ids(&dir), expected_ids(AUTO_MERGE_MIN_PARTS + 1));
+        assert!(unlisted_files(&dir).is_empty());
+    }
+
+    #[test]
+    fn a_merge_whose_inputs_another_merge_took_discards_its_outputs() {
+        let (_tmp, dir) = small_parts(AUTO_MERGE_MIN_PARTS);
+        let mut other = None;
+        let summary = merge_parts_observed(&dir, "t", &tiered(), &mut || {
+            other = Some(merge_parts(&dir, "t", &MergeOptions::default()).unwrap());
+        })
+        .unwrap();
+        assert_eq!(other.unwrap().inputs_merged, AUTO_MERGE_MIN_PARTS);
+        assert_eq!(summary.inputs_merged, 0);
+        assert_eq!(dir.manifest("t").unwrap().parts.len(), 1);
+        assert_eq!(ids(&dir), expected_ids(AUTO_MERGE_MIN_PARTS));
+        assert!(unlisted_files(&dir).is_empty());
+    }
+
+    #[test]
+    fn garbage_collection_spares_a_running_merge_and_deletes_unlisted_files_after() {
+        let (tmp, dir) = small_parts(2);
+        let table_dir = dir.table_dir("t").unwrap();
+        let orphan = table_dir.join("parts").join("part-orphan.parquet.tmp");
+        std::fs::write(&orphan, b"left by a killed writer").unwrap();
+        let lease = dir.merge_lease("t").unwrap();
+        add_part(&dir, tmp.path(), 2);
+        assert!(orphan.exists(), "deleted while a merge was running");
+        drop(lease);
+        add_part(&dir, tmp.path(), 3);
+        assert!(!orphan.exists());
+        assert_eq!(ids(&dir), expected_ids(4));
+    }
+
+    #[test]
+    fn a_table_dropped_while_a_merge_writes_stays_dropped() {
+        let (_tmp, dir) = small_parts(AUTO_MERGE_MIN_PARTS);
+        let result = merge_parts_observed(&dir, "t", &tiered(), &mut || {
+            assert!(dir.drop_table("t").unwrap());
+        });
+        assert!(
+            matches!(result, Err(EngineError::NoSuchTable(_))),
+            "{result:?}"
+        );
+        assert!(!dir.table_exists("t").unwrap());
     }
 }

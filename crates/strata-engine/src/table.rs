@@ -103,8 +103,16 @@ pub struct ReadLease {
     _file: fs::File,
 }
 
+/// Held by a merge while it writes parts that no manifest lists yet: while any is held, garbage
+/// collection leaves unlisted files in `parts/` alone (see `collect_garbage`).
+#[derive(Debug)]
+pub struct MergeLease {
+    _file: fs::File,
+}
+
 const LOCK_FILE: &str = ".lock";
 const READERS_FILE: &str = ".readers";
+const MERGING_FILE: &str = ".merging";
 /// Rejects of a running ingest, published to `rejects.ndjson` when it commits.
 pub(crate) const PENDING_REJECTS_PREFIX: &str = ".rejects-";
 
@@ -287,6 +295,18 @@ impl DataDir {
         Ok(Some(ReadLease { _file: file }))
     }
 
+    /// Announces a merge that writes parts before it takes the writer lock to commit them; fails
+    /// with `NoSuchTable` when the table does not exist.
+    pub fn merge_lease(&self, table: &str) -> Result<MergeLease, EngineError> {
+        if !self.table_exists(table)? {
+            return Err(EngineError::NoSuchTable(table.to_owned()));
+        }
+        let path = self.table_dir(table)?.join(MERGING_FILE);
+        let file = open_lock_file(&path)?;
+        file.lock_shared().map_err(|e| EngineError::io(&path, e))?;
+        Ok(MergeLease { _file: file })
+    }
+
     /// Path of the table's rejects file.
     pub fn rejects_path(&self, table: &str) -> Result<PathBuf, EngineError> {
         Ok(self.table_dir(table)?.join(REJECTS_FILE))
@@ -305,7 +325,7 @@ impl DataDir {
         let manifest = dir.join(strata_format::manifest::MANIFEST_FILE);
         fs::remove_file(&manifest).map_err(|e| EngineError::io(&manifest, e))?;
         strata_format::manifest::sync_dir(&dir)?;
-        fs::remove_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
+        remove_table_dir(&dir)?;
         drop(lock);
         Ok(true)
     }
@@ -324,6 +344,24 @@ impl DataDir {
         manifest.version += 1;
         manifest.commit(&dir)?;
         Ok(manifest.settings)
+    }
+}
+
+/// Removes a dropped table's directory. A merge that was writing when the table was dropped
+/// may add a file while the directory is being emptied (it fails soon after: its table is gone),
+/// so removal is tried a few times.
+fn remove_table_dir(dir: &Path) -> Result<(), EngineError> {
+    let mut attempt = 0;
+    loop {
+        match fs::remove_dir_all(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(_) if attempt < 10 => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(EngineError::io(dir, e)),
+        }
     }
 }
 
@@ -400,16 +438,26 @@ pub(crate) fn collect_garbage(
         }
     }
     let parts_dir = table_dir.join(PARTS_DIR);
+    // A running merge writes parts no manifest lists yet; unlisted files wait until none runs.
+    // The exclusive lock is held while deleting, so no merge starts meanwhile.
+    let merging = table_dir.join(MERGING_FILE);
+    let merging_lock = open_lock_file(&merging)?;
+    let no_merge_running = match merging_lock.try_lock() {
+        Ok(()) => true,
+        Err(fs::TryLockError::WouldBlock) => false,
+        Err(fs::TryLockError::Error(e)) => return Err(EngineError::io(&merging, e)),
+    };
     for entry in read_dir_if_exists(&parts_dir)? {
         let name = entry.file_name().to_string_lossy().into_owned();
         // A part's checksum file lives and dies with its part.
         let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
         let listed = manifest.parts.iter().any(|p| p.file == part_name)
             || manifest.retired.iter().any(|r| r.file == part_name);
-        if !listed || reclaimed.iter().any(|r| r == part_name) {
+        if (!listed && no_merge_running) || reclaimed.iter().any(|r| r == part_name) {
             remove_if_exists(&entry.path())?;
         }
     }
+    drop(merging_lock);
     Ok(manifest.retired.len() != before)
 }
 
@@ -420,12 +468,7 @@ fn reclaim_retired(table_dir: &Path, manifest: &mut Manifest) -> Result<Vec<Stri
         return Ok(Vec::new());
     }
     let path = table_dir.join(READERS_FILE);
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| EngineError::io(&path, e))?;
+    let file = open_lock_file(&path)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => return Ok(Vec::new()),
@@ -439,6 +482,16 @@ fn reclaim_retired(table_dir: &Path, manifest: &mut Manifest) -> Result<Vec<Stri
         remove_if_exists(&parts_dir.join(file))?;
     }
     Ok(retired)
+}
+
+/// Opens (creating when missing) a file that only carries flock(2) locks.
+fn open_lock_file(path: &Path) -> Result<fs::File, EngineError> {
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| EngineError::io(path, e))
 }
 
 fn read_dir_if_exists(dir: &Path) -> Result<Vec<fs::DirEntry>, EngineError> {

@@ -165,7 +165,7 @@ pub struct MergePolicy {
     /// How often tables are looked at.
     pub interval_secs: f64,
     /// A table without ingests for this long gets the full `optimize` merge; before that only
-    /// its small parts are merged, which holds the table's writer lock briefly.
+    /// its small parts are merged by size tier.
     pub idle_secs: f64,
 }
 

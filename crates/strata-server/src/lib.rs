@@ -183,7 +183,7 @@ async fn run(
         // Requests acknowledged through the WAL are written into parts before the exit.
         let _ = tokio::task::spawn_blocking(move || flusher.stop()).await;
     }
-    // Merges hold the table's writer lock; wait for the running one (blocking: off the runtime).
+    // Let the running merge commit or give up (blocking: off the runtime).
     let _ = tokio::task::spawn_blocking(move || merger.stop()).await;
     eprintln!("strata: stopped");
     Ok(())

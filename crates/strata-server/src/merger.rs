@@ -2,14 +2,14 @@
 //!
 //! Policy (ADR 0014), the rules of `strata ingest`'s automatic merge and of `strata optimize`:
 //! - after a table commits an ingest, its small parts are merged once one size tier holds
-//!   enough of them ([`MergeScope::Tiered`]), which takes the table's writer lock for a short
-//!   merge;
+//!   enough of them ([`MergeScope::Tiered`]);
 //! - a table that has had no ingest for `merge.idle_secs` gets the full `optimize` merge
 //!   ([`MergeScope::All`]) once, until its next ingest.
 //!
 //! Merges run on one thread of their own with a deep stack (the re-shredding fallback rebuilds
 //! documents), one at a time, so they take at most one merge's memory and one core. A merge
-//! writes new parts and swaps them in with one manifest commit; running statements keep reading
+//! writes new parts without the table's writer lock (flushes keep committing meanwhile) and
+//! swaps them in with one manifest commit under it; running statements keep reading
 //! the parts of their snapshot (read leases), so they never see a merge half done.
 
 use std::collections::HashMap;
