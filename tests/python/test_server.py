@@ -415,6 +415,27 @@ def test_write_ahead_log_replay_direct_path_and_back_pressure(tmp_path):
         assert status == 400 and "wait=" in answer["error"], answer
 
 
+def test_a_request_over_the_pending_bound_waits_for_a_flush_to_make_room(tmp_path):
+    """Two requests fill wal.max_pending_bytes; a third, sent at once, is not refused: it waits
+    (wal.admission_wait_ms) until the flush that follows the quiet time makes room."""
+    config = ("[wal]\nflush_interval_ms = 600000\nflush_quiet_ms = 300\nmax_request_bytes = 4096\n"
+              "max_pending_bytes = 20000\nadmission_wait_ms = 5000\n")
+    docs = [{"i": i, "pad": "y" * 20} for i in range(40)]
+    with Server(tmp_path / "db", config=config) as server:
+        for _ in range(2):
+            status, answer = server.ingest("t", ndjson(docs), query="?wait=durable")
+            assert status == 200, answer
+        started = time.monotonic()
+        status, answer = server.ingest("t", ndjson(docs), query="?wait=durable")
+        assert status == 200, answer
+        # It waited for the flush, which comes 300 ms after the second request.
+        assert time.monotonic() - started > 0.1
+        deadline = time.monotonic() + 30
+        while server.rows("SELECT count(*) AS n FROM t") != [{"n": 120}]:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
 def test_durable_requests_are_flushed_once_they_stop_coming(tmp_path):
     """With a flush interval of ten minutes, a durable request still becomes visible soon after
     requests stop coming (wal.flush_quiet_ms), and the two flusher threads commit two tables'
@@ -514,6 +535,25 @@ def test_cancel_stops_a_running_statement(server):
         assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
     metrics = server.request("GET", "/metrics")[2].decode()
     assert "strata_query_failures_total 1\n" in metrics, metrics
+
+
+def test_cancel_stops_a_statement_when_every_connection_slot_is_taken(tmp_path):
+    import threading
+
+    # The timeout only keeps a broken cancel from running the query for hours.
+    config = "[limits]\nmax_connections = 1\nquery_timeout_secs = 60\n"
+    with Server(tmp_path / "db", config=config) as server:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            # libpq sends the cancel request on a connection of its own.
+            threading.Timer(1.0, conn.cancel).start()
+            started = time.monotonic()
+            with pytest.raises(psycopg.errors.QueryCanceled, match="user request"):
+                conn.execute(LONG_QUERY)
+            assert time.monotonic() - started < 30
+            # The one slot is still this session's: another is refused.
+            with pytest.raises(psycopg.OperationalError, match="too many clients"):
+                psycopg.connect(server.dsn(), connect_timeout=10)
+            assert conn.execute("SELECT 3").fetchone() == (3,)
 
 
 def test_statement_timeout_on_both_protocols(tmp_path):

@@ -978,7 +978,11 @@ mod tests {
         let mut ids: Vec<u64> = String::from_utf8(out)
             .unwrap()
             .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_u64().unwrap())
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["id"]
+                    .as_u64()
+                    .unwrap()
+            })
             .collect();
         ids.sort_unstable();
         ids

@@ -20,6 +20,7 @@
 //! max_request_bytes = 8388608
 //! flush_interval_ms = 1000
 //! max_pending_bytes = 536870912
+//! admission_wait_ms = 1000
 //! [merge]
 //! enabled = true
 //! interval_secs = 5
@@ -132,9 +133,14 @@ pub struct WalPolicy {
     /// queue due, and the most one flush writes into parts; a single request whose documents
     /// take more is written into parts directly.
     pub flush_bytes: usize,
-    /// Memory of parsed documents acknowledged but not yet in parts; above it requests get 503
-    /// and `Retry-After`.
+    /// Memory of parsed documents acknowledged but not yet in parts; a request that would
+    /// exceed it waits up to `admission_wait_ms` for flushes to make room, then gets 503 and
+    /// `Retry-After`.
     pub max_pending_bytes: usize,
+    /// How long a request waits for room under `max_pending_bytes` before it is refused: a
+    /// flush usually frees room sooner than a client told to retry comes back (at least a
+    /// second later: `Retry-After` counts whole seconds).
+    pub admission_wait_ms: u64,
     /// Size at which a new WAL segment file is started.
     pub segment_bytes: u64,
     /// Threads writing queued requests into parts: while one writes and commits a flush, the
@@ -151,6 +157,7 @@ impl Default for WalPolicy {
             flush_quiet_ms: 100,
             flush_bytes: 192 << 20,
             max_pending_bytes: 512 << 20,
+            admission_wait_ms: 1000,
             segment_bytes: strata_engine::wal::DEFAULT_SEGMENT_BYTES,
             flush_threads: 2,
         }

@@ -24,8 +24,9 @@
 //! - a failed flush leaves the requests queued (they are durable) and is retried; a waiting
 //!   client is told it failed;
 //! - the parsed documents held here (their heap bytes) are bounded by `wal.max_pending_bytes`;
-//!   beyond it requests are refused before they reach the WAL (one request is always admitted
-//!   into an empty queue);
+//!   a request that does not fit waits up to `wal.admission_wait_ms` for a flush to make room
+//!   and is then refused before it reaches the WAL (one request is always admitted into an
+//!   empty queue);
 //! - after each flush the WAL's floor is raised to just below the lowest request still queued
 //!   or in a flush, so that a table dropped later does not come back from frames that were
 //!   already applied;
@@ -167,6 +168,8 @@ pub struct IngestQueue {
     wake: Condvar,
     /// A flush committed or gave up: the next one of its table may commit.
     turns: Condvar,
+    /// Pending bytes went down (or the server is stopping): requests waiting for room look again.
+    room: tokio::sync::Notify,
     data_dir: DataDir,
     config: Config,
     metrics: Arc<Metrics>,
@@ -196,6 +199,7 @@ impl IngestQueue {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             turns: Condvar::new(),
+            room: tokio::sync::Notify::new(),
             data_dir,
             config,
             metrics,
@@ -232,19 +236,29 @@ impl IngestQueue {
         wait_visible: bool,
     ) -> Result<u64, QueueError> {
         let size = input.heap_bytes();
-        {
-            let mut state = self.lock();
-            if state.stopping {
-                return Err(QueueError::Stopping);
+        let limit = self.config.wal.max_pending_bytes;
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.config.wal.admission_wait_ms);
+        loop {
+            // Created before the check, so a flush that makes room after it still wakes us.
+            let room = self.room.notified();
+            {
+                let mut state = self.lock();
+                if state.stopping {
+                    return Err(QueueError::Stopping);
+                }
+                if state.bytes == 0 || state.bytes + size <= limit {
+                    state.bytes += size;
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(QueueError::Busy {
+                        pending: state.bytes,
+                        limit,
+                    });
+                }
             }
-            let limit = self.config.wal.max_pending_bytes;
-            if state.bytes > 0 && state.bytes + size > limit {
-                return Err(QueueError::Busy {
-                    pending: state.bytes,
-                    limit,
-                });
-            }
-            state.bytes += size;
+            let _ = tokio::time::timeout_at(deadline, room).await;
         }
         let (durable_tx, durable_rx) = oneshot::channel();
         let (visible_tx, visible_rx) = if wait_visible {
@@ -262,7 +276,10 @@ impl IngestQueue {
             Box::new(move |result| {
                 match &result {
                     Ok(seq) => queue.enqueue(name, *seq, input, visible_tx),
-                    Err(_) => queue.lock().bytes -= size,
+                    Err(_) => {
+                        queue.lock().bytes -= size;
+                        queue.room.notify_waiters();
+                    }
                 }
                 let _ = durable_tx.send(result.map_err(|e| e.to_string()));
             }),
@@ -497,6 +514,7 @@ impl IngestQueue {
             match result {
                 Some(Ok(_)) => {
                     state.bytes -= bytes;
+                    self.room.notify_waiters();
                     if let Some(queue) = state.tables.get_mut(&table) {
                         queue.retry_at = None;
                     }
@@ -569,6 +587,7 @@ impl Flusher {
     /// Refuses new requests, writes every queued one into parts, and ends the flushers.
     pub fn stop(self) {
         self.queue.lock().stopping = true;
+        self.queue.room.notify_waiters();
         self.queue.wake.notify_all();
         for thread in self.threads {
             let _ = thread.join();

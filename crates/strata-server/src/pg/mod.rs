@@ -55,6 +55,12 @@ pub async fn serve(
         let tls = tls.clone();
         let connections = connections.clone();
         sessions.spawn(async move {
+            // A cancel request comes on a connection of its own and takes no slot: a client
+            // can stop a statement even when every slot is taken (as in PostgreSQL).
+            let mut socket = socket;
+            if answer_cancel_request(&mut socket, &handlers.cancel).await {
+                return;
+            }
             // A session that just ended may not have given its slot back yet (libpq, for one,
             // reconnects at once after a declined GSSENCRequest): a moment's grace.
             let permit = tokio::time::timeout(
@@ -74,6 +80,44 @@ pub async fn serve(
         while sessions.try_join_next().is_some() {}
     }
     sessions.shutdown().await;
+}
+
+/// The first message of a PostgreSQL connection that asks to cancel a statement: its length (16
+/// with a 4-byte secret key) and this code.
+const CANCEL_REQUEST_CODE: i32 = 80877102;
+
+/// When the connection's first message is a CancelRequest, reads it, cancels the statement it
+/// names and returns true (the connection then closes without an answer, as in PostgreSQL).
+/// Otherwise leaves the bytes unread for the session.
+async fn answer_cancel_request(
+    socket: &mut tokio::net::TcpStream,
+    registry: &statements::CancelRegistry,
+) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 8];
+    // A client that has sent nothing yet is left to the session's own handling.
+    let peeked =
+        tokio::time::timeout(std::time::Duration::from_secs(5), socket.peek(&mut head)).await;
+    if !matches!(peeked, Ok(Ok(8))) {
+        return false;
+    }
+    let length = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let code = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+    // Protocol 3.2 allows secret keys of up to 256 bytes.
+    if code != CANCEL_REQUEST_CODE || !(12..=8 + 4 + 256).contains(&length) {
+        return false;
+    }
+    let mut message = vec![0u8; length as usize];
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        socket.read_exact(&mut message),
+    )
+    .await;
+    if matches!(read, Ok(Ok(_))) {
+        let pid = i32::from_be_bytes([message[8], message[9], message[10], message[11]]);
+        registry.cancel(pid, message[12..].to_vec());
+    }
+    true
 }
 
 /// Answers a connection over `limits.max_connections` as PostgreSQL does: its startup message

@@ -50,10 +50,16 @@ pub struct CancelRegistry {
 #[async_trait]
 impl CancelHandler for CancelRegistry {
     async fn on_cancel_request(&self, request: CancelRequest) {
-        let key = (request.pid, request.secret_key.to_bytes().to_vec());
+        self.cancel(request.pid, request.secret_key.to_bytes().to_vec());
+    }
+}
+
+impl CancelRegistry {
+    /// Cancels the statement running on the connection of `pid` and `secret_key`, if any.
+    pub fn cancel(&self, pid: i32, secret_key: Vec<u8>) {
         let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         // A request with a wrong secret matches nothing and is ignored, as in PostgreSQL.
-        if let Some((_, token)) = running.get(&key) {
+        if let Some((_, token)) = running.get(&(pid, secret_key)) {
             token.cancel();
         }
     }
