@@ -34,11 +34,15 @@ def test_server_load_prints_every_measure(tmp_path):
     # Six requests: the first creates the table (straight into parts), the other five use the WAL.
     assert (results["http_ingest"]["requests"]["count"], results["http_ingest"]["through_wal"]) == (6, 5)
     assert results["q1_idle"]["tps"] > 0 and results["q1_mixed"]["count"] > 0
+    # Idle also at the mixed run's client count, and again on the grown table.
+    assert results["q1_idle_clients"]["clients"] == results["q1_mixed"]["clients"]
+    assert results["q1_idle_after"]["tps"] > 0
     assert results["ingest_mixed"]["documents"] > 0
     assert results["server_exit"] == 0
     assert results["server"]["tables"][0]["documents"] >= 3000 + results["ingest_mixed"]["documents"]
     summary = (out_dir / "summary.md").read_text()
-    for measure in ("embedded `strata ingest`", "HTTP ingest alone, until visible", "Q1 idle", "Q1 under ingest",
+    for measure in ("embedded `strata ingest`", "HTTP ingest alone, until visible", "Q1 idle (1 client)",
+                    "Q1 idle (4 clients)", "Q1 under ingest", "Q1 idle after the mixed run",
                     "HTTP ingest under queries", "server peak RSS", "background merges"):
         assert f"| {measure}" in summary, summary
     assert "PostgreSQL" in summary, summary
