@@ -55,6 +55,15 @@ pub enum EngineError {
     },
     #[error("table {table}: every one of the {rejected} lines read was rejected")]
     AllRejected { table: String, rejected: u64 },
+    #[error("table {table}: no part {part} (a merge may have replaced it)")]
+    NoSuchPart { table: String, part: String },
+    #[error("table {table}: part {part} has {rows} rows; there is no row {row} to delete")]
+    NoSuchRow {
+        table: String,
+        part: String,
+        row: u64,
+        rows: u64,
+    },
     #[error("data directory {0} does not exist")]
     NoDataDir(PathBuf),
     #[error("{0}")]

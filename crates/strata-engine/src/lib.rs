@@ -13,6 +13,7 @@
 //! - readers work on one manifest snapshot under a read lease; parts that a merge replaced stay
 //!   on disk until no lease is held, so those snapshots stay readable (see [`table`]).
 
+pub mod deletes;
 pub mod error;
 pub mod ingest;
 pub mod input;
@@ -24,6 +25,7 @@ pub mod settings;
 pub mod table;
 pub mod wal;
 
+pub use deletes::delete_rows;
 pub use error::EngineError;
 pub use ingest::{
     IngestOptions, IngestProgress, IngestSummary, ParsedInput, PreparedIngest, Reject, ingest,

@@ -256,15 +256,18 @@ fn write_round(
 
 impl Round {
     /// Whether this round, written from `snapshot`, can commit onto `current`: every input is
-    /// still a part and the settings the outputs were written with still hold.
+    /// still a part, with the deleted rows it had when it was read (a deletion committed since
+    /// would come back in the outputs), and the settings the outputs were written with still
+    /// hold.
     fn applies_to(&self, current: &Manifest, snapshot: &Manifest) -> bool {
-        let listed: HashSet<&str> = current.parts.iter().map(|p| p.file.as_str()).collect();
+        let listed: std::collections::HashMap<&str, &PartEntry> =
+            current.parts.iter().map(|p| (p.file.as_str(), p)).collect();
         current.settings == snapshot.settings
             && self
                 .groups
                 .iter()
                 .flatten()
-                .all(|p| listed.contains(p.file.as_str()))
+                .all(|p| listed.get(p.file.as_str()) == Some(&p))
     }
 
     /// Deletes the outputs of a round that will not commit (failures to delete leave garbage
@@ -305,8 +308,15 @@ impl Round {
         }
         manifest.parts = parts;
         let now = unix_now();
-        let merged: Vec<String> = groups.iter().flatten().map(|p| p.file.clone()).collect();
-        summary.inputs_merged += merged.len();
+        summary.inputs_merged += groups.iter().map(Vec::len).sum::<usize>();
+        // An input's deletion vector goes with it.
+        let merged: Vec<String> = groups
+            .iter()
+            .flatten()
+            .flat_map(|p| {
+                std::iter::once(p.file.clone()).chain(p.deletes.iter().map(|d| d.file.clone()))
+            })
+            .collect();
         manifest
             .retired
             .extend(merged.into_iter().map(|file| RetiredPart {
@@ -855,6 +865,7 @@ mod tests {
             full,
             key_runs: None,
             xxh64: None,
+            deletes: None,
         }
     }
 
@@ -1006,7 +1017,10 @@ mod tests {
                 let part = name
                     .strip_suffix(strata_format::checksum::CHECKSUM_SUFFIX)
                     .unwrap_or(name);
-                !manifest.parts.iter().any(|p| p.file == part)
+                !manifest
+                    .parts
+                    .iter()
+                    .any(|p| p.file == part || p.deletes.as_ref().is_some_and(|d| &d.file == name))
                     && !manifest.retired.iter().any(|r| r.file == part)
             })
             .collect()
@@ -1048,6 +1062,23 @@ mod tests {
         assert_eq!(summary.inputs_merged, 0);
         assert_eq!(dir.manifest("t").unwrap().parts.len(), 1);
         assert_eq!(ids(&dir), expected_ids(AUTO_MERGE_MIN_PARTS));
+        assert!(unlisted_files(&dir).is_empty());
+    }
+
+    #[test]
+    fn a_merge_whose_input_lost_rows_meanwhile_discards_its_outputs() {
+        let (_tmp, dir) = small_parts(AUTO_MERGE_MIN_PARTS);
+        let first = dir.manifest("t").unwrap().parts[0].file.clone();
+        let summary = merge_parts_observed(&dir, "t", &tiered(), &mut || {
+            // Row 0 of the first part holds id 0 (parts are sorted by id).
+            let rows = [(first.clone(), vec![0])].into();
+            assert_eq!(crate::delete_rows(&dir, "t", &rows).unwrap(), 1);
+        })
+        .unwrap();
+        assert_eq!(summary.inputs_merged, 0);
+        let mut expected = expected_ids(AUTO_MERGE_MIN_PARTS);
+        expected.retain(|&id| id != 0);
+        assert_eq!(ids(&dir), expected);
         assert!(unlisted_files(&dir).is_empty());
     }
 

@@ -452,7 +452,8 @@ pub(crate) fn collect_garbage(
         // A part's checksum file lives and dies with its part.
         let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
         let listed = manifest.parts.iter().any(|p| p.file == part_name)
-            || manifest.retired.iter().any(|r| r.file == part_name);
+            || manifest.retired.iter().any(|r| r.file == part_name)
+            || crate::deletes::listed_vectors(manifest).any(|file| file == name);
         if (!listed && no_merge_running) || reclaimed.iter().any(|r| r == part_name) {
             remove_if_exists(&entry.path())?;
         }

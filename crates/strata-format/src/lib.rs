@@ -12,6 +12,7 @@
 //! `docs/format.md` specifies both; the golden tests under `tests/` keep them stable.
 
 pub mod checksum;
+pub mod deletes;
 pub mod error;
 pub mod manifest;
 pub mod part;
@@ -22,6 +23,7 @@ pub use checksum::{
     OpenedPart, PartChecksums, PartFile, VerifiedPartReader, check_part, open_part,
     verify_file_hash,
 };
+pub use deletes::{DeletionVector, PartDeletes};
 pub use error::FormatError;
 pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
@@ -31,6 +33,10 @@ pub use part::{
 };
 pub use profile::ColumnProfile;
 
-/// Version of the on-disk format written by this build. Readers accept this version only;
-/// a future version bump comes with a migration note in `docs/format.md`.
+/// Version of the on-disk format of a table without deletions. Readers accept this version and
+/// [`FORMAT_VERSION_WITH_DELETES`]; a future version bump comes with a migration note in
+/// `docs/format.md`.
 pub const FORMAT_VERSION: u32 = 1;
+/// Version of a table's manifest while a part has a deletion vector (ADR 0015): builds that
+/// know no deletion vectors refuse it instead of returning deleted rows.
+pub const FORMAT_VERSION_WITH_DELETES: u32 = 2;

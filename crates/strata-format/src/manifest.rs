@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use strata_json::Kind;
 
-use crate::FORMAT_VERSION;
+use crate::deletes::{PartDeletes, deletion_vector_part};
 use crate::error::FormatError;
+use crate::{FORMAT_VERSION, FORMAT_VERSION_WITH_DELETES};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const PARTS_DIR: &str = "parts";
@@ -60,6 +61,17 @@ pub struct PartEntry {
     /// part has a checksum file (`crate::checksum`); absent for parts written before checksums.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xxh64: Option<String>,
+    /// The part's deletion vector: rows deleted since the part was written (ADR 0015). Absent
+    /// when none is; a manifest with one is format version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletes: Option<PartDeletes>,
+}
+
+impl PartEntry {
+    /// Rows of the part that are not deleted.
+    pub fn live_rows(&self) -> u64 {
+        self.rows - self.deletes.as_ref().map_or(0, |d| d.rows.min(self.rows))
+    }
 }
 
 /// The rows of a part grouped by the values of a prefix of the sort key: every row belongs to
@@ -120,8 +132,9 @@ impl Manifest {
         }
     }
 
+    /// Documents in the table: rows of its parts that are not deleted.
     pub fn rows(&self) -> u64 {
-        self.parts.iter().map(|p| p.rows).sum()
+        self.parts.iter().map(PartEntry::live_rows).sum()
     }
 
     pub fn bytes(&self) -> u64 {
@@ -186,6 +199,9 @@ impl Manifest {
                     ));
                 }
             }
+            if let Some(deletes) = &part.deletes {
+                problems.extend(deletes_problems(table_dir, part, deletes));
+            }
             let path = Manifest::part_path(table_dir, name);
             match fs::metadata(&path) {
                 Ok(meta) if meta.len() != part.bytes => problems.push(format!(
@@ -239,11 +255,13 @@ impl Manifest {
                 path: path.to_owned(),
                 message: e.to_string(),
             })?;
-        if manifest.format_version != FORMAT_VERSION {
+        if manifest.format_version != FORMAT_VERSION
+            && manifest.format_version != FORMAT_VERSION_WITH_DELETES
+        {
             return Err(FormatError::Version {
                 path: path.to_owned(),
                 found: manifest.format_version,
-                supported: FORMAT_VERSION,
+                supported: FORMAT_VERSION_WITH_DELETES,
             });
         }
         Ok(manifest)
@@ -253,7 +271,24 @@ impl Manifest {
     pub fn commit(&self, table_dir: &Path) -> Result<(), FormatError> {
         let path = table_dir.join(MANIFEST_FILE);
         let tmp = table_dir.join(format!("{MANIFEST_FILE}.tmp"));
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| FormatError::Manifest {
+        // A table with deletions must not be read by a build that would return deleted rows:
+        // its manifest says version 2, which such builds refuse. Without deletions it stays 1.
+        let version = if self.parts.iter().any(|p| p.deletes.is_some()) {
+            FORMAT_VERSION_WITH_DELETES
+        } else {
+            FORMAT_VERSION
+        };
+        let relabelled;
+        let manifest = if self.format_version == version {
+            self
+        } else {
+            relabelled = Manifest {
+                format_version: version,
+                ..self.clone()
+            };
+            &relabelled
+        };
+        let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| FormatError::Manifest {
             path: path.clone(),
             message: e.to_string(),
         })?;
@@ -271,6 +306,39 @@ impl Manifest {
     pub fn part_location(table: &str, file: &str) -> object_store::path::Path {
         object_store::path::Path::from_iter([table, PARTS_DIR, file])
     }
+}
+
+/// What is wrong with the deletion vector entry of `part` (without reading the vector).
+fn deletes_problems(table_dir: &Path, part: &PartEntry, deletes: &PartDeletes) -> Vec<String> {
+    let name = &part.file;
+    let file = &deletes.file;
+    if !is_plain_file_name(file) || deletion_vector_part(file) != Some(name.as_str()) {
+        return vec![format!(
+            "part {name}: {file:?} is not the name of one of its deletion vectors"
+        )];
+    }
+    let mut problems = Vec::new();
+    if deletes.rows > part.rows {
+        problems.push(format!(
+            "part {name}: its deletion vector deletes {} of its {} rows",
+            deletes.rows, part.rows
+        ));
+    }
+    let path = Manifest::part_path(table_dir, file);
+    match fs::metadata(&path) {
+        Ok(meta) if meta.len() != deletes.bytes => problems.push(format!(
+            "part {name}: deletion vector {file} has {} bytes on disk, the manifest says {}",
+            meta.len(),
+            deletes.bytes
+        )),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => problems.push(format!(
+            "part {name}: deletion vector {} is missing",
+            path.display()
+        )),
+        Err(e) => problems.push(format!("part {name}: {}: {e}", path.display())),
+    }
+    problems
 }
 
 /// A name of a file directly inside `parts/` (garbage collection deletes by these names).

@@ -145,6 +145,7 @@ fn the_manifest_entry_must_agree_with_the_part() {
     assert!(read(&path, &bytes).is_err(), "size not checked");
     let hash = PartEntry {
         xxh64: Some("0000000000000000".to_owned()),
+        deletes: None,
         ..entry.clone()
     };
     assert!(verify_file_hash(&path, &hash).is_err());
@@ -160,6 +161,7 @@ fn parts_without_checksums_still_read() {
     std::fs::remove_file(checksum_path(&path)).unwrap();
     let legacy = PartEntry {
         xxh64: None,
+        deletes: None,
         ..entry
     };
     assert_eq!(read(&path, &legacy).unwrap(), expected);

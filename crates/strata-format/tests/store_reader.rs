@@ -139,6 +139,7 @@ async fn parts_without_checksums_read_through_the_store_unverified() {
     std::fs::remove_file(checksum_path(&part_path(dir.path()))).unwrap();
     let legacy = PartEntry {
         xxh64: None,
+        deletes: None,
         ..entry
     };
     assert_eq!(

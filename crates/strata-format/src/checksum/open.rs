@@ -10,6 +10,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::reader::{ChunkReader, Length};
 
+use crate::deletes::{DeletionVector, decode_checked};
 use crate::error::FormatError;
 use crate::manifest::PartEntry;
 
@@ -64,6 +65,8 @@ pub struct OpenedPart {
     pub metadata: ArrowReaderMetadata,
     /// None for parts written before checksums existed.
     pub checksums: Option<Arc<PartChecksums>>,
+    /// The part's deleted rows (None: none are); readers built from this skip them.
+    pub deleted: Option<Arc<DeletionVector>>,
 }
 
 impl OpenedPart {
@@ -92,6 +95,7 @@ pub fn open_part(path: &Path, entry: &PartEntry) -> Result<OpenedPart, FormatErr
         OpenedPart {
             metadata: ArrowReaderMetadata::load(&file, reader_options()).map_err(parquet_err)?,
             checksums: None,
+            deleted: None,
         }
     } else {
         let sums = read_checksum_file(path)?;
@@ -144,8 +148,16 @@ pub fn open_part(path: &Path, entry: &PartEntry) -> Result<OpenedPart, FormatErr
                 starts,
                 crcs: sums.crcs,
             })),
+            deleted: None,
         }
     };
+    let mut opened = opened;
+    if let Some(deletes) = &entry.deletes {
+        let dv_path = path.with_file_name(&deletes.file);
+        let blob = std::fs::read(&dv_path).map_err(|e| FormatError::io(&dv_path, e))?;
+        let vector = decode_checked(&blob, &dv_path, deletes, entry.rows)?;
+        opened.deleted = (!vector.is_empty()).then(|| Arc::new(vector));
+    }
     let rows = opened.metadata.metadata().file_metadata().num_rows();
     if u64::try_from(rows).ok() != Some(entry.rows) {
         return Err(damaged(

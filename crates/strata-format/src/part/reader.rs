@@ -77,7 +77,11 @@ pub fn read_opened(
     opened: &OpenedPart,
     batch_size: usize,
 ) -> Result<ParquetRecordBatchReader, FormatError> {
-    ParquetRecordBatchReaderBuilder::new_with_metadata(opened.file(path)?, opened.metadata.clone())
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+        opened.file(path)?,
+        opened.metadata.clone(),
+    );
+    skip_deleted(builder, opened)
         .with_batch_size(batch_size)
         .build()
         .map_err(|source| FormatError::Parquet {
@@ -109,7 +113,7 @@ pub fn read_part_within(
         .sum();
     let row_bytes = (data.max(0) as usize / rows + 8 * builder.schema().fields().len()).max(1);
     let batch_rows = (batch_bytes / row_bytes).clamp(256, 8192);
-    let reader = builder
+    let reader = skip_deleted(builder, &footer.opened)
         .with_batch_size(batch_rows)
         .build()
         .map_err(|source| FormatError::Parquet {
@@ -117,6 +121,21 @@ pub fn read_part_within(
             source,
         })?;
     Ok((reader, row_bytes))
+}
+
+/// A reader that skips the part's deleted rows (ADR 0015): merges drop them for good, exports
+/// never show them.
+fn skip_deleted(
+    builder: ParquetRecordBatchReaderBuilder<crate::checksum::PartFile>,
+    opened: &OpenedPart,
+) -> ParquetRecordBatchReaderBuilder<crate::checksum::PartFile> {
+    match &opened.deleted {
+        Some(deleted) => {
+            let rows = opened.metadata.metadata().file_metadata().num_rows().max(0) as u64;
+            builder.with_row_selection(deleted.kept_selection(rows))
+        }
+        None => builder,
+    }
 }
 
 /// Reads a whole part into memory (merges and tests).

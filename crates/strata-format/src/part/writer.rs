@@ -300,6 +300,7 @@ impl PartWriter {
             full: false,
             key_runs: self.runs.finish(),
             xxh64: Some(format!("{xxh64:016x}")),
+            deletes: None,
         })
     }
 }

@@ -61,6 +61,8 @@ pub(super) struct PruneCounts {
     pub(super) rows_pruned_by_row_groups: usize,
     pub(super) rows_pruned_by_pages: usize,
     pub(super) rows_pruned_by_key_runs: usize,
+    /// Rows the pruned plan would have read that deletion vectors skip (ADR 0015).
+    pub(super) rows_deleted: usize,
 }
 
 impl PruneCounts {
@@ -167,6 +169,52 @@ pub(super) fn plan_part(
         keep_rows(&mut plan, index, &after, group_rows, counts, by_runs);
     }
     plan
+}
+
+/// Narrows `plan` to the rows of its part that `deleted` does not list (ADR 0015): a row group
+/// read whole becomes a selection, so its footer statistics count as bounds only, and a row
+/// group left without rows is skipped.
+pub(super) fn skip_deleted(
+    plan: &mut ParquetAccessPlan,
+    parquet: &ParquetMetaData,
+    deleted: &strata_format::DeletionVector,
+    counts: &mut PruneCounts,
+) {
+    let rows = parquet.file_metadata().num_rows().max(0) as u64;
+    let kept = deleted.kept_ranges(rows);
+    let mut group_start = 0u64;
+    for (index, rg) in parquet.row_groups().iter().enumerate() {
+        let group_rows = rg.num_rows().max(0) as u64;
+        let group_end = group_start + group_rows;
+        let local: Vec<Range<usize>> = kept
+            .iter()
+            .filter_map(|r| {
+                let (start, end) = (r.start.max(group_start), r.end.min(group_end));
+                (start < end).then(|| (start - group_start) as usize..(end - group_start) as usize)
+            })
+            .collect();
+        group_start = group_end;
+        let group_rows = group_rows as usize;
+        if rows_in(&local) == group_rows {
+            continue;
+        }
+        let live = selection(&local, group_rows);
+        let narrowed = match &plan.inner()[index] {
+            RowGroupAccess::Skip => continue,
+            RowGroupAccess::Scan => live,
+            RowGroupAccess::Selection(selected) => selected.intersection(&live),
+        };
+        let before = match &plan.inner()[index] {
+            RowGroupAccess::Selection(selected) => selected.row_count(),
+            _ => group_rows,
+        };
+        counts.rows_deleted += before - narrowed.row_count();
+        if narrowed.row_count() == 0 {
+            plan.skip(index);
+        } else {
+            plan.scan_selection(index, narrowed);
+        }
+    }
 }
 
 /// Narrows row group `index` of `plan` to `ranges`; a row group left without rows is skipped

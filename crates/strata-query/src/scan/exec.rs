@@ -88,7 +88,13 @@ impl StrataScanExec {
             let (metadata, checksums) = metadata_cache
                 .get_or_load(&path, entry)
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
-            let plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
+            let mut plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
+            if let Some(deletes) = &entry.deletes {
+                let deleted =
+                    strata_format::deletes::read_deletion_vector(&dir, deletes, entry.rows)
+                        .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
+                access_plan::skip_deleted(&mut plan, metadata.metadata(), &deleted, &mut counts);
+            }
             let part = Arc::new(PartInScan {
                 entry: entry.clone(),
                 path,
@@ -158,6 +164,7 @@ impl StrataScanExec {
             ("rows_pruned_by_row_groups", c.rows_pruned_by_row_groups),
             ("rows_pruned_by_pages", c.rows_pruned_by_pages),
             ("rows_pruned_by_key_runs", c.rows_pruned_by_key_runs),
+            ("rows_deleted", c.rows_deleted),
         ] {
             MetricBuilder::new(&self.metrics)
                 .global_counter(name)
@@ -229,6 +236,9 @@ impl DisplayAs for StrataScanExec {
             c.rows_pruned_by_pages,
             c.rows_pruned_by_key_runs,
         )?;
+        if c.rows_deleted > 0 {
+            write!(f, ", deleted rows skipped={}", c.rows_deleted)?;
+        }
         let predicate = self.predicate.to_string();
         if !predicate.is_empty() {
             write!(f, ", pruning_predicate={predicate}")?;

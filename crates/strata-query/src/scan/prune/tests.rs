@@ -77,6 +77,7 @@ fn entry(rows: u64, columns: &[(&str, Kind)]) -> PartEntry {
         full: false,
         key_runs: None,
         xxh64: None,
+        deletes: None,
     }
 }
 

@@ -1,0 +1,102 @@
+//! Deleting rows of parts: the write side of deletion vectors (ADR 0015).
+//!
+//! A deletion adds row positions to parts' deletion vectors and commits them in one manifest
+//! commit under the table's writer lock, so a reader sees all of one deletion or none of it.
+//! Vectors are cumulative: each commit writes a new vector file per part it changes (named
+//! after the commit's version) holding the old positions and the new, and retires the old file
+//! (deleted under the read-lease rule of ADR 0009, like a merged part). Readers of parts skip the
+//! deleted rows (`strata_format::open_part`, the query scan); merges drop them for good.
+//!
+//! This is the primitive that keyed upserts, `DELETE` and `UPDATE` build on (issue 14).
+
+use std::collections::BTreeMap;
+
+use strata_format::deletes::{
+    DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
+};
+use strata_format::{Manifest, RetiredPart};
+
+use crate::error::EngineError;
+use crate::table::{DataDir, collect_garbage, unix_now};
+
+/// Deletes the given rows (positions within each part, by part file name) of `table` in one
+/// commit; returns how many rows were not deleted before. Rows already deleted are ignored; a
+/// part that is not in the table, or a position past a part's end, is an error and nothing is
+/// committed.
+pub fn delete_rows(
+    data_dir: &DataDir,
+    table: &str,
+    rows: &BTreeMap<String, Vec<u64>>,
+) -> Result<u64, EngineError> {
+    let _lock = data_dir.lock_existing(table, "delete")?;
+    let table_dir = data_dir.table_dir(table)?;
+    let mut manifest = data_dir.manifest(table)?;
+    let version = manifest.version + 1;
+    let mut deleted = 0;
+    let mut retired = Vec::new();
+    let mut changes = Vec::new();
+    for (part_file, positions) in rows {
+        let index = manifest
+            .parts
+            .iter()
+            .position(|p| &p.file == part_file)
+            .ok_or_else(|| EngineError::NoSuchPart {
+                table: table.to_owned(),
+                part: part_file.clone(),
+            })?;
+        let part = &manifest.parts[index];
+        let mut vector = match &part.deletes {
+            Some(deletes) => read_deletion_vector(&table_dir, deletes, part.rows)?,
+            None => DeletionVector::new(),
+        };
+        let before = vector.len();
+        for &row in positions {
+            if row >= part.rows {
+                return Err(EngineError::NoSuchRow {
+                    table: table.to_owned(),
+                    part: part_file.clone(),
+                    row,
+                    rows: part.rows,
+                });
+            }
+            vector.insert(row);
+        }
+        if vector.len() > before {
+            deleted += vector.len() - before;
+            changes.push((index, vector));
+        }
+    }
+    if changes.is_empty() {
+        return Ok(0);
+    }
+    for (index, vector) in changes {
+        let part = &mut manifest.parts[index];
+        let file = deletion_vector_file(&part.file, version);
+        let entry = write_deletion_vector(&table_dir, &file, &vector)?;
+        if let Some(old) = part.deletes.replace(entry) {
+            retired.push(old.file);
+        }
+    }
+    let now = unix_now();
+    manifest
+        .retired
+        .extend(retired.into_iter().map(|file| RetiredPart {
+            file,
+            retired_at: now,
+        }));
+    manifest.version = version;
+    manifest.commit(&table_dir)?;
+    if collect_garbage(&table_dir, &mut manifest)? {
+        manifest.version += 1;
+        manifest.commit(&table_dir)?;
+    }
+    Ok(deleted)
+}
+
+/// The deletion vector files a manifest lists for its visible parts.
+pub(crate) fn listed_vectors(manifest: &Manifest) -> impl Iterator<Item = &str> {
+    manifest
+        .parts
+        .iter()
+        .filter_map(|p| p.deletes.as_ref().map(|d| d.file.as_str()))
+}

@@ -1,0 +1,332 @@
+//! Deletion vectors: which rows of a part are deleted, kept in a file beside the part
+//! (ADR 0015).
+//!
+//! Parts are immutable, so a document that is deleted (or replaced by a newer version) stays in
+//! its part and its row position is added to the part's deletion vector. A deletion vector file
+//! `parts/<part>.<version>.dv` holds exactly one Apache Iceberg `deletion-vector-v1` blob (the
+//! Puffin specification; Delta Lake's deletion vectors store the same bytes):
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 4 | length of the magic and the bitmap together, big-endian |
+//! | 4 | magic `D1 D3 39 64` |
+//! | n | the deleted row positions as a 64-bit roaring bitmap, "portable" serialization |
+//! | 4 | CRC-32 (ISO-HDLC, as zlib's) of the magic and the bitmap, big-endian |
+//!
+//! so that publishing a table to Iceberg readers (issue 16) copies the bytes into a Puffin file.
+//! Positions are 0-based over the whole part, across row groups (as `KeyRun::start`).
+//!
+//! Invariants, checked when a vector is read: the blob is whole (its length field, magic and
+//! CRC match), every position is below the part's row count, and the vector holds exactly the
+//! number of rows its manifest entry ([`PartDeletes::rows`]) says. A vector is cumulative: a new
+//! one for a part holds every position of the previous one, which a commit retires.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use parquet::arrow::arrow_reader::RowSelection;
+use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
+
+use crate::error::FormatError;
+use crate::manifest::{Manifest, write_durably};
+
+/// The magic that starts the bitmap of a `deletion-vector-v1` blob.
+pub const DELETION_VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+/// File name suffix of deletion vector files.
+pub const DELETION_VECTOR_SUFFIX: &str = ".dv";
+
+/// A part's current deletion vector, as its manifest entry lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartDeletes {
+    /// File name inside `parts/`.
+    pub file: String,
+    /// Deleted rows (the bitmap's cardinality).
+    pub rows: u64,
+    /// Size of the file.
+    pub bytes: u64,
+}
+
+/// Deleted row positions of one part.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeletionVector {
+    positions: RoaringTreemap,
+}
+
+impl DeletionVector {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Marks `position` deleted; false when it already was.
+    pub fn insert(&mut self, position: u64) -> bool {
+        self.positions.insert(position)
+    }
+
+    pub fn contains(&self, position: u64) -> bool {
+        self.positions.contains(position)
+    }
+
+    /// Number of deleted rows.
+    pub fn len(&self) -> u64 {
+        self.positions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// Adds every position of `other`.
+    pub fn union_with(&mut self, other: &DeletionVector) {
+        self.positions |= &other.positions;
+    }
+
+    /// Deleted positions in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.positions.iter()
+    }
+
+    /// The ranges of rows in `0..rows` that are not deleted, in order.
+    pub fn kept_ranges(&self, rows: u64) -> Vec<Range<u64>> {
+        let mut kept = Vec::new();
+        let mut next = 0;
+        for position in self.positions.iter().take_while(|&p| p < rows) {
+            if position > next {
+                kept.push(next..position);
+            }
+            next = position + 1;
+        }
+        if next < rows {
+            kept.push(next..rows);
+        }
+        kept
+    }
+
+    /// Parquet's row selection of the rows in `0..rows` that are not deleted.
+    pub fn kept_selection(&self, rows: u64) -> RowSelection {
+        let ranges = self.kept_ranges(rows);
+        RowSelection::from_consecutive_ranges(
+            ranges.into_iter().map(|r| r.start as usize..r.end as usize),
+            rows as usize,
+        )
+    }
+
+    /// The `deletion-vector-v1` blob of this vector (module docs).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(4 + self.positions.serialized_size());
+        body.extend_from_slice(&DELETION_VECTOR_MAGIC);
+        // Writing into a Vec cannot fail.
+        let _ = self.positions.serialize_into(&mut body);
+        let mut blob = Vec::with_capacity(body.len() + 8);
+        blob.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        blob.extend_from_slice(&body);
+        blob.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        blob
+    }
+
+    /// Reads a `deletion-vector-v1` blob; `path` names it in errors.
+    pub fn decode(blob: &[u8], path: &Path) -> Result<DeletionVector, FormatError> {
+        let damaged = |message: String| FormatError::Damaged {
+            path: path.to_owned(),
+            message,
+        };
+        if blob.len() < 12 {
+            return Err(damaged(format!(
+                "deletion vector of {} bytes is shorter than its framing",
+                blob.len()
+            )));
+        }
+        let length = u32::from_be_bytes([blob[0], blob[1], blob[2], blob[3]]) as usize;
+        if length + 8 != blob.len() {
+            return Err(damaged(format!(
+                "deletion vector says {length} bytes of magic and bitmap, the file holds {}",
+                blob.len() - 8
+            )));
+        }
+        let body = &blob[4..4 + length];
+        let stored = &blob[4 + length..];
+        let crc = u32::from_be_bytes([stored[0], stored[1], stored[2], stored[3]]);
+        if crc32fast::hash(body) != crc {
+            return Err(damaged("deletion vector CRC-32 mismatch".into()));
+        }
+        if body[..4] != DELETION_VECTOR_MAGIC {
+            return Err(damaged(format!(
+                "deletion vector magic {:02x?} is not {:02x?}",
+                &body[..4],
+                DELETION_VECTOR_MAGIC
+            )));
+        }
+        let positions = RoaringTreemap::deserialize_from(&body[4..])
+            .map_err(|e| damaged(format!("deletion vector bitmap: {e}")))?;
+        Ok(DeletionVector { positions })
+    }
+}
+
+/// The file name of `part`'s deletion vector written by the commit that makes `version`.
+pub fn deletion_vector_file(part: &str, version: u64) -> String {
+    format!("{part}.{version:010}{DELETION_VECTOR_SUFFIX}")
+}
+
+/// The part a deletion vector file belongs to (None: not a deletion vector's name).
+pub fn deletion_vector_part(file: &str) -> Option<&str> {
+    let stem = file.strip_suffix(DELETION_VECTOR_SUFFIX)?;
+    let (part, version) = stem.rsplit_once('.')?;
+    (version.len() == 10 && version.bytes().all(|b| b.is_ascii_digit())).then_some(part)
+}
+
+/// Writes `vector` as the deletion vector file `file` of the table in `table_dir` (through a
+/// temporary file, fsynced, then renamed: a reader never sees it half written), and returns its
+/// manifest entry. The caller commits a manifest listing it.
+pub fn write_deletion_vector(
+    table_dir: &Path,
+    file: &str,
+    vector: &DeletionVector,
+) -> Result<PartDeletes, FormatError> {
+    let path = Manifest::part_path(table_dir, file);
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    let blob = vector.encode();
+    write_durably(&tmp, &blob)?;
+    std::fs::rename(&tmp, &path).map_err(|e| FormatError::io(&path, e))?;
+    Ok(PartDeletes {
+        file: file.to_owned(),
+        rows: vector.len(),
+        bytes: blob.len() as u64,
+    })
+}
+
+/// Reads the deletion vector `deletes` of a part of `part_rows` rows and checks it against its
+/// entry (module docs).
+pub fn read_deletion_vector(
+    table_dir: &Path,
+    deletes: &PartDeletes,
+    part_rows: u64,
+) -> Result<DeletionVector, FormatError> {
+    let path = Manifest::part_path(table_dir, &deletes.file);
+    let blob = std::fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
+    decode_checked(&blob, &path, deletes, part_rows)
+}
+
+/// Decodes a deletion vector's bytes, read from wherever, and checks them against its entry.
+pub fn decode_checked(
+    blob: &[u8],
+    path: &Path,
+    deletes: &PartDeletes,
+    part_rows: u64,
+) -> Result<DeletionVector, FormatError> {
+    let damaged = |message: String| FormatError::Damaged {
+        path: path.to_owned(),
+        message,
+    };
+    if blob.len() as u64 != deletes.bytes {
+        return Err(damaged(format!(
+            "deletion vector of {} bytes, the manifest says {}",
+            blob.len(),
+            deletes.bytes
+        )));
+    }
+    let vector = DeletionVector::decode(blob, path)?;
+    if vector.len() != deletes.rows {
+        return Err(damaged(format!(
+            "deletion vector holds {} rows, the manifest says {}",
+            vector.len(),
+            deletes.rows
+        )));
+    }
+    if let Some(last) = vector.positions.max()
+        && last >= part_rows
+    {
+        return Err(damaged(format!(
+            "deletion vector deletes row {last} of a part of {part_rows} rows"
+        )));
+    }
+    Ok(vector)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn vector(positions: &[u64]) -> DeletionVector {
+        let mut v = DeletionVector::new();
+        for &p in positions {
+            v.insert(p);
+        }
+        v
+    }
+
+    /// The bytes the specifications give for this vector, written out by hand: Iceberg's framing
+    /// and magic, the portable 64-bit roaring layout (a little-endian count of 32-bit bitmaps,
+    /// each a little-endian high key and a portable 32-bit bitmap, RoaringFormatSpec) and the CRC.
+    #[test]
+    fn the_blob_follows_the_deletion_vector_v1_layout() {
+        let blob = vector(&[1, 3, 70_000]).encode();
+        #[rustfmt::skip]
+        let bitmap: &[u8] = &[
+            1, 0, 0, 0, 0, 0, 0, 0, // one 32-bit bitmap
+            0, 0, 0, 0,             // its high key: 0
+            0x3A, 0x30, 0, 0,       // cookie 12346: no run containers, offsets present
+            2, 0, 0, 0,             // two containers
+            0, 0, 1, 0,             // key 0, cardinality − 1 = 1
+            1, 0, 0, 0,             // key 1, cardinality − 1 = 0
+            24, 0, 0, 0,            // offset of container 0
+            28, 0, 0, 0,            // offset of container 1
+            1, 0, 3, 0,             // container 0: 1, 3
+            0x70, 0x11,             // container 1: 70,000 − 65,536 = 4,464
+        ];
+        let body = [&DELETION_VECTOR_MAGIC[..], bitmap].concat();
+        let expected = [
+            &(body.len() as u32).to_be_bytes()[..],
+            &body,
+            &crc32fast::hash(&body).to_be_bytes(),
+        ]
+        .concat();
+        assert_eq!(blob, expected);
+        let back = DeletionVector::decode(&blob, Path::new("x.dv")).unwrap();
+        assert_eq!(back.iter().collect::<Vec<_>>(), [1, 3, 70_000]);
+    }
+
+    #[test]
+    fn damage_is_named() {
+        let mut blob = vector(&[5]).encode();
+        let last = blob.len() - 1;
+        blob[last] ^= 1;
+        let err = DeletionVector::decode(&blob, Path::new("p.dv")).unwrap_err();
+        assert!(err.to_string().contains("CRC-32"), "{err}");
+        let err = DeletionVector::decode(&blob[..6], Path::new("p.dv")).unwrap_err();
+        assert!(err.to_string().contains("shorter"), "{err}");
+        let good = vector(&[5]).encode();
+        let entry = PartDeletes {
+            file: "p.dv".into(),
+            rows: 1,
+            bytes: good.len() as u64,
+        };
+        let err = decode_checked(&good, Path::new("p.dv"), &entry, 5).unwrap_err();
+        assert!(
+            err.to_string().contains("row 5 of a part of 5 rows"),
+            "{err}"
+        );
+        let wrong_count = PartDeletes { rows: 2, ..entry };
+        assert!(decode_checked(&good, Path::new("p.dv"), &wrong_count, 10).is_err());
+    }
+
+    #[test]
+    fn kept_ranges_are_the_complement() {
+        assert_eq!(vector(&[]).kept_ranges(4), vec![0..4]);
+        assert_eq!(vector(&[0, 1, 5]).kept_ranges(7), vec![2..5, 6..7]);
+        assert_eq!(vector(&[2, 3]).kept_ranges(4), vec![0..2]);
+        assert!(vector(&[0, 1]).kept_ranges(2).is_empty());
+    }
+
+    #[test]
+    fn file_names_name_their_part() {
+        let file = deletion_vector_file("part-0000000003-1-a-0.parquet", 7);
+        assert_eq!(file, "part-0000000003-1-a-0.parquet.0000000007.dv");
+        assert_eq!(
+            deletion_vector_part(&file),
+            Some("part-0000000003-1-a-0.parquet")
+        );
+        assert_eq!(deletion_vector_part("part-1.parquet.crc"), None);
+        assert_eq!(deletion_vector_part("x.12.dv"), None);
+    }
+}

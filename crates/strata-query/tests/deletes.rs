@@ -1,0 +1,111 @@
+//! SQL never sees deleted rows (ADR 0015): scans skip them, and answers DataFusion takes from
+//! statistics (`count(*)`, `min`, `max`) count only live rows.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::io::Write;
+
+use arrow::array::{Array, AsArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int64Type};
+use arrow::util::pretty::pretty_format_batches;
+use strata_engine::input::Input;
+use strata_engine::{DataDir, IngestOptions, delete_rows, ingest};
+use strata_query::Session;
+
+const DOCS: i64 = 20_000;
+
+/// One part of documents n = 0..DOCS sorted by n, so row i holds n = i.
+fn table_with_deletions(deleted: &[u64]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for n in 0..DOCS {
+        writeln!(file, "{{\"n\":{n},\"kind\":\"k{}\"}}", n % 3).unwrap();
+    }
+    let options = IngestOptions {
+        sort_key: Some(vec!["n".into()]),
+        ..Default::default()
+    };
+    ingest(
+        &dir,
+        "t",
+        &[Input::File(file.path().to_owned())],
+        &options,
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap();
+    let part = dir.manifest("t").unwrap().parts[0].file.clone();
+    delete_rows(&dir, "t", &[(part, deleted.to_vec())].into()).unwrap();
+    tmp
+}
+
+fn run(root: &std::path::Path, sql: &str) -> Vec<arrow::record_batch::RecordBatch> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let session = Session::open(root).unwrap();
+        session.run(sql).await.unwrap().batches
+    })
+}
+
+/// The single integer a query answers (NULL as None).
+fn scalar(root: &std::path::Path, sql: &str) -> Option<i64> {
+    let batches = run(root, sql);
+    let column = cast(batches[0].column(0), &DataType::Int64).unwrap();
+    let values = column.as_primitive::<Int64Type>();
+    (!values.is_null(0)).then(|| values.value(0))
+}
+
+#[test]
+fn queries_skip_deleted_rows_also_when_answered_from_statistics() {
+    let mut deleted: Vec<u64> = vec![0, 1, 100, DOCS as u64 - 1];
+    deleted.extend(5_000..6_000);
+    let tmp = table_with_deletions(&deleted);
+    let root = tmp.path();
+    let live = |f: &dyn Fn(i64) -> bool| {
+        (0..DOCS)
+            .filter(|n| !deleted.contains(&(*n as u64)) && f(*n))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        scalar(root, "SELECT count(*) FROM t"),
+        Some(live(&|_| true).len() as i64)
+    );
+    assert_eq!(scalar(root, "SELECT min(data.n) FROM t"), Some(2));
+    assert_eq!(scalar(root, "SELECT max(data.n) FROM t"), Some(DOCS - 2));
+    assert_eq!(
+        scalar(root, "SELECT sum(data.n) FROM t"),
+        Some(live(&|_| true).iter().sum())
+    );
+    assert_eq!(
+        scalar(root, "SELECT count(*) FROM t WHERE data.n < 10"),
+        Some(8)
+    );
+    assert_eq!(
+        scalar(root, "SELECT count(*) FROM t WHERE data.n = 100"),
+        Some(0)
+    );
+    assert_eq!(
+        scalar(
+            root,
+            "SELECT count(*) FROM t WHERE data.n BETWEEN 4990 AND 6010"
+        ),
+        Some(21)
+    );
+    assert_eq!(
+        scalar(root, "SELECT count(*) FROM t WHERE data.kind = 'k1'"),
+        Some(live(&|n| n % 3 == 1).len() as i64)
+    );
+    let documents = run(root, "SELECT data FROM t WHERE data.n IN (1, 2, 5500)");
+    let rows: usize = documents.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 1);
+
+    let plan = pretty_format_batches(&run(
+        root,
+        "EXPLAIN ANALYZE SELECT count(*) FROM t WHERE data.kind = 'k0'",
+    ))
+    .unwrap()
+    .to_string();
+    assert!(plan.contains("deleted rows skipped=1004"), "{plan}");
+}
