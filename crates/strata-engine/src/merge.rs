@@ -114,10 +114,10 @@ pub struct MergeSummary {
 ///
 /// Each round reads a snapshot of the manifest and writes its outputs without the table's
 /// writer lock, so ingests and flushes keep committing meanwhile; the lock is taken only to
-/// commit. The commit swaps the outputs in if every input is still listed and the settings are
-/// unchanged, keeping the parts other writers added meanwhile; otherwise (another merge took an
-/// input, the table was dropped and created again) the round's outputs are deleted and the merge
-/// ends. While outputs are being written the merge holds a merge lease, so no writer's garbage
+/// commit. The commit swaps the outputs in if every input is still listed unchanged (deletion
+/// vector included) and the settings are unchanged, keeping the parts other writers added
+/// meanwhile; otherwise (another merge took an input, rows of an input were deleted, the table
+/// was dropped and created again) the round's outputs are deleted and the merge ends. While outputs are being written the merge holds a merge lease, so no writer's garbage
 /// collection deletes them as unlisted files.
 pub fn merge_parts(
     data_dir: &DataDir,
