@@ -166,4 +166,17 @@ fn a_damaged_deletion_vector_is_named() {
     let mut out = Vec::new();
     let err = export_table(&dir, "t", &mut out).unwrap_err().to_string();
     assert!(err.contains(&dv) && err.contains("CRC-32"), "{err}");
+    // `strata check` names it too.
+    let check = strata_engine::check_table(&dir, "t").unwrap();
+    let problems: Vec<String> = check
+        .parts
+        .iter()
+        .flat_map(|p| p.problems.clone())
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains(&dv) && p.contains("CRC-32")),
+        "{problems:?}"
+    );
 }

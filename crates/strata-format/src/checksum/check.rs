@@ -86,5 +86,12 @@ pub fn check_part(path: &Path, entry: &PartEntry) -> (Vec<String>, String) {
     {
         problems.push(e.to_string());
     }
+    let note = match &entry.deletes {
+        Some(deletes) => format!(
+            "{note}; deletion vector {} verified ({} rows deleted)",
+            deletes.file, deletes.rows
+        ),
+        None => note,
+    };
     (problems, note)
 }
