@@ -89,10 +89,10 @@ impl StrataScanExec {
                 .get_or_load(&path, entry)
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
             let mut plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
-            if let Some(deletes) = &entry.deletes {
-                let deleted =
-                    strata_format::deletes::read_deletion_vector(&dir, deletes, entry.rows)
-                        .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
+            let deleted = metadata_cache
+                .deletion_vector(&dir, entry)
+                .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
+            if let Some(deleted) = deleted {
                 access_plan::skip_deleted(&mut plan, metadata.metadata(), &deleted, &mut counts);
             }
             let part = Arc::new(PartInScan {

@@ -1,4 +1,5 @@
-//! Parsed footers and page indexes of parts, shared by the statements of a session.
+//! Parsed footers and page indexes of parts, and their deletion vectors, shared by the
+//! statements of a session.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -6,7 +7,8 @@ use std::sync::Arc;
 use arrow::datatypes::DataType;
 use datafusion::execution::cache::lru_queue::LruQueue;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-use strata_format::{PartChecksums, PartEntry};
+use strata_format::deletes::read_deletion_vector;
+use strata_format::{DeletionVector, Manifest, PartChecksums, PartEntry};
 
 /// Parsed footers and page indexes of parts, kept across the statements of a session.
 ///
@@ -23,6 +25,10 @@ pub struct PartMetadataCache {
 struct Entries {
     parts: LruQueue<PathBuf, (CachedPart, usize)>,
     bytes: usize,
+    /// Deletion vectors by file: like parts, a vector file is immutable and its name (part and
+    /// manifest version) is never reused for other contents, so an entry is never stale.
+    vectors: LruQueue<PathBuf, (Arc<DeletionVector>, usize)>,
+    vector_bytes: usize,
 }
 
 impl std::fmt::Debug for PartMetadataCache {
@@ -54,9 +60,48 @@ impl PartMetadataCache {
             entries: std::sync::Mutex::new(Entries {
                 parts: LruQueue::new(),
                 bytes: 0,
+                vectors: LruQueue::new(),
+                vector_bytes: 0,
             }),
             budget_bytes,
         }
+    }
+
+    /// Deletion vectors kept at most, counted by their file sizes (a roaring bitmap takes about
+    /// as much memory as its serialization): millions of scattered deleted rows.
+    pub const VECTOR_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+    /// The deletion vector of the part `entry` of the table in `table_dir` (None: it has none),
+    /// read and checked once (`strata_format::deletes::read_deletion_vector`), then shared.
+    pub(super) fn deletion_vector(
+        &self,
+        table_dir: &Path,
+        entry: &PartEntry,
+    ) -> std::result::Result<Option<Arc<DeletionVector>>, strata_format::FormatError> {
+        let Some(deletes) = &entry.deletes else {
+            return Ok(None);
+        };
+        let path = Manifest::part_path(table_dir, &deletes.file);
+        if let Ok(mut entries) = self.entries.lock()
+            && let Some((found, _)) = entries.vectors.get(&path)
+        {
+            return Ok(Some(found.clone()));
+        }
+        let vector = Arc::new(read_deletion_vector(table_dir, deletes, entry.rows)?);
+        let size = deletes.bytes as usize;
+        if let Ok(mut entries) = self.entries.lock() {
+            if let Some((_, replaced)) = entries.vectors.put(path, (vector.clone(), size)) {
+                entries.vector_bytes -= replaced;
+            }
+            entries.vector_bytes += size;
+            while entries.vector_bytes > Self::VECTOR_BUDGET_BYTES && entries.vectors.len() > 1 {
+                match entries.vectors.pop() {
+                    Some((_, (_, evicted))) => entries.vector_bytes -= evicted,
+                    None => break,
+                }
+            }
+        }
+        Ok(Some(vector))
     }
 
     /// Bytes of parsed metadata held now.
@@ -183,5 +228,56 @@ mod tests {
             tiny.get_or_load(path, entry).unwrap();
         }
         assert_eq!(tiny.bytes(), sizes[2]);
+    }
+
+    #[test]
+    fn deletion_vectors_are_read_once_per_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(tmp.path());
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        for n in 0..100 {
+            writeln!(file, r#"{{"n":{n}}}"#).unwrap();
+        }
+        let input = [Input::File(file.path().to_owned())];
+        ingest(
+            &dir,
+            "t",
+            &input,
+            &IngestOptions::default(),
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .unwrap();
+        let table_dir = dir.table_dir("t").unwrap();
+        let cache = PartMetadataCache::default();
+        let entry = || dir.manifest("t").unwrap().parts.remove(0);
+        assert!(
+            cache
+                .deletion_vector(&table_dir, &entry())
+                .unwrap()
+                .is_none()
+        );
+        let part = entry().file;
+        let delete = |rows: Vec<u64>| {
+            strata_engine::delete_rows(&dir, "t", &[(part.clone(), rows)].into()).unwrap();
+        };
+        delete(vec![1, 2]);
+        let first = cache
+            .deletion_vector(&table_dir, &entry())
+            .unwrap()
+            .unwrap();
+        let again = cache
+            .deletion_vector(&table_dir, &entry())
+            .unwrap()
+            .unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &again));
+        assert_eq!(first.len(), 2);
+        // A new vector is a new file, read anew.
+        delete(vec![3]);
+        let newer = cache
+            .deletion_vector(&table_dir, &entry())
+            .unwrap()
+            .unwrap();
+        assert_eq!(newer.len(), 3);
     }
 }
