@@ -90,16 +90,18 @@ impl PartMetadataCache {
         let vector = Arc::new(read_deletion_vector(table_dir, deletes, entry.rows)?);
         let size = deletes.bytes as usize;
         if let Ok(mut entries) = self.entries.lock() {
-            if let Some((_, replaced)) = entries.vectors.put(path, (vector.clone(), size)) {
-                entries.vector_bytes -= replaced;
-            }
-            entries.vector_bytes += size;
-            while entries.vector_bytes > Self::VECTOR_BUDGET_BYTES && entries.vectors.len() > 1 {
-                match entries.vectors.pop() {
-                    Some((_, (_, evicted))) => entries.vector_bytes -= evicted,
-                    None => break,
-                }
-            }
+            let Entries {
+                vectors,
+                vector_bytes,
+                ..
+            } = &mut *entries;
+            put_within_budget(
+                vectors,
+                vector_bytes,
+                path,
+                (vector.clone(), size),
+                Self::VECTOR_BUDGET_BYTES,
+            );
         }
         Ok(Some(vector))
     }
@@ -129,18 +131,38 @@ impl PartMetadataCache {
         let size = metadata.metadata().memory_size();
         let part = (metadata, opened.checksums);
         if let Ok(mut entries) = self.entries.lock() {
-            if let Some((_, replaced)) = entries.parts.put(path.to_owned(), (part.clone(), size)) {
-                entries.bytes -= replaced;
-            }
-            entries.bytes += size;
-            while entries.bytes > self.budget_bytes && entries.parts.len() > 1 {
-                match entries.parts.pop() {
-                    Some((_, (_, evicted))) => entries.bytes -= evicted,
-                    None => break,
-                }
-            }
+            let Entries { parts, bytes, .. } = &mut *entries;
+            put_within_budget(
+                parts,
+                bytes,
+                path.to_owned(),
+                (part.clone(), size),
+                self.budget_bytes,
+            );
         }
         Ok(part)
+    }
+}
+
+/// Puts `entry` (a value and its size) under `key`, then evicts the least recently used entries
+/// until `bytes` (the sizes held) is within `budget`, always keeping the newest.
+fn put_within_budget<V>(
+    queue: &mut LruQueue<PathBuf, (V, usize)>,
+    bytes: &mut usize,
+    key: PathBuf,
+    entry: (V, usize),
+    budget: usize,
+) {
+    let size = entry.1;
+    if let Some((_, replaced)) = queue.put(key, entry) {
+        *bytes -= replaced;
+    }
+    *bytes += size;
+    while *bytes > budget && queue.len() > 1 {
+        match queue.pop() {
+            Some((_, (_, evicted))) => *bytes -= evicted,
+            None => break,
+        }
     }
 }
 
