@@ -42,8 +42,20 @@ pub fn run(cli: Cli) -> CliResult {
             files,
             sort_key,
             max_columns,
+            key,
+            on_conflict,
             no_merge,
-        } => run_ingest(&data_dir, &table, &files, sort_key, max_columns, no_merge),
+        } => {
+            let options = IngestOptions {
+                sort_key,
+                max_columns,
+                key: key.as_deref().map(strata_engine::settings::parse_key_spec),
+                on_conflict: on_conflict.parse()?,
+                auto_merge: !no_merge,
+                ..Default::default()
+            };
+            run_ingest(&data_dir, &table, &files, &options)
+        }
         Command::Export { table } => {
             let stdout = std::io::stdout();
             let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
@@ -54,19 +66,22 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Tables => {
             let tables = data_dir.tables()?;
             println!(
-                "{:<24} {:>14} {:>7} {:>16}  sort key",
+                "{:<24} {:>14} {:>7} {:>16}  sort key / key",
                 "table", "documents", "parts", "bytes"
             );
             let mut damaged = Vec::new();
             for (name, info) in tables {
                 match info {
                     Ok(t) => println!(
-                        "{:<24} {:>14} {:>7} {:>16}  {}",
+                        "{:<24} {:>14} {:>7} {:>16}  {}{}",
                         t.name,
                         t.documents,
                         t.parts,
                         t.bytes,
-                        t.sort_key.join(",")
+                        t.sort_key.join(","),
+                        t.key
+                            .as_ref()
+                            .map_or(String::new(), |k| format!(" / key {k}"))
                     ),
                     Err(e) => {
                         println!("{name:<24} DAMAGED: {e}");
@@ -133,9 +148,7 @@ fn run_ingest(
     data_dir: &DataDir,
     table: &str,
     files: &[String],
-    sort_key: Option<Vec<String>>,
-    max_columns: Option<usize>,
-    no_merge: bool,
+    options: &IngestOptions,
 ) -> CliResult {
     let inputs: Vec<Input> = files.iter().map(|f| Input::parse(f)).collect();
     let plain = inputs.iter().all(|i| {
@@ -147,17 +160,11 @@ fn run_ingest(
         None
     };
     let bar = IngestBar::new(total);
-    let options = IngestOptions {
-        sort_key,
-        max_columns,
-        auto_merge: !no_merge,
-        ..Default::default()
-    };
     let summary = ingest(
         data_dir,
         table,
         &inputs,
-        &options,
+        options,
         &mut |p| bar.update(p, plain.then_some(p.bytes)),
         &mut |r| bar.suspend(|| eprintln!("rejected {}:{}: {}", r.file, r.line, r.reason)),
     );
@@ -176,6 +183,12 @@ fn run_ingest(
         p.read as f64 / secs,
         p.bytes as f64 / secs / 1e6
     );
+    if summary.replaced > 0 || p.ignored > 0 {
+        eprintln!(
+            "ingest {table}: {} documents replaced older ones with the same key, {} were ignored (their key was present already)",
+            summary.replaced, p.ignored
+        );
+    }
     if p.duplicate_keys > 0 {
         eprintln!(
             "ingest {table}: {} documents had a key twice in one object; the last value of each was kept",

@@ -52,6 +52,14 @@ pub enum Command {
         /// Typed columns per part for a new table (other paths go to the remainder).
         #[arg(long)]
         max_columns: Option<usize>,
+        /// Primary key of a new table: a dotted JSON path, optionally with its type
+        /// (`id`, `user.id:integer`; string by default). A document whose key is present
+        /// already replaces it (see --on-conflict); documents without a key are rejected.
+        #[arg(long, value_name = "PATH[:string|integer]")]
+        key: Option<String>,
+        /// For a table with a key: what a document whose key is present already does.
+        #[arg(long, value_name = "replace|ignore|error", default_value = "replace")]
+        on_conflict: String,
         /// Do not merge small parts after the ingest.
         #[arg(long)]
         no_merge: bool,

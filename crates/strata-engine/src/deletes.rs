@@ -10,6 +10,7 @@
 //! This is the primitive that keyed upserts, `DELETE` and `UPDATE` build on (issue 14).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use strata_format::deletes::{
     DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
@@ -32,6 +33,31 @@ pub fn delete_rows(
     let table_dir = data_dir.table_dir(table)?;
     let mut manifest = data_dir.manifest(table)?;
     let version = manifest.version + 1;
+    let deleted = stage_deletions(table, &table_dir, &mut manifest, version, rows)?;
+    if deleted == 0 {
+        return Ok(0);
+    }
+    manifest.version = version;
+    manifest.commit(&table_dir)?;
+    if collect_garbage(&table_dir, &mut manifest)? {
+        manifest.version += 1;
+        manifest.commit(&table_dir)?;
+    }
+    Ok(deleted)
+}
+
+/// Writes the deletion vectors that delete `rows` (positions by part file name) from the parts
+/// of `manifest` and lists them in it, retiring the vectors they replace, for the commit that
+/// makes `version` (the caller commits). Returns how many rows were not deleted before. A part
+/// that is not in the manifest, or a position past a part's end, is an error, and the manifest
+/// is left as it was (vector files already written are unlisted garbage).
+pub(crate) fn stage_deletions(
+    table: &str,
+    table_dir: &Path,
+    manifest: &mut Manifest,
+    version: u64,
+    rows: &BTreeMap<String, Vec<u64>>,
+) -> Result<u64, EngineError> {
     let mut deleted = 0;
     let mut retired = Vec::new();
     let mut changes = Vec::new();
@@ -46,7 +72,7 @@ pub fn delete_rows(
             })?;
         let part = &manifest.parts[index];
         let mut vector = match &part.deletes {
-            Some(deletes) => read_deletion_vector(&table_dir, deletes, part.rows)?,
+            Some(deletes) => read_deletion_vector(table_dir, deletes, part.rows)?,
             None => DeletionVector::new(),
         };
         let before = vector.len();
@@ -66,14 +92,13 @@ pub fn delete_rows(
             changes.push((index, vector));
         }
     }
-    if changes.is_empty() {
-        return Ok(0);
-    }
+    let mut entries = Vec::with_capacity(changes.len());
     for (index, vector) in changes {
-        let part = &mut manifest.parts[index];
-        let file = deletion_vector_file(&part.file, version);
-        let entry = write_deletion_vector(&table_dir, &file, &vector)?;
-        if let Some(old) = part.deletes.replace(entry) {
+        let file = deletion_vector_file(&manifest.parts[index].file, version);
+        entries.push((index, write_deletion_vector(table_dir, &file, &vector)?));
+    }
+    for (index, entry) in entries {
+        if let Some(old) = manifest.parts[index].deletes.replace(entry) {
             retired.push(old.file);
         }
     }
@@ -84,12 +109,6 @@ pub fn delete_rows(
             file,
             retired_at: now,
         }));
-    manifest.version = version;
-    manifest.commit(&table_dir)?;
-    if collect_garbage(&table_dir, &mut manifest)? {
-        manifest.version += 1;
-        manifest.commit(&table_dir)?;
-    }
     Ok(deleted)
 }
 

@@ -39,6 +39,25 @@ pub enum EngineError {
         existing: String,
         given: String,
     },
+    #[error(
+        "table {table} has {existing}; a table's key is fixed when the table is created (given: key {given})"
+    )]
+    KeyMismatch {
+        table: String,
+        existing: String,
+        given: String,
+    },
+    #[error(
+        "table {table}: key {path} = {key} is {where_}; nothing was loaded (--on-conflict replace or ignore load such documents)"
+    )]
+    DuplicateKey {
+        table: String,
+        key: String,
+        path: String,
+        where_: String,
+    },
+    #[error("invalid key path {path:?}: {reason}")]
+    InvalidKey { path: String, reason: String },
     #[error("invalid sort key path {path:?} (entry {position}): {reason}")]
     InvalidSortKey {
         path: String,

@@ -28,8 +28,8 @@ pub mod wal;
 pub use deletes::delete_rows;
 pub use error::EngineError;
 pub use ingest::{
-    IngestOptions, IngestProgress, IngestSummary, ParsedInput, PreparedIngest, Reject, ingest,
-    ingest_parsed,
+    IngestOptions, IngestProgress, IngestSummary, OnConflict, ParsedInput, PreparedIngest, Reject,
+    ingest, ingest_parsed,
 };
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
 pub use settings::SettingChange;

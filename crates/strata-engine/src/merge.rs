@@ -28,16 +28,18 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use serde_json::Value;
 use strata_format::{
     ColumnHints, ColumnProfile, FooterColumns, FormatError, Manifest, PartEntry, PartSchema,
-    PartWriter, PartWriterOptions, ROW_GROUP_ROWS, RetiredPart, footer_columns, profiled_columns,
-    read_part, read_part_within, sparse_columns, verify_file_hash,
+    PartWriter, ROW_GROUP_ROWS, RetiredPart, footer_columns, profiled_columns, read_part,
+    read_part_within, sparse_columns, verify_file_hash,
 };
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
 use strata_json::shred::MAX_LISTED_REMAINDER_PATHS;
-use strata_json::{Document, JsonPath, Kind, ShredOptions, Shredder};
+use strata_json::{Document, JsonPath, Kind, Shredder};
 
 use crate::error::EngineError;
-use crate::part_writing::{DEFAULT_PART_TARGET_BYTES, full_part, write_shredded};
+use crate::part_writing::{
+    DEFAULT_PART_TARGET_BYTES, full_part, part_writer_options, shred_options, write_shredded,
+};
 use crate::table::{DataDir, collect_garbage, new_part_file, unix_now};
 
 /// Parts smaller than this on disk are candidates for the automatic (tiered) merge; larger ones
@@ -468,7 +470,14 @@ fn merge_group(
         }
         footers.push(footer);
     }
-    let layout = merged_layout(&counts, sort_key, manifest.settings.max_columns).filter(|layout| {
+    // The key path, like the sort key's, always keeps its typed column.
+    let mut forced = sort_key.clone();
+    if let Some(key) = &manifest.settings.key
+        && !forced.contains(&key.path)
+    {
+        forced.push(key.path.clone());
+    }
+    let layout = merged_layout(&counts, &forced, manifest.settings.max_columns).filter(|layout| {
         // A sort-key value waiting in some input's remainder with the output column's kind
         // would move into the key column and break that input's order (an input whose
         // remainder paths are truncated might hold one).
@@ -540,7 +549,7 @@ fn merge_group(
         layout,
         sort_key,
         &hints,
-        &PartWriterOptions::default(),
+        &part_writer_options(&manifest.settings),
     )?;
 
     let key_fields: Vec<(usize, SortField)> = sort_key
@@ -794,12 +803,8 @@ fn merge_by_reshredding(
     group: &[PartEntry],
     options: &MergeOptions,
 ) -> Result<Vec<PartEntry>, EngineError> {
-    let sort_key = manifest.settings.sort_key.clone();
-    let shred_options = ShredOptions {
-        sort_key: sort_key.iter().map(|s| JsonPath::decode(s)).collect(),
-        max_columns: manifest.settings.max_columns,
-        ..ShredOptions::default()
-    };
+    let settings = &manifest.settings;
+    let shred_options = shred_options(settings);
     let json_err = |source| EngineError::Json {
         table: table.to_owned(),
         source,
@@ -825,24 +830,30 @@ fn merge_by_reshredding(
             }
             if shredder.buffered_bytes() >= options.part_target_bytes {
                 let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
-                outputs.push(full_part(write_shredded(
-                    table,
-                    table_dir,
-                    &new_part_file(manifest.version),
-                    full,
-                    &sort_key,
-                )?));
+                outputs.push(full_part(
+                    write_shredded(
+                        table,
+                        table_dir,
+                        &new_part_file(manifest.version),
+                        full,
+                        settings,
+                    )?
+                    .entry,
+                ));
             }
         }
     }
     if !shredder.is_empty() {
-        outputs.push(write_shredded(
-            table,
-            table_dir,
-            &new_part_file(manifest.version),
-            shredder,
-            &sort_key,
-        )?);
+        outputs.push(
+            write_shredded(
+                table,
+                table_dir,
+                &new_part_file(manifest.version),
+                shredder,
+                settings,
+            )?
+            .entry,
+        );
     }
     Ok(outputs)
 }
@@ -866,6 +877,7 @@ mod tests {
             key_runs: None,
             xxh64: None,
             deletes: None,
+            keys: None,
         }
     }
 

@@ -10,8 +10,8 @@
 
 use std::collections::HashSet;
 
-use strata_format::TableSettings;
-use strata_json::JsonPath;
+use strata_format::{KeySetting, TableSettings};
+use strata_json::{JsonPath, KeyType};
 
 use crate::error::EngineError;
 
@@ -62,6 +62,44 @@ pub fn validate_sort_key(paths: &[String]) -> Result<Vec<String>, EngineError> {
     Ok(encoded)
 }
 
+/// Checks a user-written dotted key path and returns the table's key setting.
+///
+/// Rejected as sort-key paths are (empty, empty segments, a lone trailing backslash), and a
+/// path under Strata's reserved prefix, whose values never get a typed column.
+pub fn validate_key(raw: &str, key_type: KeyType) -> Result<KeySetting, EngineError> {
+    let path = validate_sort_key(&[raw.to_owned()])
+        .map_err(|e| EngineError::InvalidKey {
+            path: raw.to_owned(),
+            reason: match e {
+                EngineError::InvalidSortKey { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        })?
+        .pop()
+        .unwrap_or_default();
+    if path.starts_with(strata_json::RESERVED_PREFIX) {
+        return Err(EngineError::InvalidKey {
+            path: raw.to_owned(),
+            reason: format!(
+                "paths starting with {} are reserved",
+                strata_json::RESERVED_PREFIX
+            ),
+        });
+    }
+    Ok(KeySetting { path, key_type })
+}
+
+/// Splits a user's `PATH[:TYPE]` key option: the type after the last `:` when that names one
+/// (`string` / `integer`), else the whole text is the path and the type is string.
+pub fn parse_key_spec(text: &str) -> (String, KeyType) {
+    if let Some((path, suffix)) = text.rsplit_once(':')
+        && let Ok(key_type) = suffix.parse::<KeyType>()
+    {
+        return (path.to_owned(), key_type);
+    }
+    (text.to_owned(), KeyType::String)
+}
+
 fn ends_with_lone_backslash(text: &str) -> bool {
     let trailing = text.bytes().rev().take_while(|&b| b == b'\\').count();
     trailing % 2 == 1
@@ -104,6 +142,16 @@ pub fn apply_changes(
                             reason: format!("{:?} is not a non-negative integer", change.value),
                         })?;
                 settings.max_columns = validate_max_columns(value)?;
+            }
+            "key" => {
+                return Err(EngineError::InvalidSetting {
+                    setting: "key".into(),
+                    reason: format!(
+                        "the key of table {table} cannot change: every part has a key file built \
+                         from it. Create a new table with the new key and load it from \
+                         `strata export {table}`"
+                    ),
+                });
             }
             "sort_key" => {
                 return Err(EngineError::InvalidSetting {
@@ -171,6 +219,7 @@ mod tests {
         let mut settings = TableSettings {
             sort_key: keys(&["kind"]),
             max_columns: 1024,
+            key: None,
         };
         let change = |name: &str, value: &str| SettingChange {
             name: name.into(),

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use strata_format::checksum::CHECKSUM_SUFFIX;
+use strata_format::keys::key_file_part;
 use strata_format::manifest::PARTS_DIR;
 use strata_format::{Manifest, TableSettings, check_part, read_part};
 use strata_json::JsonPath;
@@ -82,6 +83,8 @@ pub struct TableInfo {
     pub parts: usize,
     pub bytes: u64,
     pub sort_key: Vec<String>,
+    /// The key path and type (`id (string)`), for a table with a key.
+    pub key: Option<String>,
 }
 
 /// Held while a process writes to a table; released on drop (and by the OS if killed).
@@ -199,6 +202,11 @@ impl DataDir {
                     parts: m.parts.len(),
                     bytes: m.bytes(),
                     sort_key: m.settings.sort_key.clone(),
+                    key: m
+                        .settings
+                        .key
+                        .as_ref()
+                        .map(|k| format!("{} ({})", k.path, k.key_type)),
                     name: name.clone(),
                 });
                 (name, info)
@@ -451,6 +459,8 @@ pub(crate) fn collect_garbage(
         let name = entry.file_name().to_string_lossy().into_owned();
         // A part's checksum file lives and dies with its part.
         let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
+        // So does its key file (and the key file's checksum file).
+        let part_name = key_file_part(part_name).unwrap_or(part_name);
         let listed = manifest.parts.iter().any(|p| p.file == part_name)
             || manifest.retired.iter().any(|r| r.file == part_name)
             || crate::deletes::listed_vectors(manifest).any(|file| file == name);

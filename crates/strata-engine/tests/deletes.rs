@@ -153,16 +153,16 @@ fn deleted_rows_leave_exports_and_merges_drop_them_for_good() {
 #[test]
 fn a_manifest_of_an_unknown_format_version_is_refused_by_name() {
     // What a build without deletion vectors does with a version-2 manifest, this build does
-    // with version 3: refuse the table instead of misreading it.
+    // with a version it does not know: refuse the table instead of misreading it.
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path().join("data"));
     add_part(&dir, tmp.path(), 0..10);
     let path = dir.table_dir("t").unwrap().join("manifest.json");
     let mut manifest: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    manifest["format_version"] = 3.into();
+    manifest["format_version"] = 4.into();
     std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     let err = dir.manifest("t").unwrap_err().to_string();
-    assert!(err.contains("unsupported format version 3"), "{err}");
+    assert!(err.contains("unsupported format version 4"), "{err}");
 }
 
 #[test]

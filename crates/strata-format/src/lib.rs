@@ -14,6 +14,7 @@
 pub mod checksum;
 pub mod deletes;
 pub mod error;
+pub mod keys;
 pub mod manifest;
 pub mod part;
 pub mod profile;
@@ -25,7 +26,8 @@ pub use checksum::{
 };
 pub use deletes::{DeletionVector, PartDeletes};
 pub use error::FormatError;
-pub use manifest::{KeyRun, KeyRuns, Manifest, PartEntry, RetiredPart, TableSettings};
+pub use keys::{KeyHit, PartKeys, find_keys, write_key_file};
+pub use manifest::{KeyRun, KeyRuns, KeySetting, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
     ColumnHints, FooterColumns, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter,
     PartWriterOptions, ROW_GROUP_ROWS, footer_columns, profiled_columns, read_opened, read_part,
@@ -40,3 +42,6 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Version of a table's manifest while a part has a deletion vector (ADR 0015): builds that
 /// know no deletion vectors refuse it instead of returning deleted rows.
 pub const FORMAT_VERSION_WITH_DELETES: u32 = 2;
+/// Version of a table's manifest when the table has a key (ADR 0016), with or without
+/// deletions: builds that know no keys refuse it instead of writing duplicate keys into it.
+pub const FORMAT_VERSION_WITH_KEYS: u32 = 3;

@@ -17,7 +17,8 @@ use strata_json::Kind;
 
 use crate::deletes::{PartDeletes, deletion_vector_part};
 use crate::error::FormatError;
-use crate::{FORMAT_VERSION, FORMAT_VERSION_WITH_DELETES};
+use crate::keys::{PartKeys, key_file};
+use crate::{FORMAT_VERSION, FORMAT_VERSION_WITH_DELETES, FORMAT_VERSION_WITH_KEYS};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const PARTS_DIR: &str = "parts";
@@ -30,6 +31,26 @@ pub struct TableSettings {
     pub sort_key: Vec<String>,
     /// Upper bound on typed columns per part.
     pub max_columns: usize,
+    /// The table's primary key (ADR 0016), fixed at creation; absent for tables without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeySetting>,
+}
+
+/// A table's primary key: a JSON path (encoded, as sort-key paths are) and its values' type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySetting {
+    pub path: String,
+    #[serde(rename = "type")]
+    pub key_type: strata_json::KeyType,
+}
+
+impl KeySetting {
+    pub fn table_key(&self) -> strata_json::TableKey {
+        strata_json::TableKey {
+            path: strata_json::JsonPath::decode(&self.path),
+            key_type: self.key_type,
+        }
+    }
 }
 
 /// One visible part, with what a reader needs to plan a query without opening the file.
@@ -65,6 +86,9 @@ pub struct PartEntry {
     /// when none is; a manifest with one is format version 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletes: Option<PartDeletes>,
+    /// The part's key file (ADR 0016): present exactly when the table has a key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<PartKeys>,
 }
 
 impl PartEntry {
@@ -202,6 +226,7 @@ impl Manifest {
             if let Some(deletes) = &part.deletes {
                 problems.extend(deletes_problems(table_dir, part, deletes));
             }
+            problems.extend(keys_problems(table_dir, part, self.settings.key.is_some()));
             let path = Manifest::part_path(table_dir, name);
             match fs::metadata(&path) {
                 Ok(meta) if meta.len() != part.bytes => problems.push(format!(
@@ -255,13 +280,17 @@ impl Manifest {
                 path: path.to_owned(),
                 message: e.to_string(),
             })?;
-        if manifest.format_version != FORMAT_VERSION
-            && manifest.format_version != FORMAT_VERSION_WITH_DELETES
+        if ![
+            FORMAT_VERSION,
+            FORMAT_VERSION_WITH_DELETES,
+            FORMAT_VERSION_WITH_KEYS,
+        ]
+        .contains(&manifest.format_version)
         {
             return Err(FormatError::Version {
                 path: path.to_owned(),
                 found: manifest.format_version,
-                supported: FORMAT_VERSION_WITH_DELETES,
+                supported: FORMAT_VERSION_WITH_KEYS,
             });
         }
         Ok(manifest)
@@ -273,7 +302,10 @@ impl Manifest {
         let tmp = table_dir.join(format!("{MANIFEST_FILE}.tmp"));
         // A table with deletions must not be read by a build that would return deleted rows:
         // its manifest says version 2, which such builds refuse. Without deletions it stays 1.
-        let version = if self.parts.iter().any(|p| p.deletes.is_some()) {
+        // A keyed table must not be written by a build that would not keep its keys unique.
+        let version = if self.settings.key.is_some() {
+            FORMAT_VERSION_WITH_KEYS
+        } else if self.parts.iter().any(|p| p.deletes.is_some()) {
             FORMAT_VERSION_WITH_DELETES
         } else {
             FORMAT_VERSION
@@ -339,6 +371,41 @@ fn deletes_problems(table_dir: &Path, part: &PartEntry, deletes: &PartDeletes) -
         Err(e) => problems.push(format!("part {name}: {}: {e}", path.display())),
     }
     problems
+}
+
+/// What is wrong with the key file entry of `part` of a table with a key (`keyed`) or without.
+fn keys_problems(table_dir: &Path, part: &PartEntry, keyed: bool) -> Vec<String> {
+    let name = &part.file;
+    let keys = match (&part.keys, keyed) {
+        (None, false) => return Vec::new(),
+        (None, true) => return vec![format!("part {name} of a keyed table has no key file")],
+        (Some(_), false) => {
+            return vec![format!(
+                "part {name} has a key file, but the table has no key"
+            )];
+        }
+        (Some(keys), true) => keys,
+    };
+    if keys.file != key_file(name) {
+        return vec![format!("part {name}: {:?} is not its key file", keys.file)];
+    }
+    let path = Manifest::part_path(table_dir, &keys.file);
+    match fs::metadata(&path) {
+        Ok(meta) if meta.len() != keys.bytes => vec![format!(
+            "part {name}: key file {} has {} bytes on disk, the manifest says {}",
+            keys.file,
+            meta.len(),
+            keys.bytes
+        )],
+        Ok(_) => Vec::new(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            vec![format!(
+                "part {name}: key file {} is missing",
+                path.display()
+            )]
+        }
+        Err(e) => vec![format!("part {name}: {}: {e}", path.display())],
+    }
 }
 
 /// A name of a file directly inside `parts/` (garbage collection deletes by these names).

@@ -146,6 +146,7 @@ fn the_manifest_entry_must_agree_with_the_part() {
     let hash = PartEntry {
         xxh64: Some("0000000000000000".to_owned()),
         deletes: None,
+        keys: None,
         ..entry.clone()
     };
     assert!(verify_file_hash(&path, &hash).is_err());
@@ -162,6 +163,7 @@ fn parts_without_checksums_still_read() {
     let legacy = PartEntry {
         xxh64: None,
         deletes: None,
+        keys: None,
         ..entry
     };
     assert_eq!(read(&path, &legacy).unwrap(), expected);

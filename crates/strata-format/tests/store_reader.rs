@@ -140,6 +140,7 @@ async fn parts_without_checksums_read_through_the_store_unverified() {
     let legacy = PartEntry {
         xxh64: None,
         deletes: None,
+        keys: None,
         ..entry
     };
     assert_eq!(

@@ -16,6 +16,7 @@
 pub mod conform;
 pub mod document;
 pub mod error;
+pub mod key;
 pub mod kind;
 pub mod path;
 pub mod reconstruct;
@@ -24,6 +25,7 @@ pub mod shred;
 
 pub use document::{Document, Field, MAX_NESTING_DEPTH, parse_document, parse_document_tree};
 pub use error::{DocumentError, JsonError};
+pub use key::{KeyError, KeyType, KeyValue, TableKey, document_key};
 pub use kind::Kind;
 pub use path::JsonPath;
 pub use reconstruct::{LayoutColumn, PartLayout};

@@ -65,6 +65,7 @@ pub fn check_ingest_round_trip(
 fn shred_options(max_columns: usize, sort_key: &[&str]) -> ShredOptions {
     ShredOptions {
         sort_key: sort_key.iter().map(|p| JsonPath::parse_dotted(p)).collect(),
+        key: None,
         max_columns,
         max_paths: max_columns.saturating_mul(2),
     }

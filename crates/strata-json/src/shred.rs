@@ -57,6 +57,8 @@ const OVERFLOW_NODE: usize = usize::MAX;
 #[derive(Debug, Clone)]
 pub struct ShredOptions {
     pub sort_key: Vec<JsonPath>,
+    /// The table's key path (ADR 0016): like the sort-key paths, it always gets its typed column.
+    pub key: Option<JsonPath>,
     pub max_columns: usize,
     /// Distinct paths buffered per batch; values of further paths go to the remainder.
     pub max_paths: usize,
@@ -66,6 +68,7 @@ impl Default for ShredOptions {
     fn default() -> Self {
         ShredOptions {
             sort_key: Vec::new(),
+            key: None,
             max_columns: DEFAULT_MAX_COLUMNS,
             max_paths: DEFAULT_MAX_PATHS,
         }
@@ -221,6 +224,9 @@ pub struct ShreddedBatch {
     /// [`MAX_LISTED_REMAINDER_PATHS`] paths).
     pub remainder_paths: BTreeMap<String, BTreeSet<Kind>>,
     pub remainder_paths_truncated: bool,
+    /// For each document pushed, in push order, its row in `batch` (None: rows are in push
+    /// order). Keyed ingests use it to find a document's row once the batch is sorted.
+    pub positions: Option<Vec<u32>>,
 }
 
 impl Shredder {
@@ -236,7 +242,7 @@ impl Shredder {
         };
         // Sort-key paths exist from the start so that their columns are present (all null if
         // need be) and sort consistently in every part.
-        for path in shredder.options.sort_key.clone() {
+        for path in shredder.forced_paths() {
             shredder.node_for(&path);
         }
         shredder
@@ -465,6 +471,7 @@ impl Shredder {
             columns: layout,
             remainder_paths,
             remainder_paths_truncated: truncated,
+            positions: order.map(|o| o.inverse),
         })
     }
 
@@ -482,7 +489,7 @@ impl Shredder {
         };
         let mut chosen = Vec::new();
         let mut sort_nodes = BTreeSet::new();
-        for path in &self.options.sort_key {
+        for path in &self.forced_paths() {
             if let Some(node) = self.find(path) {
                 sort_nodes.insert(node);
                 if let Some(kind) =
@@ -506,6 +513,17 @@ impl Shredder {
         let room = self.options.max_columns.saturating_sub(chosen.len());
         chosen.extend(ranked.into_iter().take(room).map(|(_, id, k)| (id, k)));
         chosen
+    }
+
+    /// Paths that always get their typed column: the sort key's, then the table key's.
+    fn forced_paths(&self) -> Vec<JsonPath> {
+        let mut paths = self.options.sort_key.clone();
+        if let Some(key) = &self.options.key
+            && !paths.contains(key)
+        {
+            paths.push(key.clone());
+        }
+        paths
     }
 
     fn find(&self, path: &JsonPath) -> Option<usize> {

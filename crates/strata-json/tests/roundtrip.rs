@@ -85,6 +85,7 @@ fn round_trip(
 ) -> strata_json::ShreddedBatch {
     let mut shredder = Shredder::new(ShredOptions {
         sort_key,
+        key: None,
         max_columns,
         max_paths,
     });

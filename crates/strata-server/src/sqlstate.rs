@@ -20,6 +20,7 @@ pub const INVALID_PARAMETER: &str = "22023";
 pub const INTERNAL_ERROR: &str = "XX000";
 pub const INVALID_AUTHORIZATION: &str = "28000";
 pub const INVALID_PASSWORD: &str = "28P01";
+pub const UNIQUE_VIOLATION: &str = "23505";
 
 /// The code for a statement's error.
 pub fn of_query_error(error: &QueryError) -> &'static str {
@@ -36,7 +37,10 @@ pub fn of_engine_error(error: &EngineError) -> &'static str {
         EngineError::InvalidTableName(_) => INVALID_NAME,
         EngineError::InvalidSortKey { .. }
         | EngineError::InvalidSetting { .. }
+        | EngineError::InvalidKey { .. }
+        | EngineError::KeyMismatch { .. }
         | EngineError::SortKeyMismatch { .. } => INVALID_PARAMETER,
+        EngineError::DuplicateKey { .. } => UNIQUE_VIOLATION,
         EngineError::AllRejected { .. } => DATA_EXCEPTION,
         _ => INTERNAL_ERROR,
     }

@@ -11,6 +11,7 @@
 //! order mark at the start of an input is skipped. Rejected lines are recorded (with their
 //! text, up to [`MAX_REJECT_TEXT_BYTES`]) only when the ingest commits.
 
+mod keys;
 mod parsed;
 mod prepared;
 mod reader;
@@ -19,18 +20,21 @@ mod rejects;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use strata_format::{Manifest, PartEntry, TableSettings};
-use strata_json::{JsonPath, ShredOptions, Shredder};
+use strata_format::{KeySetting, Manifest, PartEntry, TableSettings};
+use strata_json::{KeyType, Shredder};
 
 use crate::error::EngineError;
 use crate::input::Input;
 use crate::merge::{MergeOptions, MergeScope, MergeSummary, merge_locked};
 use crate::part_writing::{
-    DEFAULT_PART_TARGET_BYTES, full_part, join_writer, spawn_part_writer, write_shredded,
+    DEFAULT_PART_TARGET_BYTES, ShreddedPart, full_part, join_writer, shred_options,
+    spawn_part_writer, write_shredded,
 };
-use crate::settings::{validate_max_columns, validate_sort_key};
+use crate::settings::{validate_key, validate_max_columns, validate_sort_key};
 use crate::table::{DataDir, collect_garbage, new_part_file};
 
+use keys::KeyTracker;
+pub use keys::OnConflict;
 pub use parsed::ParsedInput;
 pub use prepared::PreparedIngest;
 use reader::{ChunkReader, DocumentReader};
@@ -44,6 +48,11 @@ pub struct IngestOptions {
     pub sort_key: Option<Vec<String>>,
     /// Typed columns per part, for a new table.
     pub max_columns: Option<usize>,
+    /// The table's key: a dotted JSON path and its values' type (validated by
+    /// `settings::validate_key`); used when the table is created, checked against it otherwise.
+    pub key: Option<(String, KeyType)>,
+    /// What a keyed table does with a document whose key is already present.
+    pub on_conflict: OnConflict,
     pub part_target_bytes: usize,
     /// Merge small parts after the ingest commits.
     pub auto_merge: bool,
@@ -61,6 +70,8 @@ impl Default for IngestOptions {
         IngestOptions {
             sort_key: None,
             max_columns: None,
+            key: None,
+            on_conflict: OnConflict::default(),
             part_target_bytes: DEFAULT_PART_TARGET_BYTES,
             auto_merge: true,
             max_line_bytes: None,
@@ -75,6 +86,9 @@ pub struct IngestProgress {
     pub read: u64,
     pub loaded: u64,
     pub rejected: u64,
+    /// Documents of a keyed ingest not loaded because their key was present already
+    /// (`--on-conflict ignore`).
+    pub ignored: u64,
     /// Loaded documents that had a key twice in one object (the last value was kept, ADR 0002).
     pub duplicate_keys: u64,
     /// Uncompressed input bytes consumed.
@@ -88,6 +102,7 @@ impl IngestProgress {
             read: self.read - earlier.read,
             loaded: self.loaded - earlier.loaded,
             rejected: self.rejected - earlier.rejected,
+            ignored: self.ignored - earlier.ignored,
             duplicate_keys: self.duplicate_keys - earlier.duplicate_keys,
             bytes: self.bytes - earlier.bytes,
         }
@@ -98,6 +113,7 @@ impl IngestProgress {
         self.read += other.read;
         self.loaded += other.loaded;
         self.rejected += other.rejected;
+        self.ignored += other.ignored;
         self.duplicate_keys += other.duplicate_keys;
         self.bytes += other.bytes;
     }
@@ -109,6 +125,9 @@ pub struct IngestSummary {
     /// The same counts for each input, in the order given.
     pub per_input: Vec<IngestProgress>,
     pub parts_written: usize,
+    /// Documents of a keyed table (or earlier ones of this ingest) that newer documents of
+    /// this ingest replaced.
+    pub replaced: u64,
     pub table_bytes: u64,
     pub table_documents: u64,
     pub table_parts: usize,
@@ -169,9 +188,14 @@ impl Source<'_> {
     fn open(
         &self,
         max_line_bytes: Option<usize>,
+        keys: Option<&KeyTracker>,
     ) -> Result<Box<dyn DocumentReader + '_>, EngineError> {
         Ok(match self {
-            Source::Lines(input) => Box::new(ChunkReader::open(input, max_line_bytes)?),
+            Source::Lines(input) => Box::new(ChunkReader::open(
+                input,
+                max_line_bytes,
+                keys.map(|k| k.key().clone()),
+            )?),
             Source::Parsed(parsed) => Box::new(parsed.reader()),
         })
     }
@@ -193,39 +217,80 @@ fn ingest_sources(
         manifest.version += 1;
         manifest.commit(&table_dir)?;
     }
-    let sort_key = manifest.settings.sort_key.clone();
-    let shred_options = shred_options(&manifest.settings);
+    let settings = manifest.settings.clone();
+    let shred_options = shred_options(&settings);
+    let mut keys = match &settings.key {
+        Some(key) => {
+            if inputs.iter().any(|i| matches!(i, Source::Parsed(_))) {
+                return Err(parsed_into_keyed_table(table));
+            }
+            Some(KeyTracker::new(table, key.table_key(), options.on_conflict))
+        }
+        None => None,
+    };
 
     let mut progress = IngestProgress::default();
     let mut rejects = RejectLog::new(&table_dir, data_dir.rejects_path(table)?);
     let mut shredder = Shredder::new(shred_options.clone());
-    let mut in_flight: Option<JoinHandle<Result<PartEntry, EngineError>>> = None;
+    type InFlight = (JoinHandle<Result<ShreddedPart, EngineError>>, (u64, u64));
+    let mut in_flight: Option<InFlight> = None;
     let mut new_parts: Vec<PartEntry> = Vec::new();
     let version = manifest.version;
+    // A written part goes to the list, and for a keyed ingest to the key tracker.
+    let finished = |part: ShreddedPart,
+                    ordinals: (u64, u64),
+                    full: bool,
+                    keys: &mut Option<KeyTracker>|
+     -> PartEntry {
+        if let Some(keys) = keys.as_mut() {
+            keys.part_written(&part.entry.file, ordinals, part.positions);
+        }
+        if full {
+            full_part(part.entry)
+        } else {
+            part.entry
+        }
+    };
 
     let mut per_input = Vec::with_capacity(inputs.len());
     for input in inputs {
         let before = progress.clone();
-        let mut documents = input.open(options.max_line_bytes)?;
+        let mut documents = input.open(options.max_line_bytes, keys.as_ref())?;
         let mut record = |reject: Reject| -> Result<(), EngineError> {
             rejects.write(&reject)?;
             on_reject(&reject);
             Ok(())
         };
         loop {
-            let more = documents.next(&mut progress, &mut |doc| shredder.push(doc), &mut record)?;
+            let more = documents.next(
+                &mut progress,
+                &mut |doc, key| {
+                    if let (Some(keys), Some(key)) = (keys.as_mut(), key)
+                        && !keys.admit(key)?
+                    {
+                        return Ok(false);
+                    }
+                    shredder.push(doc);
+                    Ok(true)
+                },
+                &mut record,
+            )?;
             if shredder.buffered_bytes() >= options.part_target_bytes {
                 let full = std::mem::replace(&mut shredder, Shredder::new(shred_options.clone()));
-                if let Some(handle) = in_flight.take() {
-                    new_parts.push(full_part(join_writer(handle)?));
+                if let Some((handle, ordinals)) = in_flight.take() {
+                    new_parts.push(finished(join_writer(handle)?, ordinals, true, &mut keys));
                 }
-                in_flight = Some(spawn_part_writer(
-                    table.to_owned(),
-                    table_dir.clone(),
-                    new_part_file(version),
-                    full,
-                    sort_key.clone(),
-                )?);
+                let ordinals = keys.as_mut().map_or((0, 0), KeyTracker::cut);
+                in_flight = Some((
+                    spawn_part_writer(
+                        table.to_owned(),
+                        table_dir.clone(),
+                        new_part_file(version),
+                        full,
+                        settings.clone(),
+                    )?,
+                    ordinals,
+                ));
             }
             on_progress(&progress);
             if !more {
@@ -234,17 +299,19 @@ fn ingest_sources(
         }
         per_input.push(progress.since(&before));
     }
-    if let Some(handle) = in_flight.take() {
-        new_parts.push(full_part(join_writer(handle)?));
+    if let Some((handle, ordinals)) = in_flight.take() {
+        new_parts.push(finished(join_writer(handle)?, ordinals, true, &mut keys));
     }
     if !shredder.is_empty() {
-        new_parts.push(write_shredded(
+        let ordinals = keys.as_mut().map_or((0, 0), KeyTracker::cut);
+        let part = write_shredded(
             table,
             &table_dir,
             &new_part_file(version),
             shredder,
-            &sort_key,
-        )?);
+            &settings,
+        )?;
+        new_parts.push(finished(part, ordinals, false, &mut keys));
     }
     commit_parts(
         data_dir,
@@ -257,9 +324,19 @@ fn ingest_sources(
             progress,
             per_input,
             rejects,
+            keys,
         },
         options,
     )
+}
+
+/// Documents parsed ahead (the server's write-ahead path) carry no keys; a keyed table's
+/// documents are loaded from their lines, which checks each key.
+fn parsed_into_keyed_table(table: &str) -> EngineError {
+    EngineError::Invalid(format!(
+        "table {table} has a key: its documents are loaded from their lines (strata ingest, or \
+         HTTP ingest's direct path), not from documents parsed ahead"
+    ))
 }
 
 /// What an ingest wrote before its commit.
@@ -270,12 +347,15 @@ struct Written {
     progress: IngestProgress,
     per_input: Vec<IngestProgress>,
     rejects: RejectLog,
+    /// The keys of a keyed ingest, resolved at the commit.
+    keys: Option<KeyTracker>,
 }
 
 /// The settings a new table gets from `options` (checked), and the sort key they ask for.
 struct RequestedSettings {
     sort_key: Option<Vec<String>>,
     max_columns: Option<usize>,
+    key: Option<KeySetting>,
 }
 
 fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, EngineError> {
@@ -286,6 +366,11 @@ fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, Engi
             .map(validate_sort_key)
             .transpose()?,
         max_columns: options.max_columns.map(validate_max_columns).transpose()?,
+        key: options
+            .key
+            .as_ref()
+            .map(|(path, key_type)| validate_key(path, *key_type))
+            .transpose()?,
     })
 }
 
@@ -307,6 +392,17 @@ fn open_manifest(
                     given: given.join(", "),
                 });
             }
+            if let Some(given) = requested.key
+                && Some(&given) != existing.settings.key.as_ref()
+            {
+                return Err(EngineError::KeyMismatch {
+                    table: table.to_owned(),
+                    existing: existing.settings.key.as_ref().map_or("no key".into(), |k| {
+                        format!("key {} ({})", k.path, k.key_type)
+                    }),
+                    given: format!("{} ({})", given.path, given.key_type),
+                });
+            }
             (existing, false)
         }
         None => (
@@ -315,22 +411,11 @@ fn open_manifest(
                 max_columns: requested
                     .max_columns
                     .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
+                key: requested.key,
             }),
             true,
         ),
     })
-}
-
-fn shred_options(settings: &TableSettings) -> ShredOptions {
-    ShredOptions {
-        sort_key: settings
-            .sort_key
-            .iter()
-            .map(|s| JsonPath::decode(s))
-            .collect(),
-        max_columns: settings.max_columns,
-        ..ShredOptions::default()
-    }
 }
 
 /// Commits the parts written (with the table's writer lock held), publishes the rejects and runs
@@ -349,7 +434,9 @@ fn commit_parts(
         progress,
         per_input,
         mut rejects,
+        keys,
     } = written;
+    let mut progress = progress;
     if progress.loaded == 0 && progress.rejected > 0 {
         return Err(EngineError::AllRejected {
             table: table.to_owned(),
@@ -358,9 +445,27 @@ fn commit_parts(
     }
 
     let parts_written = new_parts.len();
+    let resolution = match keys {
+        Some(keys) => Some(keys.resolve(table_dir, &manifest)?),
+        None => None,
+    };
     manifest.parts.extend(new_parts);
     if let Some(seq) = options.wal_applied {
         manifest.wal_applied = Some(manifest.wal_applied.unwrap_or(0).max(seq));
+    }
+    let mut replaced = 0;
+    if let Some(resolution) = resolution {
+        let version = manifest.version + 1;
+        crate::deletes::stage_deletions(
+            table,
+            table_dir,
+            &mut manifest,
+            version,
+            &resolution.deletions,
+        )?;
+        replaced = resolution.replaced;
+        progress.loaded -= resolution.ignored;
+        progress.ignored += resolution.ignored;
     }
     manifest.version += 1;
     manifest.commit(table_dir)?;
@@ -407,6 +512,7 @@ fn commit_parts(
         progress,
         per_input,
         parts_written,
+        replaced,
         created,
         table_bytes: manifest.bytes(),
         table_documents: manifest.rows(),

@@ -8,7 +8,7 @@
 use strata_json::Document;
 
 use super::IngestProgress;
-use super::reader::{CHUNK_LINES, ChunkReader, DocumentReader};
+use super::reader::{CHUNK_LINES, ChunkReader, DocumentReader, OnDocument};
 use super::rejects::Reject;
 use crate::error::EngineError;
 use crate::input::Input;
@@ -34,7 +34,7 @@ impl ParsedInput {
         max_heap_bytes: usize,
     ) -> Result<Option<Self>, EngineError> {
         input.check()?;
-        let mut reader = ChunkReader::open(input, max_line_bytes)?;
+        let mut reader = ChunkReader::open(input, max_line_bytes, None)?;
         let mut parsed = ParsedInput {
             documents: Vec::new(),
             rejects: Vec::new(),
@@ -51,7 +51,10 @@ impl ParsedInput {
             let (documents_before, rejects_before) = (documents.len(), rejects.len());
             let more = reader.next_owned(
                 progress,
-                &mut |document| documents.push(document),
+                &mut |document, _| {
+                    documents.push(document);
+                    Ok(true)
+                },
                 &mut |reject| {
                     rejects.push(reject);
                     Ok(())
@@ -117,7 +120,7 @@ impl DocumentReader for ParsedReader<'_> {
     fn next(
         &mut self,
         progress: &mut IngestProgress,
-        on_document: &mut dyn FnMut(&Document),
+        on_document: &mut OnDocument<'_>,
         on_reject: &mut dyn FnMut(Reject) -> Result<(), EngineError>,
     ) -> Result<bool, EngineError> {
         let documents = &self.input.documents;
@@ -130,7 +133,7 @@ impl DocumentReader for ParsedReader<'_> {
         }
         let end = (self.next_document + CHUNK_LINES).min(documents.len());
         for document in &documents[self.next_document..end] {
-            on_document(document);
+            on_document(document, None)?;
         }
         self.next_document = end;
         Ok(end < documents.len())

@@ -16,10 +16,10 @@ use super::reader::DocumentReader;
 use super::rejects::RejectLog;
 use super::{
     IngestOptions, IngestProgress, IngestSummary, Source, Written, commit_parts, ingest_sources,
-    open_manifest, requested_settings, shred_options,
+    open_manifest, parsed_into_keyed_table, requested_settings,
 };
 use crate::error::EngineError;
-use crate::part_writing::{full_part, write_shredded};
+use crate::part_writing::{full_part, shred_options, write_shredded};
 use crate::table::{DataDir, collect_garbage, new_part_file};
 
 /// Parsed inputs shredded for a table, not yet written.
@@ -48,6 +48,9 @@ impl<'a> PreparedIngest<'a> {
         // Read without the lock: a manifest is replaced atomically, and the commit checks it.
         let (manifest, _) = open_manifest(table, &table_dir, requested_settings(options)?)?;
         let settings = manifest.settings;
+        if settings.key.is_some() {
+            return Err(parsed_into_keyed_table(table));
+        }
         let shred_options = shred_options(&settings);
         let mut shredders = Vec::new();
         let mut current = Shredder::new(shred_options.clone());
@@ -58,8 +61,14 @@ impl<'a> PreparedIngest<'a> {
             let mut documents = input.reader();
             loop {
                 // Rejects are recorded at the commit, from the inputs.
-                let more =
-                    documents.next(&mut progress, &mut |doc| current.push(doc), &mut |_| Ok(()))?;
+                let more = documents.next(
+                    &mut progress,
+                    &mut |doc, _| {
+                        current.push(doc);
+                        Ok(true)
+                    },
+                    &mut |_| Ok(()),
+                )?;
                 if current.buffered_bytes() >= options.part_target_bytes {
                     let next = Shredder::new(shred_options.clone());
                     shredders.push(std::mem::replace(&mut current, next));
@@ -133,8 +142,9 @@ impl<'a> PreparedIngest<'a> {
                 &table_dir,
                 &new_part_file(manifest.version),
                 shredder,
-                &settings.sort_key,
-            )?;
+                &settings,
+            )?
+            .entry;
             // Parts cut at the target size are `full`, as the ordinary path marks them.
             new_parts.push(if i + 1 < count { full_part(part) } else { part });
         }
@@ -149,6 +159,7 @@ impl<'a> PreparedIngest<'a> {
                 progress,
                 per_input,
                 rejects,
+                keys: None,
             },
             &options,
         )

@@ -9,7 +9,7 @@ use std::io::BufRead;
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
-use strata_json::{DEEP_STACK_BYTES, Document, DocumentError, parse_document};
+use strata_json::{DEEP_STACK_BYTES, Document, DocumentError, KeyValue, TableKey, parse_document};
 
 use super::IngestProgress;
 use super::rejects::Reject;
@@ -20,14 +20,19 @@ const CHUNK_BYTES: usize = 8 * 1024 * 1024;
 /// Lines parsed together; also the documents a [`DocumentReader`] hands on at a time.
 pub(super) const CHUNK_LINES: usize = 32 * 1024;
 
+/// Takes one document and its key (for a keyed table): true when loaded, false when ignored.
+pub(super) type OnDocument<'a> =
+    dyn FnMut(&Document, Option<&KeyValue>) -> Result<bool, EngineError> + 'a;
+
 /// Hands on an input's documents and rejected lines, a chunk at a time.
 pub(super) trait DocumentReader {
-    /// Hands on the next chunk's documents and rejects, counting them in `progress`; false once
-    /// the input has ended.
+    /// Hands on the next chunk's documents (with their key, for a keyed table) and rejects,
+    /// counting them in `progress`; false once the input has ended. `on_document` says whether
+    /// the document was loaded (true) or ignored (false, a keyed ingest's duplicate).
     fn next(
         &mut self,
         progress: &mut IngestProgress,
-        on_document: &mut dyn FnMut(&Document),
+        on_document: &mut OnDocument<'_>,
         on_reject: &mut dyn FnMut(Reject) -> Result<(), EngineError>,
     ) -> Result<bool, EngineError>;
 }
@@ -43,11 +48,18 @@ pub(super) struct ChunkReader {
     buffer: Vec<u8>,
     /// Per line of the chunk: where it starts in `buffer`, its line number and input offset.
     starts: Vec<(usize, u64, u64)>,
+    /// The table's key: a document without a key value is rejected.
+    key: Option<TableKey>,
 }
 
 impl ChunkReader {
-    pub(super) fn open(input: &Input, max_line_bytes: Option<usize>) -> Result<Self, EngineError> {
+    pub(super) fn open(
+        input: &Input,
+        max_line_bytes: Option<usize>,
+        key: Option<TableKey>,
+    ) -> Result<Self, EngineError> {
         Ok(ChunkReader {
+            key,
             name: input.display_name(),
             reader: input.open()?,
             max_line_bytes,
@@ -63,10 +75,14 @@ impl DocumentReader for ChunkReader {
     fn next(
         &mut self,
         progress: &mut IngestProgress,
-        on_document: &mut dyn FnMut(&Document),
+        on_document: &mut OnDocument<'_>,
         on_reject: &mut dyn FnMut(Reject) -> Result<(), EngineError>,
     ) -> Result<bool, EngineError> {
-        self.next_owned(progress, &mut |document| on_document(&document), on_reject)
+        self.next_owned(
+            progress,
+            &mut |document, key| on_document(&document, key.as_ref()),
+            on_reject,
+        )
     }
 }
 
@@ -76,7 +92,7 @@ impl ChunkReader {
     pub(super) fn next_owned(
         &mut self,
         progress: &mut IngestProgress,
-        on_document: &mut dyn FnMut(Document),
+        on_document: &mut dyn FnMut(Document, Option<KeyValue>) -> Result<bool, EngineError>,
         on_reject: &mut dyn FnMut(Reject) -> Result<(), EngineError>,
     ) -> Result<bool, EngineError> {
         let ChunkReader {
@@ -87,6 +103,7 @@ impl ChunkReader {
             offset,
             buffer,
             starts,
+            key,
         } = self;
         let mut broken: Option<(Vec<u8>, u64, u64, String)> = None;
         buffer.clear();
@@ -166,21 +183,36 @@ impl ChunkReader {
                 (text, line, offset)
             })
             .collect();
-        let parsed: Vec<Result<Document, DocumentError>> = parse_pool().install(|| {
-            lines
-                .par_iter()
-                .map(|(l, _, _)| parse_document(l))
-                .collect()
-        });
+        let key = key.as_ref();
+        let parsed: Vec<Result<(Document, Option<KeyValue>), Unloadable>> =
+            parse_pool().install(|| {
+                lines
+                    .par_iter()
+                    .map(|(l, _, _)| {
+                        let doc = parse_document(l).map_err(Unloadable::Document)?;
+                        match key {
+                            Some(key) => match key.of(&doc) {
+                                Ok(value) => Ok((doc, Some(value))),
+                                Err(e) => Err(Unloadable::Key(e)),
+                            },
+                            None => Ok((doc, None)),
+                        }
+                    })
+                    .collect()
+            });
         for (&(text, line, offset), result) in lines.iter().zip(parsed) {
             match result {
-                Ok(doc) => {
+                Ok((doc, key)) => {
                     progress.read += 1;
-                    progress.loaded += 1;
-                    progress.duplicate_keys += u64::from(doc.has_duplicate_keys());
-                    on_document(doc);
+                    let duplicate_keys = doc.has_duplicate_keys();
+                    if on_document(doc, key)? {
+                        progress.loaded += 1;
+                        progress.duplicate_keys += u64::from(duplicate_keys);
+                    } else {
+                        progress.ignored += 1;
+                    }
                 }
-                Err(DocumentError::Empty) => {}
+                Err(Unloadable::Document(DocumentError::Empty)) => {}
                 Err(reason) => {
                     progress.read += 1;
                     progress.rejected += 1;
@@ -203,6 +235,16 @@ impl ChunkReader {
 }
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Why a line is not loaded.
+#[derive(Debug, thiserror::Error)]
+enum Unloadable {
+    #[error(transparent)]
+    Document(DocumentError),
+    /// A keyed table's document without a key value.
+    #[error("{0}")]
+    Key(strata_json::KeyError),
+}
 
 /// What [`read_line`] found.
 enum LineRead {

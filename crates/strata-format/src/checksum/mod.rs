@@ -47,6 +47,7 @@ use crate::error::FormatError;
 
 pub use check::{check_part, verify_file_hash};
 pub use file::write_checksums;
+pub(crate) use open::open_verified;
 pub use open::{OpenedPart, open_part};
 pub use part_file::{PartFile, PartRead};
 pub use segments::PartChecksums;

@@ -79,19 +79,37 @@ impl OpenedPart {
 /// Opens the part `entry` at `path`: checks its size against the manifest, verifies and parses its
 /// footer and page index, and checks its row count against the manifest (see the module docs).
 pub fn open_part(path: &Path, entry: &PartEntry) -> Result<OpenedPart, FormatError> {
+    let mut opened = open_verified(path, entry.bytes, entry.xxh64.is_some(), entry.rows)?;
+    if let Some(deletes) = &entry.deletes {
+        let dv_path = path.with_file_name(&deletes.file);
+        let blob = std::fs::read(&dv_path).map_err(|e| FormatError::io(&dv_path, e))?;
+        let vector = decode_checked(&blob, &dv_path, deletes, entry.rows)?;
+        opened.deleted = (!vector.is_empty()).then(|| Arc::new(vector));
+    }
+    Ok(opened)
+}
+
+/// Opens any Parquet file Strata wrote with a checksum file (`checksummed`) or without: checks
+/// its size, verifies and parses its footer, and checks its row count (parts, key files).
+pub(crate) fn open_verified(
+    path: &Path,
+    bytes: u64,
+    checksummed: bool,
+    expected_rows: u64,
+) -> Result<OpenedPart, FormatError> {
     let file = File::open(path).map_err(|e| FormatError::io(path, e))?;
     let len = file.metadata().map_err(|e| FormatError::io(path, e))?.len();
-    if len != entry.bytes {
+    if len != bytes {
         return Err(damaged(
             path,
-            format!("{len} bytes on disk, the manifest says {}", entry.bytes),
+            format!("{len} bytes on disk, the manifest says {bytes}"),
         ));
     }
     let parquet_err = |source| FormatError::Parquet {
         path: path.to_owned(),
         source,
     };
-    let opened = if entry.xxh64.is_none() {
+    let opened = if !checksummed {
         OpenedPart {
             metadata: ArrowReaderMetadata::load(&file, reader_options()).map_err(parquet_err)?,
             checksums: None,
@@ -151,21 +169,11 @@ pub fn open_part(path: &Path, entry: &PartEntry) -> Result<OpenedPart, FormatErr
             deleted: None,
         }
     };
-    let mut opened = opened;
-    if let Some(deletes) = &entry.deletes {
-        let dv_path = path.with_file_name(&deletes.file);
-        let blob = std::fs::read(&dv_path).map_err(|e| FormatError::io(&dv_path, e))?;
-        let vector = decode_checked(&blob, &dv_path, deletes, entry.rows)?;
-        opened.deleted = (!vector.is_empty()).then(|| Arc::new(vector));
-    }
     let rows = opened.metadata.metadata().file_metadata().num_rows();
-    if u64::try_from(rows).ok() != Some(entry.rows) {
+    if u64::try_from(rows).ok() != Some(expected_rows) {
         return Err(damaged(
             path,
-            format!(
-                "{rows} rows in its footer, the manifest says {}",
-                entry.rows
-            ),
+            format!("{rows} rows in its footer, the manifest says {expected_rows}"),
         ));
     }
     Ok(opened)

@@ -15,11 +15,17 @@ use crate::FORMAT_VERSION;
 #[derive(Debug, Clone)]
 pub struct PartWriterOptions {
     pub zstd_level: i32,
+    /// The column (encoded path) of the table's key: the part gets a key file built from it
+    /// (`crate::keys`). None for tables without a key.
+    pub key_column: Option<String>,
 }
 
 impl Default for PartWriterOptions {
     fn default() -> Self {
-        PartWriterOptions { zstd_level: 3 }
+        PartWriterOptions {
+            zstd_level: 3,
+            key_column: None,
+        }
     }
 }
 

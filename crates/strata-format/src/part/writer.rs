@@ -85,6 +85,8 @@ pub struct PartWriter {
     bounds: BTreeMap<String, (Value, Value)>,
     runs: KeyRunTracker,
     profiles: Vec<ProfileBuilder>,
+    /// The key column (name, and its slices of every batch written) when the table has a key.
+    key_column: Option<(String, Vec<ArrayRef>)>,
 }
 
 /// A column's profile while its part is written.
@@ -154,6 +156,7 @@ impl PartWriter {
             sort_key: sort_key.to_vec(),
             rows: 0,
             bounds: BTreeMap::new(),
+            key_column: options.key_column.clone().map(|name| (name, Vec::new())),
         })
     }
 
@@ -188,6 +191,15 @@ impl PartWriter {
                     }
                 }
             }
+        }
+        if let Some((name, slices)) = &mut self.key_column {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| FormatError::Damaged {
+                    path: self.tmp_path.clone(),
+                    message: format!("rows written without the key column {name}"),
+                })?;
+            slices.push(column.clone());
         }
         for profile in &mut self.profiles {
             if let Some(strings) = batch
@@ -278,6 +290,19 @@ impl PartWriter {
         let bytes = fs::metadata(&self.final_path)
             .map_err(|e| FormatError::io(&self.final_path, e))?
             .len();
+        let keys = match self.key_column.take() {
+            Some((_, slices)) => {
+                let slices: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
+                let column =
+                    arrow::compute::concat(&slices).map_err(|source| FormatError::Arrow {
+                        path: self.final_path.clone(),
+                        source,
+                    })?;
+                let parts_dir = self.final_path.parent().unwrap_or(Path::new("."));
+                Some(crate::keys::write_key_file(parts_dir, &self.file, &column)?)
+            }
+            None => None,
+        };
         let (sort_key_min, sort_key_max) = self
             .bounds
             .into_iter()
@@ -301,6 +326,7 @@ impl PartWriter {
             key_runs: self.runs.finish(),
             xxh64: Some(format!("{xxh64:016x}")),
             deletes: None,
+            keys,
         })
     }
 }

@@ -29,7 +29,8 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use strata_engine::input::{Compression, Input, StreamInput};
-use strata_engine::{EngineError, IngestOptions, IngestProgress, ParsedInput, Reject};
+use strata_engine::settings::parse_key_spec;
+use strata_engine::{EngineError, IngestOptions, IngestProgress, OnConflict, ParsedInput, Reject};
 
 use super::ApiError;
 use crate::Shared;
@@ -43,6 +44,10 @@ pub use crate::ingest_queue::MAX_LISTED_REJECTS;
 pub struct IngestParams {
     /// Comma-separated dotted paths; used when the request creates the table.
     sort_key: Option<String>,
+    /// `PATH[:string|integer]`: the key of a table the request creates (checked otherwise).
+    key: Option<String>,
+    /// For a table with a key: `replace` (default), `ignore` or `error`.
+    on_conflict: Option<String>,
     /// `visible` (default): answer once queries see the documents; `durable`: once they are
     /// in the write-ahead log (visible within `wal.flush_interval_ms`).
     wait: Option<String>,
@@ -73,6 +78,28 @@ async fn run(
         .table_dir(&table)
         .map_err(|e| engine_error(&e))?;
     let compression = compression(headers)?;
+    let on_conflict = match params.on_conflict.as_deref() {
+        None => OnConflict::default(),
+        Some(text) => text.parse().map_err(|e: String| {
+            ApiError::new(StatusCode::BAD_REQUEST, sqlstate::INVALID_PARAMETER, e)
+        })?,
+    };
+    let requested = IngestOptions {
+        sort_key: params
+            .sort_key
+            .as_deref()
+            .map(|keys| keys.split(',').map(str::to_owned).collect()),
+        key: params.key.as_deref().map(parse_key_spec),
+        on_conflict,
+        ..IngestOptions::default()
+    };
+    // Keyed tables load from their lines, which checks each document's key (ADR 0016): they
+    // take the direct path.
+    let keyed = params.key.is_some()
+        || shared
+            .data_dir
+            .manifest(&table)
+            .is_ok_and(|m| m.settings.key.is_some());
     let wait_visible = match params.wait.as_deref() {
         None | Some("visible") => true,
         Some("durable") => false,
@@ -100,6 +127,7 @@ async fn run(
     // parts directly.
     if let Some(queue) = shared.ingest_queue.clone()
         && params.sort_key.is_none()
+        && !keyed
     {
         let most = shared.config.wal.max_request_bytes;
         let mut buffered = BytesMut::new();
@@ -129,7 +157,7 @@ async fn run(
     into_parts(
         &shared,
         table,
-        params.sort_key,
+        requested,
         compression,
         reader,
         &too_large,
@@ -202,7 +230,16 @@ async fn through_wal(
         // answers as `strata ingest` does.
         let reader: Box<dyn std::io::Read + Send> = Box::new(io::Cursor::new(body));
         let never = AtomicBool::new(false);
-        return into_parts(shared, table, None, compression, reader, &never, 0).await;
+        return into_parts(
+            shared,
+            table,
+            IngestOptions::default(),
+            compression,
+            reader,
+            &never,
+            0,
+        )
+        .await;
     };
     let progress = parsed.progress().clone();
     let listed: Vec<Reject> = parsed
@@ -294,7 +331,7 @@ async fn parse(
 async fn into_parts(
     shared: &Arc<Shared>,
     table: String,
-    sort_key: Option<String>,
+    requested: IngestOptions,
     compression: Compression,
     reader: Box<dyn std::io::Read + Send>,
     too_large: &AtomicBool,
@@ -306,11 +343,10 @@ async fn into_parts(
         reader,
     ));
     let options = IngestOptions {
-        sort_key: sort_key.map(|keys| keys.split(',').map(str::to_owned).collect()),
         // The background merger merges small parts (see `merger`), not the request.
         auto_merge: false,
         max_line_bytes: Some(shared.config.limits.max_line_bytes),
-        ..IngestOptions::default()
+        ..requested
     };
     let (done, outcome) = tokio::sync::oneshot::channel();
     let data_dir = shared.data_dir.clone();
@@ -357,13 +393,16 @@ async fn into_parts(
         Ok(summary) => {
             shared.merger.ingested(&table);
             count_ingested(metrics, &summary.progress);
-            let answer = answer(
+            let mut answer = answer(
                 &table,
                 &summary.progress,
                 &listed,
                 summary.created,
                 &summary.warnings,
             );
+            if let Some(object) = answer.as_object_mut() {
+                object.insert("replaced".into(), json!(summary.replaced));
+            }
             Ok(axum::Json(answer).into_response())
         }
         Err(e) => {
@@ -409,6 +448,8 @@ fn engine_error(error: &EngineError) -> ApiError {
     let code = sqlstate::of_engine_error(error);
     let status = if code == sqlstate::INTERNAL_ERROR {
         StatusCode::INTERNAL_SERVER_ERROR
+    } else if code == sqlstate::UNIQUE_VIOLATION {
+        StatusCode::CONFLICT
     } else {
         StatusCode::BAD_REQUEST
     };
@@ -433,6 +474,7 @@ fn answer(
         "table": table,
         "accepted": progress.loaded,
         "rejected": progress.rejected,
+        "ignored": progress.ignored,
         "rejects": listed_rejects(listed),
         "rejects_listed": listed.len(),
         "created": created,

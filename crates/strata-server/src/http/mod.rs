@@ -208,6 +208,7 @@ async fn tables(State(shared): State<Arc<Shared>>) -> Response {
                 "parts": info.parts,
                 "bytes": info.bytes,
                 "sort_key": info.sort_key,
+                "key": info.key,
             }),
             Err(e) => json!({"name": name, "error": e.to_string()}),
         })

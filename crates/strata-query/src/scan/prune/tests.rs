@@ -78,6 +78,7 @@ fn entry(rows: u64, columns: &[(&str, Kind)]) -> PartEntry {
         key_runs: None,
         xxh64: None,
         deletes: None,
+        keys: None,
     }
 }
 
@@ -264,6 +265,7 @@ fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
         ..strata_format::Manifest::new(strata_format::TableSettings {
             sort_key: vec!["k".into()],
             max_columns: 64,
+            key: None,
         })
     };
     let indexed = manifest(vec![runs_entry(), runs_entry()]);

@@ -1,0 +1,479 @@
+//! Key files: where each key of a keyed table's part lies in the part (ADR 0016).
+//!
+//! A part of a table with a key (`TableSettings::key`) has a key file `parts/<part>.keys`,
+//! written with the part and listed in its manifest entry ([`PartKeys`]). It is a Parquet file
+//! of two columns, `key` (`Utf8` or `Int64`, the key's type) and `row` (`UInt32`, the row's
+//! position in the part, 0-based across row groups), one row per row of the part, **sorted by
+//! key** (then row), in data pages of [`KEY_PAGE_ROWS`] rows with a page index. It has a
+//! checksum file `<part>.keys.crc` like a part's (ADR 0008), and every read is verified.
+//!
+//! Finding keys: the page index gives each page's smallest and largest key, and since the file
+//! is sorted, the pages that can hold a key are the few whose range covers it: a lookup of one
+//! key reads one page of about a thousand keys (and the footer), whatever the part's size. The
+//! manifest entry carries the part's smallest and largest key, so most parts are skipped
+//! without opening anything.
+//!
+//! Invariants: a key file has exactly its part's row count and lists every row once; a key may
+//! be listed at several rows (a replaced row stays in its part until a merge, deleted by the
+//! part's deletion vector): callers skip the deleted ones.
+
+use std::cmp::Ordering;
+use std::fs;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use strata_json::{KeyType, KeyValue};
+
+use crate::checksum::{PartFile, open_verified, write_checksums};
+use crate::error::FormatError;
+use crate::manifest::{Manifest, PARTS_DIR, sync_dir};
+
+/// Suffix of key files (`<part>.keys`); not `.parquet`, so that readers of `parts/*.parquet`
+/// see only the parts.
+pub const KEY_FILE_SUFFIX: &str = ".keys";
+/// Rows per data page of a key file: what one lookup of one key decodes.
+pub const KEY_PAGE_ROWS: usize = 1024;
+/// Rows per row group of a key file.
+const KEY_ROW_GROUP_ROWS: usize = 1024 * 1024;
+
+/// A part's key file, as its manifest entry lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartKeys {
+    /// File name inside `parts/`.
+    pub file: String,
+    pub bytes: u64,
+    /// XXH64 (seed 0) of the file as 16 lowercase hex digits; the file has a checksum file.
+    pub xxh64: String,
+    /// The smallest and largest key of the part (a JSON string or integer).
+    pub min: Value,
+    pub max: Value,
+}
+
+impl PartKeys {
+    /// Whether a key could be in the part, by its smallest and largest key.
+    pub fn may_hold(&self, key: &KeyValue) -> bool {
+        let (Some(low), Some(high)) = (json_key(&self.min), json_key(&self.max)) else {
+            return true;
+        };
+        low <= *key && *key <= high
+    }
+}
+
+fn json_key(value: &Value) -> Option<KeyValue> {
+    match value {
+        Value::String(s) => Some(KeyValue::String(s.clone())),
+        Value::Number(n) => n.as_i64().map(KeyValue::Integer),
+        _ => None,
+    }
+}
+
+/// The key file name of the part `part`.
+pub fn key_file(part: &str) -> String {
+    format!("{part}{KEY_FILE_SUFFIX}")
+}
+
+/// The part a key file belongs to (None: not a key file's name).
+pub fn key_file_part(file: &str) -> Option<&str> {
+    file.strip_suffix(KEY_FILE_SUFFIX)
+}
+
+fn key_schema(key_type: KeyType) -> Arc<Schema> {
+    let data_type = match key_type {
+        KeyType::String => DataType::Utf8,
+        KeyType::Integer => DataType::Int64,
+    };
+    Arc::new(Schema::new(vec![
+        Field::new("key", data_type, false),
+        Field::new("row", DataType::UInt32, false),
+    ]))
+}
+
+/// Writes the key file of part `part_file` in `parts_dir` from the part's key column in row
+/// order (`keys[i]` is row `i`'s key): sorted, through a temporary file, fsynced, renamed, with
+/// its checksum file. The caller lists the returned entry in the manifest commit that lists the
+/// part.
+pub fn write_key_file(
+    parts_dir: &Path,
+    part_file: &str,
+    keys: &ArrayRef,
+) -> Result<PartKeys, FormatError> {
+    let file = key_file(part_file);
+    let final_path = parts_dir.join(&file);
+    let tmp_path = parts_dir.join(format!("{file}.tmp"));
+    let damaged = |message: String| FormatError::Damaged {
+        path: parts_dir.join(part_file),
+        message,
+    };
+    let key_type = match keys.data_type() {
+        DataType::Utf8 => KeyType::String,
+        DataType::Int64 => KeyType::Integer,
+        other => return Err(damaged(format!("its key column is of type {other}"))),
+    };
+    if keys.null_count() > 0 {
+        return Err(damaged(format!(
+            "{} of its rows have no key value",
+            keys.null_count()
+        )));
+    }
+    if keys.len() > u32::MAX as usize {
+        return Err(damaged(format!(
+            "{} rows are too many for a key file",
+            keys.len()
+        )));
+    }
+    let arrow_err = |source| FormatError::Arrow {
+        path: tmp_path.clone(),
+        source,
+    };
+    let rows = UInt32Array::from_iter_values(0..keys.len() as u32);
+    let order = lexsort_to_indices(
+        &[
+            SortColumn {
+                values: keys.clone(),
+                options: Some(SortOptions::default()),
+            },
+            SortColumn {
+                values: Arc::new(rows.clone()),
+                options: Some(SortOptions::default()),
+            },
+        ],
+        None,
+    )
+    .map_err(arrow_err)?;
+    let sorted_keys = take(keys.as_ref(), &order, None).map_err(arrow_err)?;
+    let sorted_rows = take(&rows, &order, None).map_err(arrow_err)?;
+    let (min, max) = match (first_key(&sorted_keys), last_key(&sorted_keys)) {
+        (Some(min), Some(max)) => (min, max),
+        _ => return Err(damaged("it has no rows".into())),
+    };
+    let batch = RecordBatch::try_new(key_schema(key_type), vec![sorted_keys, sorted_rows])
+        .map_err(arrow_err)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_data_page_row_count_limit(KEY_PAGE_ROWS)
+        .set_write_batch_size(KEY_PAGE_ROWS)
+        .set_max_row_group_row_count(Some(KEY_ROW_GROUP_ROWS))
+        .set_dictionary_enabled(false)
+        .build();
+    let parquet_err = |source| FormatError::Parquet {
+        path: tmp_path.clone(),
+        source,
+    };
+    let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
+    let mut writer = ArrowWriter::try_new(out, batch.schema(), Some(props)).map_err(parquet_err)?;
+    writer.write(&batch).map_err(parquet_err)?;
+    let out = writer.into_inner().map_err(parquet_err)?;
+    out.sync_all().map_err(|e| FormatError::io(&tmp_path, e))?;
+    drop(out);
+    let xxh64 = write_checksums(&tmp_path, &final_path)?;
+    fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
+    sync_dir(parts_dir)?;
+    let bytes = fs::metadata(&final_path)
+        .map_err(|e| FormatError::io(&final_path, e))?
+        .len();
+    Ok(PartKeys {
+        file,
+        bytes,
+        xxh64: format!("{xxh64:016x}"),
+        min,
+        max,
+    })
+}
+
+fn key_at(keys: &ArrayRef, i: usize) -> Option<Value> {
+    match keys.data_type() {
+        DataType::Utf8 => Some(Value::String(keys.as_string::<i32>().value(i).to_owned())),
+        DataType::Int64 => Some(Value::from(keys.as_primitive::<Int64Type>().value(i))),
+        _ => None,
+    }
+}
+
+fn first_key(keys: &ArrayRef) -> Option<Value> {
+    (!keys.is_empty()).then(|| key_at(keys, 0)).flatten()
+}
+
+fn last_key(keys: &ArrayRef) -> Option<Value> {
+    (!keys.is_empty())
+        .then(|| key_at(keys, keys.len() - 1))
+        .flatten()
+}
+
+/// One row of a part found by key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHit {
+    /// Index of the key in the sorted list looked up.
+    pub key: usize,
+    /// The row's position in the part.
+    pub row: u64,
+}
+
+/// The rows of a part (of `part_rows` rows, in `table_dir`) whose key is one of `sorted_keys`
+/// (sorted ascending, no duplicates), reading only the key file's pages whose key range covers
+/// one of them. Rows the part's deletion vector deletes are among them: the caller skips those.
+pub fn find_keys(
+    table_dir: &Path,
+    keys_entry: &PartKeys,
+    part_rows: u64,
+    sorted_keys: &[KeyValue],
+) -> Result<Vec<KeyHit>, FormatError> {
+    let wanted: Vec<&KeyValue> = sorted_keys
+        .iter()
+        .filter(|k| keys_entry.may_hold(k))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let path = Manifest::part_path(table_dir, &keys_entry.file);
+    let opened = open_verified(&path, keys_entry.bytes, true, part_rows)?;
+    let parquet_err = |source| FormatError::Parquet {
+        path: path.clone(),
+        source,
+    };
+    let selection = page_selection(&opened.metadata, &wanted);
+    let file = PartFile::open(&path, opened.checksums.clone())?;
+    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, opened.metadata)
+        .with_batch_size(8 * KEY_PAGE_ROWS);
+    if let Some(selection) = selection {
+        if !selection.selects_any() {
+            return Ok(Vec::new());
+        }
+        builder = builder.with_row_selection(selection);
+    }
+    let reader = builder.build().map_err(parquet_err)?;
+    let mut hits = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|source| FormatError::Arrow {
+            path: path.clone(),
+            source,
+        })?;
+        let rows = batch
+            .column(1)
+            .as_primitive::<arrow::datatypes::UInt32Type>();
+        let column = batch.column(0);
+        for i in 0..batch.num_rows() {
+            let found = match column.data_type() {
+                DataType::Utf8 => {
+                    let key = column.as_string::<i32>().value(i);
+                    sorted_keys.binary_search_by(|k| compare_str(k, key))
+                }
+                DataType::Int64 => {
+                    let key = column.as_primitive::<Int64Type>().value(i);
+                    sorted_keys.binary_search_by(|k| compare_int(k, key))
+                }
+                other => {
+                    return Err(FormatError::Damaged {
+                        path: path.clone(),
+                        message: format!("its key column is of type {other}"),
+                    });
+                }
+            };
+            if let Ok(index) = found {
+                let row = u64::from(rows.value(i));
+                if row >= part_rows {
+                    return Err(FormatError::Damaged {
+                        path: path.clone(),
+                        message: format!("it lists row {row} of a part of {part_rows} rows"),
+                    });
+                }
+                hits.push(KeyHit { key: index, row });
+            }
+        }
+    }
+    Ok(hits)
+}
+
+fn compare_str(key: &KeyValue, value: &str) -> Ordering {
+    match key {
+        KeyValue::String(s) => s.as_str().cmp(value),
+        // Integers never equal a string: order them all before.
+        KeyValue::Integer(_) => Ordering::Less,
+    }
+}
+
+fn compare_int(key: &KeyValue, value: i64) -> Ordering {
+    match key {
+        KeyValue::Integer(i) => i.cmp(&value),
+        KeyValue::String(_) => Ordering::Greater,
+    }
+}
+
+/// The pages of the key file whose key range covers one of `wanted` (sorted), as a row
+/// selection; None when the file has no page index (everything is read).
+fn page_selection(
+    metadata: &parquet::arrow::arrow_reader::ArrowReaderMetadata,
+    wanted: &[&KeyValue],
+) -> Option<RowSelection> {
+    let parquet = metadata.metadata();
+    let column_index = parquet.column_index()?;
+    let offset_index = parquet.offset_index()?;
+    let converter = StatisticsConverter::try_new(
+        "key",
+        metadata.schema(),
+        parquet.file_metadata().schema_descr(),
+    )
+    .ok()?;
+    let groups: Vec<usize> = (0..parquet.num_row_groups()).collect();
+    let mins = converter
+        .data_page_mins(column_index, offset_index, &groups)
+        .ok()?;
+    let maxes = converter
+        .data_page_maxes(column_index, offset_index, &groups)
+        .ok()?;
+    let counts = converter
+        .data_page_row_counts(offset_index, parquet.row_groups(), &groups)
+        .ok()??;
+    if mins.len() != maxes.len() || mins.len() != counts.len() {
+        return None;
+    }
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    let mut start = 0usize;
+    for page in 0..mins.len() {
+        let rows = counts.value(page) as usize;
+        let (low, high) = (bound(&mins, page)?, bound(&maxes, page)?);
+        // The first wanted key not below the page's smallest: the page is needed if it is not
+        // above its largest.
+        let first = wanted.partition_point(|k| **k < low);
+        if wanted.get(first).is_some_and(|k| **k <= high) {
+            match ranges.last_mut() {
+                Some(last) if last.end == start => last.end = start + rows,
+                _ => ranges.push(start..start + rows),
+            }
+        }
+        start += rows;
+    }
+    let mut selectors = Vec::new();
+    let mut at = 0;
+    for range in ranges {
+        if range.start > at {
+            selectors.push(RowSelector::skip(range.start - at));
+        }
+        selectors.push(RowSelector::select(range.len()));
+        at = range.end;
+    }
+    if start > at {
+        selectors.push(RowSelector::skip(start - at));
+    }
+    Some(RowSelection::from(selectors))
+}
+
+fn bound(values: &ArrayRef, i: usize) -> Option<KeyValue> {
+    if values.is_null(i) {
+        return None;
+    }
+    match values.data_type() {
+        DataType::Utf8 => Some(KeyValue::String(
+            values.as_string::<i32>().value(i).to_owned(),
+        )),
+        DataType::Utf8View => Some(KeyValue::String(
+            values.as_string_view().value(i).to_owned(),
+        )),
+        DataType::Int64 => Some(KeyValue::Integer(
+            values.as_primitive::<Int64Type>().value(i),
+        )),
+        _ => None,
+    }
+}
+
+/// Where the key file of `part_file` of the table in `table_dir` is.
+pub fn key_file_path(table_dir: &Path, part_file: &str) -> PathBuf {
+    table_dir.join(PARTS_DIR).join(key_file(part_file))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+
+    fn parts_dir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let parts = dir.path().join(PARTS_DIR);
+        fs::create_dir_all(&parts).unwrap();
+        (dir, parts)
+    }
+
+    #[test]
+    fn finds_every_row_of_a_key_and_nothing_else() {
+        let (dir, parts) = parts_dir();
+        // 5,000 rows in part order: keys k0000..k2499, each twice (rows i and i + 2,500).
+        let keys: Vec<String> = (0..5000).map(|i| format!("k{:04}", i % 2500)).collect();
+        let array: ArrayRef = Arc::new(StringArray::from(keys.clone()));
+        let entry = write_key_file(&parts, "p.parquet", &array).unwrap();
+        assert_eq!(entry.min, Value::String("k0000".into()));
+        assert_eq!(entry.max, Value::String("k2499".into()));
+        let wanted = vec![
+            KeyValue::String("k0007".into()),
+            KeyValue::String("k1999".into()),
+            KeyValue::String("missing".into()),
+        ];
+        let mut hits = find_keys(dir.path(), &entry, 5000, &wanted).unwrap();
+        hits.sort_by_key(|h| h.row);
+        assert_eq!(
+            hits,
+            vec![
+                KeyHit { key: 0, row: 7 },
+                KeyHit { key: 1, row: 1999 },
+                KeyHit { key: 0, row: 2507 },
+                KeyHit { key: 1, row: 4499 },
+            ]
+        );
+        // Out of the part's range: nothing opened.
+        let none = find_keys(dir.path(), &entry, 5000, &[KeyValue::String("z".into())]).unwrap();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn integer_keys_and_pages_selected() {
+        let (dir, parts) = parts_dir();
+        let values: Vec<i64> = (0..10_000).map(|i| (i * 7919) % 10_000 - 5000).collect();
+        let array: ArrayRef = Arc::new(Int64Array::from(values.clone()));
+        let entry = write_key_file(&parts, "p.parquet", &array).unwrap();
+        assert_eq!(entry.min, Value::from(-5000));
+        let opened = open_verified(
+            &key_file_path(dir.path(), "p.parquet"),
+            entry.bytes,
+            true,
+            10_000,
+        )
+        .unwrap();
+        let one = KeyValue::Integer(values[1234]);
+        let selection = page_selection(&opened.metadata, &[&one]).unwrap();
+        assert_eq!(selection.row_count(), KEY_PAGE_ROWS, "one page read");
+        let hits = find_keys(dir.path(), &entry, 10_000, &[one]).unwrap();
+        assert_eq!(hits, vec![KeyHit { key: 0, row: 1234 }]);
+    }
+
+    #[test]
+    fn a_damaged_key_file_is_named() {
+        let (dir, parts) = parts_dir();
+        let array: ArrayRef = Arc::new(Int64Array::from((0..3000).collect::<Vec<i64>>()));
+        let entry = write_key_file(&parts, "p.parquet", &array).unwrap();
+        let path = key_file_path(dir.path(), "p.parquet");
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[10] ^= 0xff;
+        fs::write(&path, bytes).unwrap();
+        let e = find_keys(dir.path(), &entry, 3000, &[KeyValue::Integer(5)]).unwrap_err();
+        assert!(e.to_string().contains("p.parquet.keys"), "{e}");
+    }
+
+    #[test]
+    fn nulls_or_other_types_are_refused() {
+        let (_dir, parts) = parts_dir();
+        let nulls: ArrayRef = Arc::new(StringArray::from(vec![Some("a"), None]));
+        assert!(write_key_file(&parts, "p.parquet", &nulls).is_err());
+        let floats: ArrayRef = Arc::new(arrow::array::Float64Array::from(vec![1.0]));
+        assert!(write_key_file(&parts, "p.parquet", &floats).is_err());
+    }
+}
