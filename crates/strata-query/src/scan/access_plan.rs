@@ -63,6 +63,10 @@ pub(super) struct PruneCounts {
     pub(super) rows_pruned_by_key_runs: usize,
     /// Rows the pruned plan would have read that deletion vectors skip (ADR 0015).
     pub(super) rows_deleted: usize,
+    /// Parts skipped because the key index found none of the keys the filters ask for.
+    pub(super) parts_pruned_by_key_index: usize,
+    /// Rows (of parts read) that the key index showed hold none of those keys (ADR 0016).
+    pub(super) rows_pruned_by_key_index: usize,
 }
 
 impl PruneCounts {
@@ -79,7 +83,9 @@ impl PruneCounts {
     }
 
     pub(super) fn rows_pruned(&self) -> usize {
-        self.rows_pruned_by_statistics() + self.rows_pruned_by_key_runs
+        self.rows_pruned_by_statistics()
+            + self.rows_pruned_by_key_runs
+            + self.rows_pruned_by_key_index
     }
 }
 
@@ -181,7 +187,34 @@ pub(super) fn skip_deleted(
     counts: &mut PruneCounts,
 ) {
     let rows = parquet.file_metadata().num_rows().max(0) as u64;
-    let kept = deleted.kept_ranges(rows);
+    counts.rows_deleted += keep_only(plan, parquet, &deleted.kept_ranges(rows));
+}
+
+/// Narrows `plan` to the rows the key index found (ADR 0016): `rows` sorted part positions.
+pub(super) fn keep_key_rows(
+    plan: &mut ParquetAccessPlan,
+    parquet: &ParquetMetaData,
+    rows: &[u64],
+    counts: &mut PruneCounts,
+) {
+    let mut ranges: Vec<Range<u64>> = Vec::new();
+    for &row in rows {
+        match ranges.last_mut() {
+            Some(last) if last.end == row => last.end = row + 1,
+            _ => ranges.push(row..row + 1),
+        }
+    }
+    counts.rows_pruned_by_key_index += keep_only(plan, parquet, &ranges);
+}
+
+/// Narrows `plan` to the part rows in `kept` (sorted, disjoint); returns how many rows the plan
+/// read before that it no longer reads.
+fn keep_only(
+    plan: &mut ParquetAccessPlan,
+    parquet: &ParquetMetaData,
+    kept: &[Range<u64>],
+) -> usize {
+    let mut removed = 0;
     let mut group_start = 0u64;
     for (index, rg) in parquet.row_groups().iter().enumerate() {
         let group_rows = rg.num_rows().max(0) as u64;
@@ -208,13 +241,14 @@ pub(super) fn skip_deleted(
             RowGroupAccess::Selection(selected) => selected.row_count(),
             _ => group_rows,
         };
-        counts.rows_deleted += before - narrowed.row_count();
+        removed += before - narrowed.row_count();
         if narrowed.row_count() == 0 {
             plan.skip(index);
         } else {
             plan.scan_selection(index, narrowed);
         }
     }
+    removed
 }
 
 /// Narrows row group `index` of `plan` to `ranges`; a row group left without rows is skipped

@@ -31,6 +31,7 @@ use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
+use super::prune::key_index;
 use super::prune::part::parts_to_scan;
 use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
@@ -78,10 +79,26 @@ impl StrataScanExec {
         };
         let mut units = Vec::new();
         let parts_kept = parts_to_scan(&manifest.parts, &predicate);
+        let wanted_keys = manifest
+            .settings
+            .key
+            .as_ref()
+            .and_then(|key| key_index::wanted_keys(&predicate, key));
         for (entry, kept) in manifest.parts.iter().zip(parts_kept) {
             if !kept {
                 counts.parts_pruned += 1;
                 counts.rows_pruned_by_parts += entry.rows as usize;
+                continue;
+            }
+            let key_rows = match &wanted_keys {
+                Some(keys) => key_index::key_rows(&dir, entry, keys)
+                    .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?,
+                None => None,
+            };
+            if key_rows.as_ref().is_some_and(Vec::is_empty) {
+                counts.parts_pruned += 1;
+                counts.parts_pruned_by_key_index += 1;
+                counts.rows_pruned_by_key_index += entry.rows as usize;
                 continue;
             }
             let path = Manifest::part_path(&dir, &entry.file);
@@ -89,6 +106,9 @@ impl StrataScanExec {
                 .get_or_load(&path, entry)
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
             let mut plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
+            if let Some(rows) = &key_rows {
+                access_plan::keep_key_rows(&mut plan, metadata.metadata(), rows, &mut counts);
+            }
             let deleted = metadata_cache
                 .deletion_vector(&dir, entry)
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
@@ -165,6 +185,8 @@ impl StrataScanExec {
             ("rows_pruned_by_pages", c.rows_pruned_by_pages),
             ("rows_pruned_by_key_runs", c.rows_pruned_by_key_runs),
             ("rows_deleted", c.rows_deleted),
+            ("parts_pruned_by_key_index", c.parts_pruned_by_key_index),
+            ("rows_pruned_by_key_index", c.rows_pruned_by_key_index),
         ] {
             MetricBuilder::new(&self.metrics)
                 .global_counter(name)
@@ -236,6 +258,13 @@ impl DisplayAs for StrataScanExec {
             c.rows_pruned_by_pages,
             c.rows_pruned_by_key_runs,
         )?;
+        if c.rows_pruned_by_key_index > 0 || c.parts_pruned_by_key_index > 0 {
+            write!(
+                f,
+                ", key index: parts pruned={}, rows pruned={}",
+                c.parts_pruned_by_key_index, c.rows_pruned_by_key_index
+            )?;
+        }
         if c.rows_deleted > 0 {
             write!(f, ", deleted rows skipped={}", c.rows_deleted)?;
         }

@@ -12,6 +12,7 @@
 //! container whose physical column has another kind than the column's mode, or whose remainder
 //! may hold values of that mode, reports nothing for the column, so it is never pruned wrongly.
 
+pub(super) mod key_index;
 pub(super) mod key_runs;
 pub(super) mod page;
 pub(super) mod part;
