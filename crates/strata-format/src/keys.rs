@@ -35,9 +35,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use strata_json::{KeyType, KeyValue};
 
-use crate::checksum::{PartFile, open_verified, write_checksums};
+use crate::checksum::{PartFile, open_verified, verify_hash, write_checksums};
 use crate::error::FormatError;
-use crate::manifest::{Manifest, PARTS_DIR, sync_dir};
+use crate::manifest::{Manifest, PARTS_DIR, PartEntry, sync_dir};
 
 /// Suffix of key files (`<part>.keys`); not `.parquet`, so that readers of `parts/*.parquet`
 /// see only the parts.
@@ -386,6 +386,102 @@ fn bound(values: &ArrayRef, i: usize) -> Option<KeyValue> {
     }
 }
 
+/// Everything `strata check` verifies of a part's key file: its whole-file hash, every page
+/// against its checksum file, and that it lists each row of the part once, sorted by key.
+pub fn check_key_file(parts_dir: &Path, part: &PartEntry, keys: &PartKeys) -> Vec<String> {
+    let path = parts_dir.join(&keys.file);
+    let mut problems = Vec::new();
+    if let Err(e) = verify_hash(&path, &keys.xxh64) {
+        problems.push(e.to_string());
+    }
+    let opened = match open_verified(&path, keys.bytes, true, part.rows) {
+        Ok(opened) => opened,
+        Err(e) => {
+            problems.push(e.to_string());
+            return problems;
+        }
+    };
+    if let Some(sums) = &opened.checksums {
+        match fs::File::open(&path) {
+            Ok(file) => problems.extend(sums.verify_all(&file)),
+            Err(e) => problems.push(FormatError::io(&path, e).to_string()),
+        }
+    }
+    if !problems.is_empty() {
+        return problems;
+    }
+    let damaged = |message: String| {
+        FormatError::Damaged {
+            path: path.clone(),
+            message,
+        }
+        .to_string()
+    };
+    let rows = match read_all(&path, opened) {
+        Ok(rows) => rows,
+        Err(e) => return vec![e.to_string()],
+    };
+    let mut seen = vec![false; part.rows as usize];
+    for window in rows.windows(2) {
+        if window[0] > window[1] {
+            return vec![damaged(format!(
+                "it is not sorted: key {} at row {} comes after {} at row {}",
+                window[1].0, window[1].1, window[0].0, window[0].1
+            ))];
+        }
+    }
+    for (_, row) in &rows {
+        match seen.get_mut(*row as usize) {
+            Some(slot) if !*slot => *slot = true,
+            _ => {
+                return vec![damaged(format!(
+                    "it lists row {row} twice or past the part's end"
+                ))];
+            }
+        }
+    }
+    problems
+}
+
+/// Every (key, row) of a key file, in file order.
+fn read_all(
+    path: &Path,
+    opened: crate::checksum::OpenedPart,
+) -> Result<Vec<(KeyValue, u32)>, FormatError> {
+    let file = PartFile::open(path, opened.checksums.clone())?;
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, opened.metadata)
+        .build()
+        .map_err(|source| FormatError::Parquet {
+            path: path.to_owned(),
+            source,
+        })?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|source| FormatError::Arrow {
+            path: path.to_owned(),
+            source,
+        })?;
+        let rows = batch
+            .column(1)
+            .as_primitive::<arrow::datatypes::UInt32Type>();
+        let keys = batch.column(0);
+        for i in 0..batch.num_rows() {
+            let key = match keys.data_type() {
+                DataType::Utf8 => KeyValue::String(keys.as_string::<i32>().value(i).to_owned()),
+                DataType::Int64 => KeyValue::Integer(keys.as_primitive::<Int64Type>().value(i)),
+                other => {
+                    return Err(FormatError::Damaged {
+                        path: path.to_owned(),
+                        message: format!("its key column is of type {other}"),
+                    });
+                }
+            };
+            out.push((key, rows.value(i)));
+        }
+    }
+    Ok(out)
+}
+
 /// Where the key file of `part_file` of the table in `table_dir` is.
 pub fn key_file_path(table_dir: &Path, part_file: &str) -> PathBuf {
     table_dir.join(PARTS_DIR).join(key_file(part_file))
@@ -466,6 +562,41 @@ mod tests {
         fs::write(&path, bytes).unwrap();
         let e = find_keys(dir.path(), &entry, 3000, &[KeyValue::Integer(5)]).unwrap_err();
         assert!(e.to_string().contains("p.parquet.keys"), "{e}");
+    }
+
+    #[test]
+    fn check_verifies_a_key_file_and_names_damage() {
+        let (dir, parts) = parts_dir();
+        let array: ArrayRef = Arc::new(StringArray::from(vec!["b", "a", "c"]));
+        let keys = write_key_file(&parts, "p.parquet", &array).unwrap();
+        let part = PartEntry {
+            file: "p.parquet".into(),
+            rows: 3,
+            bytes: 0,
+            columns: Default::default(),
+            remainder_paths: Default::default(),
+            remainder_paths_truncated: false,
+            sort_key_min: Default::default(),
+            sort_key_max: Default::default(),
+            full: false,
+            key_runs: None,
+            xxh64: None,
+            deletes: None,
+            keys: Some(keys.clone()),
+        };
+        assert!(check_key_file(&parts, &part, &keys).is_empty());
+        let wrong_rows = PartEntry {
+            rows: 4,
+            ..part.clone()
+        };
+        assert!(!check_key_file(&parts, &wrong_rows, &keys).is_empty());
+        let path = key_file_path(dir.path(), "p.parquet");
+        let mut bytes = fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x01;
+        fs::write(&path, bytes).unwrap();
+        let problems = check_key_file(&parts, &part, &keys);
+        assert!(problems.iter().any(|p| p.contains("XXH64")), "{problems:?}");
     }
 
     #[test]

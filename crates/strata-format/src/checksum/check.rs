@@ -13,9 +13,14 @@ use super::open::open_part;
 
 /// Checks a part's whole-file XXH64 against its manifest entry (a no-op for parts without one).
 pub fn verify_file_hash(path: &Path, entry: &PartEntry) -> Result<(), FormatError> {
-    let Some(expected) = &entry.xxh64 else {
-        return Ok(());
-    };
+    match &entry.xxh64 {
+        Some(expected) => verify_hash(path, expected),
+        None => Ok(()),
+    }
+}
+
+/// Checks a file's whole-file XXH64 against `expected` (16 hex digits).
+pub(crate) fn verify_hash(path: &Path, expected: &str) -> Result<(), FormatError> {
     let found = format!("{:016x}", file_hash(path)?);
     if &found != expected {
         return Err(damaged(
@@ -92,6 +97,19 @@ pub fn check_part(path: &Path, entry: &PartEntry) -> (Vec<String>, String) {
             deletes.file, deletes.rows
         ),
         None => note,
+    };
+    let note = match (&entry.keys, path.parent()) {
+        (Some(keys), Some(parts_dir)) => {
+            let found = crate::keys::check_key_file(parts_dir, entry, keys);
+            let verified = found.is_empty();
+            problems.extend(found);
+            if verified {
+                format!("{note}; key file {} verified", keys.file)
+            } else {
+                note
+            }
+        }
+        _ => note,
     };
     (problems, note)
 }

@@ -45,6 +45,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::FormatError;
 
+pub(crate) use check::verify_hash;
 pub use check::{check_part, verify_file_hash};
 pub use file::write_checksums;
 pub(crate) use open::open_verified;
