@@ -22,7 +22,7 @@ pub fn verify_file_hash(path: &Path, entry: &PartEntry) -> Result<(), FormatErro
 /// Checks a file's whole-file XXH64 against `expected` (16 hex digits).
 pub(crate) fn verify_hash(path: &Path, expected: &str) -> Result<(), FormatError> {
     let found = format!("{:016x}", file_hash(path)?);
-    if &found != expected {
+    if found != expected {
         return Err(damaged(
             path,
             format!("its XXH64 is {found}, the manifest says {expected}"),
