@@ -245,6 +245,11 @@ fn write_round(
     let mut outputs: Vec<Vec<PartEntry>> = Vec::with_capacity(groups.len());
     for group in &groups {
         outputs.push(match merge_group(table, table_dir, manifest, group)? {
+            // Every row of the group was deleted: the inputs go, and nothing replaces them.
+            Some(output) if output.rows == 0 => {
+                discard_part(table_dir, &output.file);
+                Vec::new()
+            }
             Some(output) => vec![output],
             None => {
                 let rewritten = merge_by_reshredding(table, table_dir, manifest, group, options)?;
@@ -276,9 +281,7 @@ impl Round {
     /// for a later writer).
     fn discard(&self, table_dir: &Path) {
         for part in self.outputs.iter().flatten() {
-            let path = Manifest::part_path(table_dir, &part.file);
-            let _ = std::fs::remove_file(strata_format::checksum::checksum_path(&path));
-            let _ = std::fs::remove_file(path);
+            discard_part(table_dir, &part.file);
         }
     }
 
@@ -375,13 +378,13 @@ fn size_tier(bytes: u64) -> u32 {
     tier
 }
 
-/// Cuts `parts` into merge groups in order, each within the limits of one merge; a last part
-/// left alone is not merged.
+/// Cuts `parts` into merge groups in order, each within the limits of one merge; a part left
+/// alone is not merged, unless it has deleted rows: rewritten alone, it drops them for good.
 fn group_parts<'a>(parts: impl Iterator<Item = &'a PartEntry>) -> Vec<Vec<PartEntry>> {
     let mut groups = Vec::new();
     let mut current: Vec<PartEntry> = Vec::new();
     let close = |current: &mut Vec<PartEntry>, groups: &mut Vec<Vec<PartEntry>>| {
-        if current.len() >= 2 {
+        if current.len() >= 2 || current.iter().any(|p| p.deletes.is_some()) {
             groups.push(std::mem::take(current));
         }
         current.clear();
@@ -632,6 +635,21 @@ fn merge_group(
         merged?;
         written.map(Some)
     })
+}
+
+/// Deletes a part that no manifest lists, with its checksum and key files (a failure leaves
+/// garbage for a later writer).
+fn discard_part(table_dir: &Path, file: &str) {
+    let path = Manifest::part_path(table_dir, file);
+    let keys = Manifest::part_path(table_dir, &strata_format::keys::key_file(file));
+    for path in [
+        strata_format::checksum::checksum_path(&keys),
+        keys,
+        strata_format::checksum::checksum_path(&path),
+        path,
+    ] {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// One input of a k-way merge: its reader and the batch being consumed.

@@ -244,6 +244,24 @@ fn a_tables_key_is_fixed_when_it_is_created() {
     }
 }
 
+#[test]
+fn a_merge_of_parts_whose_rows_are_all_deleted_leaves_no_part() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("data"));
+    let opts = options("id", KeyType::Integer, OnConflict::Replace);
+    let lines: Vec<String> = (0..50).map(|k| doc(&k.into(), 1)).collect();
+    load(&dir, tmp.path(), &lines, &opts).0.unwrap();
+    let part = dir.manifest("t").unwrap().parts[0].clone();
+    strata_engine::delete_rows(&dir, "t", &[(part.file, (0..part.rows).collect())].into()).unwrap();
+    merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
+    let manifest = dir.manifest("t").unwrap();
+    assert!(manifest.parts.is_empty(), "{:?}", manifest.parts);
+    assert!(documents(&dir).is_empty());
+    // The keys are free again.
+    load(&dir, tmp.path(), &lines[..3], &opts).0.unwrap();
+    assert_eq!(documents(&dir).len(), 3);
+}
+
 /// One step of a random history of a keyed table.
 #[derive(Debug, Clone)]
 enum Step {

@@ -290,7 +290,9 @@ impl PartWriter {
         let bytes = fs::metadata(&self.final_path)
             .map_err(|e| FormatError::io(&self.final_path, e))?
             .len();
-        let keys = match self.key_column.take() {
+        // A part without rows (a merge of parts whose rows were all deleted) has no keys; the
+        // merge does not list it.
+        let keys = match self.key_column.take().filter(|_| self.rows > 0) {
             Some((_, slices)) => {
                 let slices: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
                 let column =
