@@ -15,7 +15,8 @@ use std::path::Path;
 use strata_format::deletes::{
     DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
 };
-use strata_format::{Manifest, RetiredPart};
+use strata_format::{Manifest, RetiredPart, find_keys};
+use strata_json::KeyValue;
 
 use crate::error::EngineError;
 use crate::table::{DataDir, collect_garbage, unix_now};
@@ -34,6 +35,61 @@ pub fn delete_rows(
     let mut manifest = data_dir.manifest(table)?;
     let version = manifest.version + 1;
     let deleted = stage_deletions(table, &table_dir, &mut manifest, version, rows)?;
+    if deleted == 0 {
+        return Ok(0);
+    }
+    manifest.version = version;
+    manifest.commit(&table_dir)?;
+    if collect_garbage(&table_dir, &mut manifest)? {
+        manifest.version += 1;
+        manifest.commit(&table_dir)?;
+    }
+    Ok(deleted)
+}
+
+/// Deletes the live documents of a keyed `table` whose key is one of `keys`, in one commit;
+/// returns how many were deleted (keys not in the table are ignored). The rows are found through
+/// the parts' key files under the writer lock, so a document replaced meanwhile is deleted in
+/// its newest version.
+pub fn delete_keys(
+    data_dir: &DataDir,
+    table: &str,
+    mut keys: Vec<KeyValue>,
+) -> Result<u64, EngineError> {
+    let _lock = data_dir.lock_existing(table, "delete")?;
+    let table_dir = data_dir.table_dir(table)?;
+    let mut manifest = data_dir.manifest(table)?;
+    if manifest.settings.key.is_none() {
+        return Err(EngineError::Invalid(format!(
+            "table {table} has no key: its documents cannot be deleted by key"
+        )));
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    let mut rows: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for part in &manifest.parts {
+        let Some(entry) = &part.keys else {
+            return Err(EngineError::Invalid(format!(
+                "table {table}: part {} of a keyed table has no key file",
+                part.file
+            )));
+        };
+        let hits = find_keys(&table_dir, entry, part.rows, &keys)?;
+        if hits.is_empty() {
+            continue;
+        }
+        let deleted = match &part.deletes {
+            Some(deletes) => Some(read_deletion_vector(&table_dir, deletes, part.rows)?),
+            None => None,
+        };
+        let live = hits
+            .into_iter()
+            .map(|hit| hit.row)
+            .filter(|row| !deleted.as_ref().is_some_and(|d| d.contains(*row)));
+        rows.entry(part.file.clone()).or_default().extend(live);
+    }
+    let version = manifest.version + 1;
+    let deleted = stage_deletions(table, &table_dir, &mut manifest, version, &rows)?;
     if deleted == 0 {
         return Ok(0);
     }

@@ -48,7 +48,7 @@ pub enum EngineError {
         given: String,
     },
     #[error(
-        "table {table}: key {path} = {key} is {where_}; nothing was loaded (--on-conflict replace or ignore load such documents)"
+        "table {table}: key {path} = {key} is {where_}; nothing was loaded (to replace or skip such documents: strata ingest --on-conflict replace|ignore, SQL INSERT … ON CONFLICT DO UPDATE SET data = EXCLUDED.data | DO NOTHING)"
     )]
     DuplicateKey {
         table: String,

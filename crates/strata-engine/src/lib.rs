@@ -25,7 +25,7 @@ pub mod settings;
 pub mod table;
 pub mod wal;
 
-pub use deletes::delete_rows;
+pub use deletes::{delete_keys, delete_rows};
 pub use error::EngineError;
 pub use ingest::{
     IngestOptions, IngestProgress, IngestSummary, OnConflict, ParsedInput, PreparedIngest, Reject,

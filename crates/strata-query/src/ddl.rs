@@ -122,7 +122,7 @@ fn literal_text(value: &Expr) -> String {
 }
 
 /// The table a statement names: `t`, `public.t` or `strata.public.t`.
-fn table_name(name: &ObjectName) -> Result<String, QueryError> {
+pub(crate) fn table_name(name: &ObjectName) -> Result<String, QueryError> {
     let parts: Vec<&str> = name
         .0
         .iter()
@@ -140,7 +140,7 @@ fn table_name(name: &ObjectName) -> Result<String, QueryError> {
     }
 }
 
-fn data_dir(context: &SessionContext) -> Result<DataDir, QueryError> {
+pub(crate) fn data_dir(context: &SessionContext) -> Result<DataDir, QueryError> {
     context
         .catalog("strata")
         .and_then(|catalog| catalog.schema("public"))

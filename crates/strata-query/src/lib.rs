@@ -9,7 +9,9 @@
 
 mod ddl;
 pub mod distinct;
+mod dml;
 pub mod group_count;
+pub mod jsonb;
 pub mod literal_typing;
 pub mod number;
 pub mod output;
@@ -39,7 +41,12 @@ use crate::planner::JsonPathPlanner;
 use crate::rule::ReadPathsFromColumns;
 use crate::table::{DataDirSchema, PathRegistry};
 
-pub use ddl::command_tag as table_change_tag;
+/// The PostgreSQL command tag of `sql` when it is one statement that changes a table or its
+/// documents (`DROP TABLE`, `ALTER TABLE`, `INSERT`, `UPDATE`, `DELETE`), which
+/// [`Session::run`] runs itself rather than through DataFusion; None for anything else.
+pub fn table_change_tag(sql: &str) -> Option<&'static str> {
+    ddl::command_tag(sql).or_else(|| dml::command_tag(sql))
+}
 pub use stream::QueryStream;
 
 /// Field metadata key marking columns whose text is JSON (outputs embed it as JSON).
@@ -54,6 +61,13 @@ pub enum QueryError {
     DataFusion(#[from] datafusion::error::DataFusionError),
     #[error(transparent)]
     Engine(#[from] strata_engine::EngineError),
+    /// A statement that cannot run as written, with its SQLSTATE (a document that is not JSON,
+    /// a missing key, what is not supported yet).
+    #[error("{message}")]
+    Statement {
+        sqlstate: &'static str,
+        message: String,
+    },
     /// A statement that ended before it was complete (the parser reports no position then).
     #[error("syntax error at end of input (line {line}, column {column}): {message}")]
     IncompleteStatement {
@@ -180,6 +194,9 @@ impl Session {
     /// Plans and runs one statement, collecting its result.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
         if let Some(result) = ddl::run(&self.context, sql)? {
+            return Ok(result);
+        }
+        if let Some(result) = dml::run(&self.context, sql).await? {
             return Ok(result);
         }
         let frame = match self.context.sql(&stream::copy_with_format(sql)?).await {

@@ -15,6 +15,7 @@ use datafusion::logical_expr::{Expr, ScalarUDF, lit};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use strata_json::JsonPath;
 
+use crate::jsonb::JsonbConcat;
 use crate::paths::PathMode;
 use crate::table::{PathRegistry, TABLE_FIELD_METADATA};
 use crate::udf::{JsonGet, StrataPath};
@@ -25,6 +26,7 @@ pub struct JsonPathPlanner {
     strata_path: Arc<ScalarUDF>,
     json_get: Arc<ScalarUDF>,
     json_get_text: Arc<ScalarUDF>,
+    jsonb_concat: Arc<ScalarUDF>,
 }
 
 impl JsonPathPlanner {
@@ -34,6 +36,7 @@ impl JsonPathPlanner {
             strata_path: Arc::new(ScalarUDF::new_from_impl(StrataPath::new())),
             json_get: Arc::new(ScalarUDF::new_from_impl(JsonGet::new(false))),
             json_get_text: Arc::new(ScalarUDF::new_from_impl(JsonGet::new(true))),
+            jsonb_concat: Arc::new(ScalarUDF::new_from_impl(JsonbConcat::new())),
         }
     }
 
@@ -133,6 +136,13 @@ impl ExprPlanner for JsonPathPlanner {
         let as_text = match expr.op {
             BinaryOperator::Arrow => false,
             BinaryOperator::LongArrow => true,
+            // `data || '{…}'`: PostgreSQL's jsonb concatenation when the left side is a
+            // document (or a `->` path of one), not string concatenation.
+            BinaryOperator::StringConcat if self.document_path(&expr.left, schema).is_some() => {
+                return Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(self.jsonb_concat.clone(), vec![expr.left, expr.right]),
+                )));
+            }
             _ => return Ok(PlannerResult::Original(expr)),
         };
         let Some(key) = literal_key(&expr.right) else {

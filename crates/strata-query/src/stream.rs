@@ -22,7 +22,11 @@ impl Session {
     /// Dropping the stream cancels the statement: its tasks are aborted and scans stop at their
     /// next batch.
     pub async fn stream(&self, sql: &str) -> Result<QueryStream, QueryError> {
-        if let Some(result) = crate::ddl::run(self.context(), sql)? {
+        let changed = match crate::ddl::run(self.context(), sql)? {
+            Some(result) => Some(result),
+            None => crate::dml::run(self.context(), sql).await?,
+        };
+        if let Some(result) = changed {
             let batches = futures::stream::iter(result.batches.into_iter().map(Ok));
             return Ok(QueryStream {
                 schema: result.schema.clone(),

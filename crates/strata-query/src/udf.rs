@@ -39,6 +39,8 @@ pub fn all_functions() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(JsonGet::new(true)),
         ScalarUDF::new_from_impl(DateDiff::new()),
         ScalarUDF::new_from_impl(CompareNumber::new()),
+        ScalarUDF::new_from_impl(crate::jsonb::JsonbConcat::new()),
+        ScalarUDF::new_from_impl(crate::jsonb::JsonbSet::new()),
     ]
 }
 

@@ -26,6 +26,7 @@ pub const UNIQUE_VIOLATION: &str = "23505";
 pub fn of_query_error(error: &QueryError) -> &'static str {
     match error {
         QueryError::IncompleteStatement { .. } => SYNTAX_ERROR,
+        QueryError::Statement { sqlstate, .. } => sqlstate,
         QueryError::Engine(e) => of_engine_error(e),
         QueryError::DataFusion(e) => of_datafusion_error(e),
     }

@@ -185,6 +185,15 @@ impl QueryParser for StrataParser {
     }
 }
 
+/// The `count` a document-changing statement answers (None for other statements).
+fn changed_rows(result: &strata_query::QueryResult) -> Option<usize> {
+    use arrow::array::AsArray;
+    let batch = result.batches.first()?;
+    let column = batch.column_by_name("count")?;
+    let counts = column.as_primitive_opt::<arrow::datatypes::UInt64Type>()?;
+    (counts.len() == 1).then(|| counts.value(0) as usize)
+}
+
 pub struct StrataStatements {
     inner: Arc<DfSessionService>,
     parser: Arc<StrataParser>,
@@ -216,7 +225,13 @@ impl StrataStatements {
             tokio::runtime::Handle::current().block_on(self.shared.session.run(sql))
         });
         match result {
-            Ok(_) => Ok(Response::Execution(Tag::new(tag))),
+            // INSERT, UPDATE and DELETE answer one `count` row: PostgreSQL's tags carry it
+            // (`INSERT 0 3`, `UPDATE 2`).
+            Ok(result) => Ok(Response::Execution(match changed_rows(&result) {
+                Some(rows) if tag == "INSERT" => Tag::new(tag).with_oid(0).with_rows(rows),
+                Some(rows) => Tag::new(tag).with_rows(rows),
+                None => Tag::new(tag),
+            })),
             Err(e) => Err(statement_error(sqlstate::of_query_error(&e), e.to_string())),
         }
     }

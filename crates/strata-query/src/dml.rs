@@ -1,0 +1,455 @@
+//! Statements that change documents: `INSERT`, `UPDATE` and `DELETE` (issue 14, ADR 0016).
+//!
+//! DataFusion plans DML but cannot run it on Strata's tables (its provider hooks get filter
+//! expressions over columns Strata's rules rewrite, and it refuses `ON CONFLICT` and
+//! `RETURNING`), so [`crate::Session::run`] hands these statements here first, as it does
+//! `DROP`/`ALTER` to `crate::ddl`. Each runs in three steps:
+//!
+//! 1. a *shadow query* planned and run by DataFusion through the normal planner, rules and
+//!    pruning scan: the `INSERT`'s source rows; for `UPDATE` the key and the new document of
+//!    each row the `WHERE` matches; for `DELETE` the key of each such row;
+//! 2. the new documents are checked as ingest checks them (valid JSON objects, a key of the
+//!    table's type): a bad one fails the statement, naming the row, and nothing changes;
+//! 3. one commit through strata-engine: an ingest with the statement's conflict policy
+//!    (`INSERT` fails on a key present, `ON CONFLICT DO NOTHING` ignores it, `ON CONFLICT DO
+//!    UPDATE SET data = EXCLUDED.data` replaces it; `UPDATE` replaces), or deletion vectors for
+//!    the keys (`DELETE`).
+//!
+//! Each statement is atomic (one manifest commit) and sees the table as of its shadow query; a
+//! concurrent writer's commit between the two steps is not re-checked against the `WHERE`
+//! (statements run at "read committed" without PostgreSQL's re-check; transactions come in a
+//! later step). `UPDATE` and `DELETE` need a table with a key, which addresses the rows;
+//! `INSERT` works on every table. The result is one row, `count`, the rows changed.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch, UInt64Array};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, Delete, Expr, FromTable, Insert, ObjectName, OnConflictAction, OnInsert,
+    Statement, TableFactor, TableObject, Update,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use strata_engine::input::{Compression, Input, StreamInput};
+use strata_engine::{DataDir, EngineError, IngestOptions, OnConflict};
+use strata_json::{KeyType, KeyValue, TableKey, parse_document};
+
+use crate::ddl::{data_dir, table_name};
+use crate::{QueryError, QueryResult};
+
+/// SQLSTATE of a value that is not valid JSON (PostgreSQL's `invalid_text_representation`).
+const INVALID_TEXT: &str = "22P02";
+/// SQLSTATE of a NULL where a document or key is required (`not_null_violation`).
+const NOT_NULL: &str = "23502";
+/// SQLSTATE of what is not supported (yet).
+const NOT_SUPPORTED: &str = "0A000";
+
+/// The PostgreSQL command tag of `sql` when it is one statement [`run`] handles; None for
+/// anything else. Nothing runs.
+pub fn command_tag(sql: &str) -> Option<&'static str> {
+    match parse_one(sql)? {
+        Statement::Insert(_) => Some("INSERT"),
+        Statement::Update(_) => Some("UPDATE"),
+        Statement::Delete(_) => Some("DELETE"),
+        _ => None,
+    }
+}
+
+fn parse_one(sql: &str) -> Option<Statement> {
+    let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
+    if statements.len() != 1 {
+        return None;
+    }
+    match statements.pop_front()? {
+        DFStatement::Statement(statement) => Some(*statement),
+        _ => None,
+    }
+}
+
+/// Runs `sql` when it is one INSERT, UPDATE or DELETE; None for anything else.
+pub(crate) async fn run(
+    context: &SessionContext,
+    sql: &str,
+) -> Result<Option<QueryResult>, QueryError> {
+    let Some(statement) = parse_one(sql) else {
+        return Ok(None);
+    };
+    let count = match statement {
+        Statement::Insert(insert) => run_insert(context, &insert).await?,
+        Statement::Update(update) => run_update(context, &update).await?,
+        Statement::Delete(delete) => run_delete(context, &delete).await?,
+        _ => return Ok(None),
+    };
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(UInt64Array::from(vec![count]))],
+    )
+    .map_err(datafusion::error::DataFusionError::from)?;
+    Ok(Some(QueryResult {
+        schema,
+        batches: vec![batch],
+    }))
+}
+
+fn invalid(sqlstate: &'static str, message: String) -> QueryError {
+    QueryError::Statement { sqlstate, message }
+}
+
+fn not_supported(message: impl Into<String>) -> QueryError {
+    invalid(NOT_SUPPORTED, message.into())
+}
+
+/// A statement's target table and its key (None: the table has none).
+fn target(data_dir: &DataDir, name: &ObjectName) -> Result<(String, Option<TableKey>), QueryError> {
+    let table = table_name(name)?;
+    let manifest = data_dir.manifest(&table)?;
+    Ok((table, manifest.settings.key.as_ref().map(|k| k.table_key())))
+}
+
+async fn run_insert(context: &SessionContext, insert: &Insert) -> Result<u64, QueryError> {
+    let TableObject::TableName(name) = &insert.table else {
+        return Err(not_supported("INSERT INTO a table function"));
+    };
+    if insert.returning.is_some() {
+        return Err(not_supported("INSERT … RETURNING is not supported yet"));
+    }
+    let only_data = match &insert.columns[..] {
+        [] => true,
+        [column] => column.to_string() == crate::table::DATA_COLUMN,
+        _ => false,
+    };
+    if !only_data {
+        return Err(not_supported(format!(
+            "a table has one column, {}: INSERT INTO t [({})] VALUES ('{{…}}')",
+            crate::table::DATA_COLUMN,
+            crate::table::DATA_COLUMN
+        )));
+    }
+    let source = insert
+        .source
+        .as_ref()
+        .ok_or_else(|| not_supported("INSERT without VALUES or a query"))?;
+    let data_dir = data_dir(context)?;
+    let (table, key) = target(&data_dir, name)?;
+    let on_conflict = match &insert.on {
+        None => OnConflict::Error,
+        Some(OnInsert::OnConflict(conflict)) => {
+            if key.is_none() {
+                return Err(not_supported(format!(
+                    "ON CONFLICT: table {table} has no key (strata ingest --key)"
+                )));
+            }
+            match &conflict.action {
+                OnConflictAction::DoNothing => OnConflict::Ignore,
+                OnConflictAction::DoUpdate(update) => {
+                    let replaces = update.selection.is_none()
+                        && update.assignments.len() == 1
+                        && assigns_data(&update.assignments[0].target)
+                        && update.assignments[0]
+                            .value
+                            .to_string()
+                            .eq_ignore_ascii_case("EXCLUDED.data");
+                    if !replaces {
+                        return Err(not_supported(
+                            "ON CONFLICT DO UPDATE supports SET data = EXCLUDED.data (the new \
+                             document replaces the old) and no WHERE",
+                        ));
+                    }
+                    OnConflict::Replace
+                }
+            }
+        }
+        Some(other) => return Err(not_supported(format!("{other}"))),
+    };
+    let texts = documents_of(context, &source.to_string(), 0).await?;
+    let documents: Vec<String> = texts
+        .into_iter()
+        .enumerate()
+        .map(|(row, text)| {
+            text.ok_or_else(|| {
+                invalid(
+                    NOT_NULL,
+                    format!("row {}: a NULL document cannot be inserted", row + 1),
+                )
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    for (row, text) in documents.iter().enumerate() {
+        check_document(text, key.as_ref(), row)?;
+    }
+    load(data_dir, &table, documents, on_conflict).await
+}
+
+fn assigns_data(target: &AssignmentTarget) -> bool {
+    matches!(target, AssignmentTarget::ColumnName(name) if name.to_string() == crate::table::DATA_COLUMN)
+}
+
+async fn run_update(context: &SessionContext, update: &Update) -> Result<u64, QueryError> {
+    if update.returning.is_some() {
+        return Err(not_supported("UPDATE … RETURNING is not supported yet"));
+    }
+    if update.from.is_some() || !update.table.joins.is_empty() {
+        return Err(not_supported("UPDATE … FROM is not supported yet"));
+    }
+    let TableFactor::Table { name, .. } = &update.table.relation else {
+        return Err(not_supported("UPDATE of something other than a table"));
+    };
+    let [assignment] = &update.assignments[..] else {
+        return Err(not_supported(
+            "UPDATE sets one column: SET data = <new document>",
+        ));
+    };
+    if !assigns_data(&assignment.target) {
+        return Err(not_supported(format!(
+            "UPDATE sets the document: SET {} = <new document>",
+            crate::table::DATA_COLUMN
+        )));
+    }
+    let data_dir = data_dir(context)?;
+    let (table, key) = target(&data_dir, name)?;
+    let key = key.ok_or_else(|| keyless(&table, "UPDATE"))?;
+    let sql = format!(
+        "SELECT {}, CAST(({}) AS VARCHAR) FROM {name}{}",
+        key_expression(&key),
+        assignment.value,
+        where_clause(update.selection.as_ref())
+    );
+    let batches = context.sql(&sql).await?.collect().await?;
+    let mut documents = Vec::new();
+    for batch in &batches {
+        let old_keys = texts_of(batch, 0)?;
+        let new_documents = texts_of(batch, 1)?;
+        for (old, new) in old_keys.into_iter().zip(new_documents) {
+            let row = documents.len();
+            let old = old.and_then(|text| key_from_text(&text, key.key_type));
+            let new = new.ok_or_else(|| {
+                invalid(
+                    NOT_NULL,
+                    format!(
+                        "row {}: the new document is NULL (an UPDATE cannot delete)",
+                        row + 1
+                    ),
+                )
+            })?;
+            let new_key = check_document(&new, Some(&key), row)?;
+            if old.as_ref() != new_key.as_ref() {
+                return Err(not_supported(format!(
+                    "row {}: the UPDATE changes the key {} of a document; DELETE it and INSERT \
+                     the new one",
+                    row + 1,
+                    key.path.encode()
+                )));
+            }
+            documents.push(new);
+        }
+    }
+    let rows = documents.len() as u64;
+    if rows > 0 {
+        load(data_dir, &table, documents, OnConflict::Replace).await?;
+    }
+    Ok(rows)
+}
+
+async fn run_delete(context: &SessionContext, delete: &Delete) -> Result<u64, QueryError> {
+    if delete.returning.is_some() {
+        return Err(not_supported("DELETE … RETURNING is not supported yet"));
+    }
+    if delete.using.is_some() || !delete.tables.is_empty() || delete.limit.is_some() {
+        return Err(not_supported("DELETE with USING, several tables or LIMIT"));
+    }
+    let from = match &delete.from {
+        FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from) => from,
+    };
+    let [from] = &from[..] else {
+        return Err(not_supported("DELETE from several tables"));
+    };
+    let TableFactor::Table { name, .. } = &from.relation else {
+        return Err(not_supported("DELETE from something other than a table"));
+    };
+    let data_dir = data_dir(context)?;
+    let (table, key) = target(&data_dir, name)?;
+    let key = key.ok_or_else(|| keyless(&table, "DELETE"))?;
+    let sql = format!(
+        "SELECT {} FROM {name}{}",
+        key_expression(&key),
+        where_clause(delete.selection.as_ref())
+    );
+    let keys: Vec<KeyValue> = documents_of(context, &sql, 0)
+        .await?
+        .into_iter()
+        .flatten()
+        .filter_map(|text| key_from_text(&text, key.key_type))
+        .collect();
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let deleted = blocking(move || strata_engine::delete_keys(&data_dir, &table, keys)).await?;
+    Ok(deleted)
+}
+
+fn keyless(table: &str, statement: &str) -> QueryError {
+    not_supported(format!(
+        "{statement} needs a table with a key, which addresses its documents; table {table} has \
+         none (create it with strata ingest --key PATH)"
+    ))
+}
+
+fn where_clause(selection: Option<&Expr>) -> String {
+    selection.map_or(String::new(), |e| format!(" WHERE {e}"))
+}
+
+/// `data->'a'->>'b'`: the key's `->>` text (a string's contents, an integer's decimal text).
+fn key_expression(key: &TableKey) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let segments = key.path.segments();
+    let mut expression = crate::table::DATA_COLUMN.to_owned();
+    for (i, segment) in segments.iter().enumerate() {
+        let arrow = if i + 1 == segments.len() { "->>" } else { "->" };
+        expression.push_str(arrow);
+        expression.push_str(&quote(segment));
+    }
+    expression
+}
+
+fn key_from_text(text: &str, key_type: KeyType) -> Option<KeyValue> {
+    match key_type {
+        KeyType::String => Some(KeyValue::String(text.to_owned())),
+        KeyType::Integer => text.parse().ok().map(KeyValue::Integer),
+    }
+}
+
+/// Column `column` of every row of a query, as text (None for NULL).
+async fn documents_of(
+    context: &SessionContext,
+    sql: &str,
+    column: usize,
+) -> Result<Vec<Option<String>>, QueryError> {
+    let batches = context.sql(sql).await?.collect().await?;
+    let mut out = Vec::new();
+    for batch in &batches {
+        if batch.num_columns() != 1 {
+            return Err(not_supported(format!(
+                "the rows inserted have {} columns; a table has one, the document",
+                batch.num_columns()
+            )));
+        }
+        out.extend(texts_of(batch, column)?);
+    }
+    Ok(out)
+}
+
+fn texts_of(batch: &RecordBatch, column: usize) -> Result<Vec<Option<String>>, QueryError> {
+    let array = cast(batch.column(column), &DataType::Utf8)
+        .map_err(datafusion::error::DataFusionError::from)?;
+    let strings = array.as_string::<i32>();
+    Ok((0..strings.len())
+        .map(|i| (!strings.is_null(i)).then(|| strings.value(i).to_owned()))
+        .collect())
+}
+
+/// Checks one new document as ingest would; returns its key (for a keyed table).
+fn check_document(
+    text: &str,
+    key: Option<&TableKey>,
+    row: usize,
+) -> Result<Option<KeyValue>, QueryError> {
+    let document = parse_document(text.as_bytes()).map_err(|e| {
+        invalid(
+            INVALID_TEXT,
+            format!("row {}: invalid input syntax for type json: {e}", row + 1),
+        )
+    })?;
+    match key {
+        Some(key) => key
+            .of(&document)
+            .map(Some)
+            .map_err(|e| invalid(NOT_NULL, format!("row {}: {e}", row + 1))),
+        None => Ok(None),
+    }
+}
+
+/// Loads checked documents into `table` in one commit; returns how many were loaded.
+async fn load(
+    data_dir: DataDir,
+    table: &str,
+    documents: Vec<String>,
+    on_conflict: OnConflict,
+) -> Result<u64, QueryError> {
+    let table = table.to_owned();
+    let summary = blocking(move || {
+        let mut text = documents.join("\n");
+        text.push('\n');
+        let input = Input::Stream(StreamInput::new(
+            "statement".to_owned(),
+            Compression::None,
+            Box::new(Cursor::new(text.into_bytes())),
+        ));
+        let options = IngestOptions {
+            on_conflict,
+            ..IngestOptions::default()
+        };
+        strata_engine::ingest(
+            &data_dir,
+            &table,
+            &[input],
+            &options,
+            &mut |_| {},
+            &mut |_| {},
+        )
+    })
+    .await?;
+    Ok(summary.progress.loaded)
+}
+
+/// Runs engine work off the async runtime, on a thread deep enough for documents
+/// (`strata_json::DEEP_STACK_BYTES`).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, QueryError> {
+    tokio::task::spawn_blocking(move || strata_json::run_with_deep_stack(work))
+        .await
+        .map_err(|e| {
+            QueryError::DataFusion(datafusion::error::DataFusionError::External(Box::new(e)))
+        })?
+        .map_err(QueryError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use strata_json::JsonPath;
+
+    #[test]
+    fn the_key_is_read_as_text_along_its_path() {
+        let key = TableKey {
+            path: JsonPath::new(vec!["o'k".into(), "id".into()]),
+            key_type: KeyType::Integer,
+        };
+        assert_eq!(key_expression(&key), "data->'o''k'->>'id'");
+        assert_eq!(
+            key_from_text("-7", KeyType::Integer),
+            Some(KeyValue::Integer(-7))
+        );
+    }
+
+    #[test]
+    fn tags() {
+        assert_eq!(command_tag("INSERT INTO t VALUES ('{}')"), Some("INSERT"));
+        assert_eq!(
+            command_tag("update t set data = '{}' where data.a = 1"),
+            Some("UPDATE")
+        );
+        assert_eq!(command_tag("DELETE FROM t"), Some("DELETE"));
+        assert_eq!(command_tag("SELECT 1"), None);
+    }
+}

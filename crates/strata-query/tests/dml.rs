@@ -1,0 +1,230 @@
+//! INSERT, UPDATE and DELETE (issue 14, ADR 0016): counts, conflict policies, PostgreSQL's
+//! jsonb `||` and `jsonb_set`, errors that change nothing, and what queries, point reads,
+//! exports and merges see afterwards.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::io::Write;
+use std::path::Path;
+
+use arrow::array::AsArray;
+use arrow::datatypes::UInt64Type;
+use arrow::util::pretty::pretty_format_batches;
+use serde_json::Value;
+use strata_engine::input::Input;
+use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
+use strata_json::KeyType;
+use strata_query::{QueryError, Session};
+
+fn create(root: &Path, table: &str, key: Option<(&str, KeyType)>, lines: &[&str]) {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for line in lines {
+        writeln!(file, "{line}").unwrap();
+    }
+    let options = IngestOptions {
+        key: key.map(|(path, key_type)| (path.to_owned(), key_type)),
+        ..Default::default()
+    };
+    ingest(
+        &DataDir::new(root),
+        table,
+        &[Input::File(file.path().to_owned())],
+        &options,
+        &mut |_| {},
+        &mut |r| panic!("unexpected reject {r:?}"),
+    )
+    .unwrap();
+}
+
+struct Db {
+    runtime: tokio::runtime::Runtime,
+    session: Session,
+    root: std::path::PathBuf,
+}
+
+impl Db {
+    fn new(root: &Path) -> Db {
+        Db {
+            runtime: tokio::runtime::Runtime::new().unwrap(),
+            session: Session::open(root).unwrap(),
+            root: root.to_owned(),
+        }
+    }
+
+    fn try_run(&self, sql: &str) -> Result<Vec<arrow::record_batch::RecordBatch>, QueryError> {
+        self.runtime
+            .block_on(async { self.session.run(sql).await.map(|r| r.batches) })
+    }
+
+    /// The `count` a changing statement answers.
+    fn change(&self, sql: &str) -> u64 {
+        let batches = self.try_run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        batches[0].column(0).as_primitive::<UInt64Type>().value(0)
+    }
+
+    fn error(&self, sql: &str) -> (String, &'static str) {
+        match self.try_run(sql) {
+            Ok(_) => panic!("{sql}: expected an error"),
+            Err(QueryError::Statement { sqlstate, message }) => (message, sqlstate),
+            Err(e) => (e.to_string(), ""),
+        }
+    }
+
+    fn text(&self, sql: &str) -> String {
+        pretty_format_batches(&self.try_run(sql).unwrap())
+            .unwrap()
+            .to_string()
+    }
+
+    /// The table's documents by key, through export (no SQL involved).
+    fn documents(&self, table: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        export_table(&DataDir::new(&self.root), table, &mut out).unwrap();
+        let mut docs: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        docs.sort_by_key(|d| d["id"].to_string());
+        docs
+    }
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn insert_update_delete_on_a_keyed_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        tmp.path(),
+        "t",
+        Some(("id", KeyType::Integer)),
+        &[r#"{"id":1,"n":1}"#, r#"{"id":2,"n":2}"#],
+    );
+    let db = Db::new(tmp.path());
+    assert_eq!(
+        db.change(r#"INSERT INTO t VALUES ('{"id":3,"n":3}'), ('{"id":4,"n":4,"tags":["a"]}')"#),
+        2
+    );
+    // A key present: PostgreSQL's unique violation, and nothing of the statement is loaded.
+    let (message, code) = db.error(r#"INSERT INTO t VALUES ('{"id":5}'), ('{"id":3,"n":30}')"#);
+    assert!(message.contains("already in the table"), "{message}");
+    assert_eq!(code, "", "an engine error, mapped to 23505 by the server");
+    assert_eq!(db.documents("t").len(), 4);
+    assert_eq!(
+        db.change(
+            r#"INSERT INTO t VALUES ('{"id":3,"n":30}'), ('{"id":5,"n":5}') ON CONFLICT DO NOTHING"#
+        ),
+        1
+    );
+    assert_eq!(
+        db.change(
+            r#"INSERT INTO t VALUES ('{"id":3,"n":31}') ON CONFLICT (data) DO UPDATE SET data = EXCLUDED.data"#
+        ),
+        1
+    );
+    assert_eq!(
+        db.change(r#"UPDATE t SET data = data || '{"n": 100, "seen": true}' WHERE data.n >= 5"#),
+        2
+    );
+    assert_eq!(
+        db.change("UPDATE t SET data = jsonb_set(data, '{tags,0}', '\"b\"') WHERE data.id = 4"),
+        1
+    );
+    assert_eq!(db.change("UPDATE t SET data = data WHERE data.id = 99"), 0);
+    assert_eq!(
+        db.change("DELETE FROM t WHERE data.id = 2 OR data.id = 99"),
+        1
+    );
+    assert_eq!(
+        db.documents("t"),
+        vec![
+            json(r#"{"id":1,"n":1}"#),
+            json(r#"{"id":3,"n":100,"seen":true}"#),
+            json(r#"{"id":4,"n":4,"tags":["b"]}"#),
+            json(r#"{"id":5,"n":100,"seen":true}"#),
+        ]
+    );
+    // Queries and point reads see the same.
+    assert!(
+        db.text("SELECT data.n FROM t WHERE data.id = 3")
+            .contains("| 100")
+    );
+    assert!(
+        db.text("SELECT count(*) FROM t WHERE data.id = 2")
+            .contains("| 0 ")
+    );
+    assert!(db.text("SELECT count(*) FROM t").contains("| 4 "));
+    merge_parts(&DataDir::new(tmp.path()), "t", &MergeOptions::default()).unwrap();
+    assert_eq!(db.documents("t").len(), 4);
+    assert_eq!(db.change("DELETE FROM t"), 4);
+    assert!(db.documents("t").is_empty());
+}
+
+#[test]
+fn bad_statements_change_nothing_and_say_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        tmp.path(),
+        "t",
+        Some(("id", KeyType::String)),
+        &[r#"{"id":"a","n":1}"#],
+    );
+    create(tmp.path(), "plain", None, &[r#"{"id":"x"}"#]);
+    let db = Db::new(tmp.path());
+    for (sql, code, says) in [
+        (
+            r#"INSERT INTO t VALUES ('{"n":2}')"#,
+            "23502",
+            "the key path id is missing",
+        ),
+        (
+            r#"INSERT INTO t VALUES ('{"id":7}')"#,
+            "23502",
+            "holds the integer 7",
+        ),
+        (
+            r#"INSERT INTO t VALUES ('{"id":"b",')"#,
+            "22P02",
+            "invalid input syntax for type json",
+        ),
+        (
+            r#"INSERT INTO t VALUES ('[1]')"#,
+            "22P02",
+            "expected an object",
+        ),
+        ("INSERT INTO t VALUES (NULL)", "23502", "NULL document"),
+        (
+            r#"UPDATE t SET data = '{"id":"z"}'"#,
+            "0A000",
+            "changes the key",
+        ),
+        ("UPDATE t SET data = NULL", "23502", "cannot delete"),
+        ("DELETE FROM plain", "0A000", "needs a table with a key"),
+        (
+            r#"INSERT INTO plain VALUES ('{"id":"y"}') ON CONFLICT DO NOTHING"#,
+            "0A000",
+            "has no key",
+        ),
+        (
+            "INSERT INTO t VALUES ('{}') RETURNING data",
+            "0A000",
+            "RETURNING",
+        ),
+    ] {
+        let (message, sqlstate) = db.error(sql);
+        assert_eq!(sqlstate, code, "{sql}: {message}");
+        assert!(message.contains(says), "{sql}: {message}");
+    }
+    assert_eq!(db.documents("t"), vec![json(r#"{"id":"a","n":1}"#)]);
+    // A table without a key takes plain inserts.
+    assert_eq!(
+        db.change(
+            r#"INSERT INTO plain SELECT '{"id":"' || x || '"}' FROM (VALUES ('p'), ('q')) v(x)"#
+        ),
+        2
+    );
+    assert_eq!(db.documents("plain").len(), 3);
+}
