@@ -218,6 +218,9 @@ pub fn parse_text_array(text: &str) -> Result<Vec<String>> {
     let mut chars = inner.chars().peekable();
     while chars.peek().is_some() {
         let mut element = String::new();
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
         if chars.peek() == Some(&'"') {
             chars.next();
             loop {
@@ -227,6 +230,9 @@ pub fn parse_text_array(text: &str) -> Result<Vec<String>> {
                     Some(c) => element.push(c),
                     None => return exec_err!("malformed array literal: {text:?}"),
                 }
+            }
+            while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                chars.next();
             }
             match chars.next() {
                 None | Some(',') => {}
