@@ -60,7 +60,8 @@ pub fn command_tag(sql: &str) -> Option<&'static str> {
 }
 
 fn parse_one(sql: &str) -> Option<Statement> {
-    let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
+    let sql = without_conflict_expressions(sql);
+    let mut statements = DFParser::parse_sql_with_dialect(&sql, &PostgreSqlDialect {}).ok()?;
     if statements.len() != 1 {
         return None;
     }
@@ -68,6 +69,52 @@ fn parse_one(sql: &str) -> Option<Statement> {
         DFStatement::Statement(statement) => Some(*statement),
         _ => None,
     }
+}
+
+/// `sql` without the parenthesized target of `ON CONFLICT (…)` when it holds expressions, as
+/// PostgreSQL users write for an expression index (`ON CONFLICT ((data->>'id'))`), which the SQL
+/// parser cannot read. A table's only unique constraint is its key, so the target can only name
+/// it; column targets (`ON CONFLICT (data)`) parse as they are.
+fn without_conflict_expressions(sql: &str) -> std::borrow::Cow<'_, str> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+        return sql.into();
+    };
+    let is_word = |token: &Token, keyword: Keyword| matches!(token, Token::Word(w) if w.keyword == keyword);
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i], Token::Whitespace(_)))
+        .collect();
+    for (n, window) in significant.windows(4).enumerate() {
+        let [on, conflict, open, inner] = [window[0], window[1], window[2], window[3]];
+        if !(is_word(&tokens[on], Keyword::ON)
+            && is_word(&tokens[conflict], Keyword::CONFLICT)
+            && tokens[open] == Token::LParen
+            && tokens[inner] == Token::LParen)
+        {
+            continue;
+        }
+        // The target's closing parenthesis.
+        let mut depth = 0usize;
+        let close = significant[n + 2..].iter().copied().find(|&i| {
+            match tokens[i] {
+                Token::LParen => depth += 1,
+                Token::RParen => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        });
+        let Some(close) = close else {
+            return sql.into();
+        };
+        let text: String = tokens[..open]
+            .iter()
+            .chain(&tokens[close + 1..])
+            .map(ToString::to_string)
+            .collect();
+        return text.into();
+    }
+    sql.into()
 }
 
 /// Runs `sql` when it is one INSERT, UPDATE or DELETE; None for anything else.
@@ -439,6 +486,22 @@ mod tests {
         assert_eq!(
             key_from_text("-7", KeyType::Integer),
             Some(KeyValue::Integer(-7))
+        );
+    }
+
+    #[test]
+    fn an_expression_conflict_target_is_dropped() {
+        assert_eq!(
+            without_conflict_expressions(
+                "INSERT INTO t VALUES ('{\"id\": \"(\"}') ON CONFLICT ((data->>'id')) DO NOTHING"
+            ),
+            "INSERT INTO t VALUES ('{\"id\": \"(\"}') ON CONFLICT  DO NOTHING"
+        );
+        let plain = "INSERT INTO t VALUES ('{}') ON CONFLICT (data) DO NOTHING";
+        assert_eq!(without_conflict_expressions(plain), plain);
+        assert_eq!(
+            command_tag("insert into t values ('{}') on conflict ((data->>'id')) do update set data = excluded.data"),
+            Some("INSERT")
         );
     }
 

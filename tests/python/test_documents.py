@@ -1,0 +1,168 @@
+"""Documents that change (issue 14, ADR 0016), end to end through the real binary: keyed tables
+over HTTP, INSERT/UPDATE/DELETE over the PostgreSQL protocol (psycopg, psql) with PostgreSQL's
+command tags and SQLSTATEs, and — statement by statement — the same answers and the same
+documents as a real PostgreSQL 15 holding the same documents in a jsonb table with a unique
+index on the key."""
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from server import Server
+
+
+def ndjson(docs):
+    return "".join(json.dumps(d) + "\n" for d in docs).encode()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with Server(tmp_path / "db") as s:
+        yield s
+
+
+def test_keyed_ingest_over_http(server):
+    docs = [{"id": i, "v": 1} for i in range(10)]
+    status, answer = server.ingest("t", ndjson(docs), query="?key=id:integer")
+    assert status == 200 and answer["accepted"] == 10, answer
+    tables = json.loads(server.request("GET", "/v1/tables")[2])["tables"]
+    assert tables[0]["key"] == "id (integer)", tables
+    # Newer versions replace older ones; documents without a key are rejected by line.
+    body = ndjson([{"id": 3, "v": 2}, {"v": 2}, {"id": 4, "v": 2}])
+    status, answer = server.ingest("t", body)
+    assert status == 200, answer
+    assert (answer["accepted"], answer["rejected"], answer["replaced"]) == (2, 1, 2), answer
+    assert "the key path id is missing" in answer["rejects"][0]["reason"]
+    rows = server.rows("SELECT data.id AS id, data.v AS v FROM t WHERE data.v = 2 ORDER BY id")
+    assert rows == [{"id": 3, "v": 2}, {"id": 4, "v": 2}]
+    assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 10}]
+    # on_conflict=error: a conflict is 409 with PostgreSQL's unique_violation, nothing loaded.
+    status, answer = server.ingest("t", ndjson([{"id": 11}, {"id": 5}]), query="?on_conflict=error")
+    assert status == 409 and answer["code"] == "23505", answer
+    status, answer = server.ingest("t", ndjson([{"id": 5, "v": 0}]), query="?on_conflict=ignore")
+    assert status == 200 and (answer["accepted"], answer["ignored"]) == (0, 1), answer
+    assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 10}]
+    # A table's key is fixed when it is created.
+    status, answer = server.ingest("t", ndjson([{"id": "x"}]), query="?key=id")
+    assert status == 400 and "fixed" in answer["error"], answer
+
+
+# --- the same statements on Strata and on PostgreSQL ---------------------------------------
+
+def postgres_bindir():
+    dirs = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: p.parent.name, reverse=True)
+    return next((d for d in dirs if (d / "initdb").exists()), None)
+
+
+@pytest.fixture
+def postgres(tmp_path):
+    """A private PostgreSQL cluster on a loopback port (as the benchmark suite starts one)."""
+    bindir = postgres_bindir()
+    if bindir is None:
+        pytest.skip("no PostgreSQL server (tests/install-clients.sh installs Debian's postgresql)")
+    as_root = os.geteuid() == 0
+    base = Path(tempfile.mkdtemp(prefix="strata-test-postgres-", dir="/var/tmp"))
+    if as_root:
+        user = pwd.getpwnam("postgres")
+        os.chown(base, user.pw_uid, user.pw_gid)
+
+    def run(*cmd):
+        cmd = [str(c) for c in cmd]
+        if as_root:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run(bindir / "initdb", "-D", base / "data", "-E", "UTF8", "--locale=C", "-A", "trust", "-U", "postgres")
+    run(bindir / "pg_ctl", "-D", base / "data", "-l", base / "log", "-w", "-t", "60", "-o",
+        f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={base}", "start")
+    try:
+        yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+    finally:
+        run(bindir / "pg_ctl", "-D", base / "data", "-m", "immediate", "-w", "stop")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+START = [{"id": "a", "n": 1, "tags": ["x"]}, {"id": "b", "n": 2}, {"id": "c", "n": 3, "o": {"p": True}}]
+
+# Each written once, run on both systems: the tag, the error's SQLSTATE and the documents
+# afterwards must be the same.
+STATEMENTS = [
+    """INSERT INTO t VALUES ('{"id": "d", "n": 4}')""",
+    """INSERT INTO t VALUES ('{"id": "a", "n": 9}')""",
+    """INSERT INTO t VALUES ('{"id": "a", "n": 9}'), ('{"id": "e", "n": 5}') ON CONFLICT DO NOTHING""",
+    """INSERT INTO t VALUES ('{"id": "b", "n": 20, "new": "yes"}'), ('{"id": "f", "n": 6}')
+       ON CONFLICT ((data->>'id')) DO UPDATE SET data = EXCLUDED.data""",
+    """INSERT INTO t VALUES ('{"n": 7}')""",
+    """INSERT INTO t VALUES ('not json')""",
+    """UPDATE t SET data = data || '{"seen": true, "n": 0}' WHERE (data->>'n')::int >= 5""",
+    """UPDATE t SET data = jsonb_set(data, '{o,p}', '"changed"') WHERE data->>'id' = 'c'""",
+    """UPDATE t SET data = jsonb_set(data, '{tags,-1}', '"y"') WHERE data->>'id' = 'a'""",
+    """UPDATE t SET data = jsonb_set(data, '{missing,deeper}', '1') WHERE data->>'id' = 'd'""",
+    """UPDATE t SET data = data || '{"list": [1, {"k": "v"}]}' WHERE data->>'id' IN ('a', 'zz')""",
+    """DELETE FROM t WHERE data->>'id' IN ('b', 'zz')""",
+    """DELETE FROM t WHERE (data->>'n')::int = 0""",
+    """UPDATE t SET data = data WHERE data->>'id' = 'nobody'""",
+]
+
+
+def outcome(conn, sql):
+    try:
+        cur = conn.execute(sql)
+        return ("ok", cur.statusmessage, cur.rowcount)
+    except psycopg.Error as e:
+        return ("error", e.sqlstate)
+
+
+def documents(conn):
+    rows = conn.execute("SELECT data FROM t").fetchall()
+    docs = [r[0] if not isinstance(r[0], str) else json.loads(r[0]) for r in rows]
+    return sorted(docs, key=lambda d: json.dumps(d, sort_keys=True))
+
+
+def test_statements_answer_as_postgresql_does(tmp_path, postgres):
+    with Server(tmp_path / "db") as server:
+        status, answer = server.ingest("t", ndjson(START), query="?key=id")
+        assert status == 200, answer
+        with psycopg.connect(postgres, autocommit=True) as pg, \
+                psycopg.connect(server.dsn(), autocommit=True) as strata:
+            # The key must be present: a generated NOT NULL column says so as Strata does (23502).
+            pg.execute("CREATE TABLE t (data jsonb NOT NULL, "
+                       "id text GENERATED ALWAYS AS (data->>'id') STORED NOT NULL)")
+            pg.execute("CREATE UNIQUE INDEX ON t ((data->>'id'))")
+            with pg.cursor().copy("COPY t (data) FROM STDIN") as copy:
+                for doc in START:
+                    copy.write_row([json.dumps(doc)])
+            assert documents(strata) == documents(pg)
+            for sql in STATEMENTS:
+                expected = outcome(pg, sql)
+                assert outcome(strata, sql) == expected, sql
+                assert documents(strata) == documents(pg), sql
+
+
+def test_command_tags_over_the_simple_protocol(server):
+    if shutil.which("psql") is None:
+        pytest.skip("psql is not installed")
+    server.ingest("t", ndjson(START), query="?key=id")
+    env = dict(os.environ, PGCONNECT_TIMEOUT="10")
+    args = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(server.pg_port),
+            "-U", "strata", "-d", "strata"]
+    statements = ["""INSERT INTO t VALUES ('{"id": "z"}'), ('{"id": "y"}')""",
+                  """UPDATE t SET data = data || '{"u": 1}' WHERE data->>'id' IN ('y', 'z')""",
+                  "DELETE FROM t WHERE data->>'id' = 'y'"]
+    out = subprocess.run(args + [a for s in statements for a in ("-c", s)], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["INSERT 0 2", "UPDATE 2", "DELETE 1"], out.stdout
+    out = subprocess.run(args + ["-c", """INSERT INTO t VALUES ('{"id": "a"}')"""], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert out.returncode != 0 and "already in the table" in out.stderr, out.stderr
