@@ -33,16 +33,27 @@ pub fn delete_rows(
     let _lock = data_dir.lock_existing(table, "delete")?;
     let table_dir = data_dir.table_dir(table)?;
     let mut manifest = data_dir.manifest(table)?;
+    commit_deletions(table, &table_dir, &mut manifest, rows)
+}
+
+/// Stages `rows` for deletion in `manifest` and commits it (nothing when no row was live);
+/// returns how many rows were deleted. The caller holds the writer lock.
+fn commit_deletions(
+    table: &str,
+    table_dir: &Path,
+    manifest: &mut Manifest,
+    rows: &BTreeMap<String, Vec<u64>>,
+) -> Result<u64, EngineError> {
     let version = manifest.version + 1;
-    let deleted = stage_deletions(table, &table_dir, &mut manifest, version, rows)?;
+    let deleted = stage_deletions(table, table_dir, manifest, version, rows)?;
     if deleted == 0 {
         return Ok(0);
     }
     manifest.version = version;
-    manifest.commit(&table_dir)?;
-    if collect_garbage(&table_dir, &mut manifest)? {
+    manifest.commit(table_dir)?;
+    if collect_garbage(table_dir, manifest)? {
         manifest.version += 1;
-        manifest.commit(&table_dir)?;
+        manifest.commit(table_dir)?;
     }
     Ok(deleted)
 }
@@ -88,18 +99,7 @@ pub fn delete_keys(
             .filter(|row| !deleted.as_ref().is_some_and(|d| d.contains(*row)));
         rows.entry(part.file.clone()).or_default().extend(live);
     }
-    let version = manifest.version + 1;
-    let deleted = stage_deletions(table, &table_dir, &mut manifest, version, &rows)?;
-    if deleted == 0 {
-        return Ok(0);
-    }
-    manifest.version = version;
-    manifest.commit(&table_dir)?;
-    if collect_garbage(&table_dir, &mut manifest)? {
-        manifest.version += 1;
-        manifest.commit(&table_dir)?;
-    }
-    Ok(deleted)
+    commit_deletions(table, &table_dir, &mut manifest, &rows)
 }
 
 /// Writes the deletion vectors that delete `rows` (positions by part file name) from the parts

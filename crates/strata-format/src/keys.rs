@@ -237,61 +237,79 @@ pub fn find_keys(
     }
     let path = Manifest::part_path(table_dir, &keys_entry.file);
     let opened = open_verified(&path, keys_entry.bytes, true, part_rows)?;
-    let parquet_err = |source| FormatError::Parquet {
-        path: path.clone(),
-        source,
-    };
     let selection = page_selection(&opened.metadata, &wanted);
-    let file = PartFile::open(&path, opened.checksums.clone())?;
+    if selection.as_ref().is_some_and(|s| !s.selects_any()) {
+        return Ok(Vec::new());
+    }
+    let mut hits = Vec::new();
+    scan_key_file(&path, opened, selection, &mut |key, row| {
+        let found = match key {
+            KeyRef::String(key) => sorted_keys.binary_search_by(|k| compare_str(k, key)),
+            KeyRef::Integer(key) => sorted_keys.binary_search_by(|k| compare_int(k, key)),
+        };
+        if let Ok(index) = found {
+            let row = u64::from(row);
+            if row >= part_rows {
+                return Err(FormatError::Damaged {
+                    path: path.clone(),
+                    message: format!("it lists row {row} of a part of {part_rows} rows"),
+                });
+            }
+            hits.push(KeyHit { key: index, row });
+        }
+        Ok(())
+    })?;
+    Ok(hits)
+}
+
+/// A key as a key file holds it.
+enum KeyRef<'a> {
+    String(&'a str),
+    Integer(i64),
+}
+
+/// Hands each `(key, row)` of a key file (of the rows `selection` selects) to `visit`, in
+/// file order; every page read is verified.
+fn scan_key_file(
+    path: &Path,
+    opened: crate::checksum::OpenedPart,
+    selection: Option<RowSelection>,
+    visit: &mut dyn FnMut(KeyRef<'_>, u32) -> Result<(), FormatError>,
+) -> Result<(), FormatError> {
+    let file = PartFile::open(path, opened.checksums.clone())?;
     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, opened.metadata)
         .with_batch_size(8 * KEY_PAGE_ROWS);
     if let Some(selection) = selection {
-        if !selection.selects_any() {
-            return Ok(Vec::new());
-        }
         builder = builder.with_row_selection(selection);
     }
-    let reader = builder.build().map_err(parquet_err)?;
-    let mut hits = Vec::new();
+    let reader = builder.build().map_err(|source| FormatError::Parquet {
+        path: path.to_owned(),
+        source,
+    })?;
     for batch in reader {
         let batch = batch.map_err(|source| FormatError::Arrow {
-            path: path.clone(),
+            path: path.to_owned(),
             source,
         })?;
         let rows = batch
             .column(1)
             .as_primitive::<arrow::datatypes::UInt32Type>();
-        let column = batch.column(0);
+        let keys = batch.column(0);
         for i in 0..batch.num_rows() {
-            let found = match column.data_type() {
-                DataType::Utf8 => {
-                    let key = column.as_string::<i32>().value(i);
-                    sorted_keys.binary_search_by(|k| compare_str(k, key))
-                }
-                DataType::Int64 => {
-                    let key = column.as_primitive::<Int64Type>().value(i);
-                    sorted_keys.binary_search_by(|k| compare_int(k, key))
-                }
+            let key = match keys.data_type() {
+                DataType::Utf8 => KeyRef::String(keys.as_string::<i32>().value(i)),
+                DataType::Int64 => KeyRef::Integer(keys.as_primitive::<Int64Type>().value(i)),
                 other => {
                     return Err(FormatError::Damaged {
-                        path: path.clone(),
+                        path: path.to_owned(),
                         message: format!("its key column is of type {other}"),
                     });
                 }
             };
-            if let Ok(index) = found {
-                let row = u64::from(rows.value(i));
-                if row >= part_rows {
-                    return Err(FormatError::Damaged {
-                        path: path.clone(),
-                        message: format!("it lists row {row} of a part of {part_rows} rows"),
-                    });
-                }
-                hits.push(KeyHit { key: index, row });
-            }
+            visit(key, rows.value(i))?;
         }
     }
-    Ok(hits)
+    Ok(())
 }
 
 fn compare_str(key: &KeyValue, value: &str) -> Ordering {
@@ -448,37 +466,14 @@ fn read_all(
     path: &Path,
     opened: crate::checksum::OpenedPart,
 ) -> Result<Vec<(KeyValue, u32)>, FormatError> {
-    let file = PartFile::open(path, opened.checksums.clone())?;
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, opened.metadata)
-        .build()
-        .map_err(|source| FormatError::Parquet {
-            path: path.to_owned(),
-            source,
-        })?;
     let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|source| FormatError::Arrow {
-            path: path.to_owned(),
-            source,
-        })?;
-        let rows = batch
-            .column(1)
-            .as_primitive::<arrow::datatypes::UInt32Type>();
-        let keys = batch.column(0);
-        for i in 0..batch.num_rows() {
-            let key = match keys.data_type() {
-                DataType::Utf8 => KeyValue::String(keys.as_string::<i32>().value(i).to_owned()),
-                DataType::Int64 => KeyValue::Integer(keys.as_primitive::<Int64Type>().value(i)),
-                other => {
-                    return Err(FormatError::Damaged {
-                        path: path.to_owned(),
-                        message: format!("its key column is of type {other}"),
-                    });
-                }
-            };
-            out.push((key, rows.value(i)));
-        }
-    }
+    scan_key_file(path, opened, None, &mut |key, row| {
+        out.push(match key {
+            KeyRef::String(s) => (KeyValue::String(s.to_owned()), row),
+            KeyRef::Integer(i) => (KeyValue::Integer(i), row),
+        });
+        Ok(())
+    })?;
     Ok(out)
 }
 

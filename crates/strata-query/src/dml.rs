@@ -81,7 +81,8 @@ fn without_conflict_expressions(sql: &str) -> std::borrow::Cow<'_, str> {
     let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
         return sql.into();
     };
-    let is_word = |token: &Token, keyword: Keyword| matches!(token, Token::Word(w) if w.keyword == keyword);
+    let is_word =
+        |token: &Token, keyword: Keyword| matches!(token, Token::Word(w) if w.keyword == keyword);
     let significant: Vec<usize> = (0..tokens.len())
         .filter(|&i| !matches!(tokens[i], Token::Whitespace(_)))
         .collect();
@@ -500,7 +501,9 @@ mod tests {
         let plain = "INSERT INTO t VALUES ('{}') ON CONFLICT (data) DO NOTHING";
         assert_eq!(without_conflict_expressions(plain), plain);
         assert_eq!(
-            command_tag("insert into t values ('{}') on conflict ((data->>'id')) do update set data = excluded.data"),
+            command_tag(
+                "insert into t values ('{}') on conflict ((data->>'id')) do update set data = excluded.data"
+            ),
             Some("INSERT")
         );
     }
