@@ -166,3 +166,28 @@ def test_command_tags_over_the_simple_protocol(server):
     out = subprocess.run(args + ["-c", """INSERT INTO t VALUES ('{"id": "a"}')"""], capture_output=True,
                          text=True, env=env, timeout=60)
     assert out.returncode != 0 and "already in the table" in out.stderr, out.stderr
+
+
+def test_changing_statements_with_parameters_over_psycopg(server):
+    server.ingest("t", ndjson([{"id": 1, "n": 1}]), query="?key=id:integer")
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        cur = conn.execute("INSERT INTO t VALUES (%s), (%s)",
+                           (json.dumps({"id": 2, "n": "it's"}), json.dumps({"id": 3, "n": 3})))
+        assert (cur.statusmessage, cur.rowcount) == ("INSERT 0 2", 2)
+        cur = conn.execute("INSERT INTO t VALUES (%s) ON CONFLICT ((data->>'id')) DO UPDATE SET data = EXCLUDED.data",
+                           (psycopg.types.json.Jsonb({"id": 1, "n": 10}),))
+        assert cur.statusmessage == "INSERT 0 1"
+        cur = conn.execute("UPDATE t SET data = data || %s WHERE data.id = %s", ('{"seen": true}', 3))
+        assert (cur.statusmessage, cur.rowcount) == ("UPDATE 1", 1)
+        cur = conn.execute("DELETE FROM t WHERE data.id IN (%s, %s)", (2, 99))
+        assert (cur.statusmessage, cur.rowcount) == ("DELETE 1", 1)
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("INSERT INTO t VALUES (%s)", (json.dumps({"id": 1}),))
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            conn.execute("INSERT INTO t VALUES (%s)", ("{not json",))
+        # A value is bound as a literal, never as SQL.
+        cur = conn.execute("DELETE FROM t WHERE data->>'id' = %s", ("1' OR '1'='1",))
+        assert cur.rowcount == 0
+        rows = conn.execute("SELECT data FROM t WHERE data.id = %s", (1,)).fetchall()
+        assert rows == [({"id": 1, "n": 10},)]
+        assert [d["id"] for d in documents(conn)] == [1, 3]

@@ -27,6 +27,7 @@ use pgwire::error::ErrorInfo;
 use statements::{CancelRegistry, StrataStatements};
 
 mod login;
+mod parameters;
 mod statements;
 
 /// Serves the PostgreSQL protocol on `listener` until the server shuts down. Open sessions are

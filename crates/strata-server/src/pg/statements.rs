@@ -433,7 +433,12 @@ impl ExtendedQueryHandler for StrataStatements {
         let running = self.begin(client).await?;
         let sql = &portal.statement.statement.0;
         let response = match strata_query::table_change_tag(sql) {
-            Some(tag) => guarded(&running, self.change_table(sql, tag)).await?,
+            Some(tag) => {
+                let types = &portal.statement.parameter_types;
+                let bound = super::parameters::bind(sql, portal, types)
+                    .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?;
+                guarded(&running, self.change_table(&bound, tag)).await?
+            }
             None => {
                 guarded(
                     &running,

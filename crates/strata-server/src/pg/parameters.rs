@@ -1,0 +1,195 @@
+//! Parameters of the statements Strata runs itself (`INSERT`, `UPDATE`, `DELETE`, `DROP`,
+//! `ALTER`; see `strata_query::table_change_tag`) over the extended protocol: drivers send
+//! `INSERT INTO t VALUES ($1)` and the values apart, and these statements are not planned by
+//! DataFusion at Parse, so each `$n` is bound here, at Execute, as a SQL literal of its value.
+//!
+//! Invariants: a value becomes a literal that reads back as exactly that value — text is
+//! quoted with `'` doubled (never spliced in raw), numbers and booleans are checked to be
+//! numbers and booleans before they are written unquoted, NULL is `NULL` — so a parameter can
+//! never change the statement's structure. Only `$n` placeholder tokens are replaced: a `$1`
+//! inside a string literal or a comment stays as it is.
+
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use pgwire::api::Type;
+use pgwire::api::portal::Portal;
+
+/// `sql` with each `$n` replaced by the literal of parameter n of `portal`, or why a parameter
+/// cannot be bound.
+pub fn bind<S>(sql: &str, portal: &Portal<S>, types: &[Option<Type>]) -> Result<String, String> {
+    if portal.parameters.is_empty() {
+        return Ok(sql.to_owned());
+    }
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        .tokenize()
+        .map_err(|e| e.to_string())?;
+    let mut out = String::with_capacity(sql.len());
+    for token in tokens {
+        match &token {
+            Token::Placeholder(name) if name.starts_with('$') => {
+                let index: usize = name[1..]
+                    .parse()
+                    .map_err(|_| format!("unknown parameter {name}"))?;
+                let value = index
+                    .checked_sub(1)
+                    .and_then(|i| portal.parameters.get(i))
+                    .ok_or_else(|| {
+                        format!(
+                            "parameter {name} was not given ({} given)",
+                            portal.parameters.len()
+                        )
+                    })?;
+                let pg_type = types.get(index - 1).cloned().flatten();
+                let binary = portal.parameter_format.is_binary(index - 1);
+                out.push_str(&literal(value.as_deref(), pg_type.as_ref(), binary, name)?);
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    Ok(out)
+}
+
+/// The SQL literal of one parameter value.
+fn literal(
+    value: Option<&[u8]>,
+    pg_type: Option<&Type>,
+    binary: bool,
+    name: &str,
+) -> Result<String, String> {
+    let Some(bytes) = value else {
+        return Ok("NULL".to_owned());
+    };
+    let numeric = |text: String| -> Result<String, String> {
+        if text.parse::<f64>().is_ok() || text.parse::<i128>().is_ok() {
+            Ok(text)
+        } else {
+            Err(format!("parameter {name}: {text:?} is not a number"))
+        }
+    };
+    let fixed = |n: usize| -> Result<&[u8], String> {
+        (bytes.len() == n)
+            .then_some(bytes)
+            .ok_or_else(|| format!("parameter {name}: {} bytes, expected {n}", bytes.len()))
+    };
+    let to_array = |b: &[u8]| -> [u8; 8] {
+        let mut a = [0u8; 8];
+        a[8 - b.len()..].copy_from_slice(b);
+        a
+    };
+    match pg_type {
+        Some(t) if *t == Type::INT2 || *t == Type::INT4 || *t == Type::INT8 => {
+            if binary {
+                let width = match *t {
+                    Type::INT2 => 2,
+                    Type::INT4 => 4,
+                    _ => 8,
+                };
+                let b = fixed(width)?;
+                let value = match width {
+                    2 => i64::from(i16::from_be_bytes([b[0], b[1]])),
+                    4 => i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                    _ => i64::from_be_bytes(to_array(b)),
+                };
+                Ok(value.to_string())
+            } else {
+                numeric(text(bytes, name)?)
+            }
+        }
+        Some(t) if *t == Type::FLOAT4 || *t == Type::FLOAT8 => {
+            if binary {
+                let value = if *t == Type::FLOAT4 {
+                    let b = fixed(4)?;
+                    f64::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                } else {
+                    f64::from_be_bytes(to_array(fixed(8)?))
+                };
+                if !value.is_finite() {
+                    return Err(format!("parameter {name}: {value} is not a finite number"));
+                }
+                Ok(format!("{value:?}"))
+            } else {
+                numeric(text(bytes, name)?)
+            }
+        }
+        Some(t) if *t == Type::NUMERIC && !binary => numeric(text(bytes, name)?),
+        Some(t) if *t == Type::BOOL => {
+            let value = if binary {
+                fixed(1)?[0] != 0
+            } else {
+                match text(bytes, name)?.as_str() {
+                    "t" | "true" | "1" | "on" | "yes" => true,
+                    "f" | "false" | "0" | "off" | "no" => false,
+                    other => return Err(format!("parameter {name}: {other:?} is not a boolean")),
+                }
+            };
+            Ok(value.to_string())
+        }
+        // jsonb's binary form is a version byte (1) and the text.
+        Some(t) if *t == Type::JSONB && binary => match bytes.split_first() {
+            Some((1, rest)) => Ok(quoted(&text(rest, name)?)),
+            _ => Err(format!("parameter {name}: unknown jsonb binary version")),
+        },
+        Some(t) if binary && !is_text_type(t) => Err(format!(
+            "parameter {name}: binary values of type {} are not supported; send it as text",
+            t.name()
+        )),
+        _ => Ok(quoted(&text(bytes, name)?)),
+    }
+}
+
+fn is_text_type(t: &Type) -> bool {
+    [
+        Type::TEXT,
+        Type::VARCHAR,
+        Type::BPCHAR,
+        Type::JSON,
+        Type::UNKNOWN,
+    ]
+    .contains(t)
+}
+
+fn text(bytes: &[u8], name: &str) -> Result<String, String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| format!("parameter {name} is not valid UTF-8"))
+}
+
+/// A SQL string literal: single quotes doubled, so no value can end the literal early.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn values_become_literals_that_read_back_as_themselves() {
+        assert_eq!(literal(None, None, false, "$1").unwrap(), "NULL");
+        assert_eq!(
+            literal(Some(b"it's"), Some(&Type::TEXT), false, "$1").unwrap(),
+            "'it''s'"
+        );
+        assert_eq!(
+            literal(Some(b"42"), Some(&Type::INT8), false, "$1").unwrap(),
+            "42"
+        );
+        assert!(literal(Some(b"1; DROP TABLE t"), Some(&Type::INT8), false, "$1").is_err());
+        assert_eq!(
+            literal(Some(&(-7i32).to_be_bytes()), Some(&Type::INT4), true, "$1").unwrap(),
+            "-7"
+        );
+        assert_eq!(
+            literal(Some(&1.5f64.to_be_bytes()), Some(&Type::FLOAT8), true, "$1").unwrap(),
+            "1.5"
+        );
+        assert_eq!(
+            literal(Some(b"\x01{\"a\":1}"), Some(&Type::JSONB), true, "$1").unwrap(),
+            "'{\"a\":1}'"
+        );
+        assert_eq!(
+            literal(Some(&[1]), Some(&Type::BOOL), true, "$1").unwrap(),
+            "true"
+        );
+        assert!(literal(Some(&[0, 1]), Some(&Type::UUID), true, "$1").is_err());
+    }
+}
