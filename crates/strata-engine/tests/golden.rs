@@ -174,3 +174,115 @@ fn golden_tables_read_and_write_the_same() {
         );
     }
 }
+
+/// `tests/golden/v3-keys/gh/`: a keyed table (format version 3, ADR 0016) of the real GH Archive
+/// sample keyed by `id`, sorted by `type`, whose first 100 documents were loaded again (so the
+/// first part has a deletion vector and the second replaces them), with its key files. Every
+/// build must read it back, find every key exactly once through the key files, and write the
+/// same manifest layout and the same key-file contents for the same inputs.
+#[test]
+fn golden_keyed_table_reads_and_writes_the_same() {
+    let golden = repo().join("tests/golden/v3-keys");
+    let input = repo().join("tests/data/gharchive_2015-01-01_sample.ndjson");
+    let text = std::fs::read_to_string(&input).unwrap();
+    let again: String = text.lines().take(100).map(|l| format!("{l}\n")).collect();
+    let write = |dir: &DataDir, scratch: &Path| {
+        let again_path = scratch.join("again.ndjson");
+        std::fs::write(&again_path, &again).unwrap();
+        for (path, first) in [(input.clone(), true), (again_path, false)] {
+            let dir = dir.clone();
+            strata_json::run_with_deep_stack(move || {
+                let options = IngestOptions {
+                    sort_key: first.then(|| vec!["type".to_owned()]),
+                    key: first.then(|| ("id".to_owned(), strata_json::KeyType::String)),
+                    auto_merge: false,
+                    ..Default::default()
+                };
+                ingest(
+                    &dir,
+                    "gh",
+                    &[Input::File(path)],
+                    &options,
+                    &mut |_| {},
+                    &mut |_| {},
+                )
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+            })
+            .unwrap();
+        }
+    };
+    if std::env::var_os("STRATA_UPDATE_GOLDEN").is_some() {
+        let _ = std::fs::remove_dir_all(&golden);
+        std::fs::create_dir_all(&golden).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(&golden);
+        write(&dir, scratch.path());
+        std::fs::write(golden.join("gh.export.ndjson"), export(&dir, "gh")).unwrap();
+        let _ = std::fs::remove_file(golden.join("gh").join(".lock"));
+    }
+    let expected = std::fs::read_to_string(golden.join("gh.export.ndjson")).unwrap();
+    let golden_dir = DataDir::new(&golden);
+    let manifest = golden_dir.manifest("gh").unwrap();
+    assert_eq!(manifest.format_version, 3);
+    assert_eq!(export(&golden_dir, "gh"), expected);
+    let check = strata_engine::check_table(&golden_dir, "gh").unwrap();
+    assert!(!check.is_damaged(), "{check:?}");
+
+    // Every key once among the live rows, found through the key files.
+    let live_hits = |dir: &Path, manifest: &Manifest| {
+        let mut keys: Vec<strata_json::KeyValue> = expected
+            .lines()
+            .map(|l| {
+                let doc: Value = serde_json::from_str(l).unwrap();
+                strata_json::KeyValue::String(doc["id"].as_str().unwrap().to_owned())
+            })
+            .collect();
+        keys.sort();
+        let mut hits = Vec::new();
+        for (index, part) in manifest.parts.iter().enumerate() {
+            let deleted = part
+                .deletes
+                .as_ref()
+                .map(|d| strata_format::deletes::read_deletion_vector(dir, d, part.rows).unwrap());
+            for hit in strata_format::find_keys(dir, part.keys.as_ref().unwrap(), part.rows, &keys)
+                .unwrap()
+            {
+                if !deleted.as_ref().is_some_and(|d| d.contains(hit.row)) {
+                    hits.push((keys[hit.key].clone(), index, hit.row));
+                }
+            }
+        }
+        hits.sort();
+        (keys, hits)
+    };
+    let (keys, golden_hits) = live_hits(&golden.join("gh"), &manifest);
+    assert_eq!(golden_hits.len(), keys.len());
+    assert!(
+        golden_hits.windows(2).all(|w| w[0].0 != w[1].0),
+        "a key is live twice"
+    );
+
+    // The same inputs write the same layout and the same key files.
+    let tmp = tempfile::tempdir().unwrap();
+    let fresh = DataDir::new(tmp.path().join("data"));
+    write(&fresh, tmp.path());
+    let fresh_manifest = fresh.manifest("gh").unwrap();
+    let without_names = |manifest: &Manifest| {
+        let mut value = layout(manifest);
+        for part in value["parts"].as_array_mut().unwrap() {
+            for entry in ["keys", "deletes"] {
+                if let Some(object) = part[entry].as_object_mut() {
+                    object.remove("file");
+                    object.remove("bytes");
+                    object.remove("xxh64");
+                }
+            }
+        }
+        value
+    };
+    assert_eq!(without_names(&fresh_manifest), without_names(&manifest));
+    let (_, fresh_hits) = live_hits(&tmp.path().join("data").join("gh"), &fresh_manifest);
+    assert_eq!(fresh_hits, golden_hits);
+    assert_eq!(export(&fresh, "gh"), expected);
+}
