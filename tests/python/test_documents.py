@@ -52,6 +52,12 @@ def test_keyed_ingest_over_http(server):
     # A table's key is fixed when it is created.
     status, answer = server.ingest("t", ndjson([{"id": "x"}]), query="?key=id")
     assert status == 400 and "fixed" in answer["error"], answer
+    # SQL that changes documents works over HTTP too; its answer is the count.
+    assert server.rows("DELETE FROM t WHERE data.id IN (8, 9)") == [{"count": 2}]
+    assert server.rows("""INSERT INTO t VALUES ('{"id": 8, "v": 3}')""") == [{"count": 1}]
+    status, _, body = server.query("""INSERT INTO t VALUES ('{"id": 8}')""")
+    assert status == 409 and json.loads(body)["code"] == "23505", body
+    assert server.rows("SELECT count(*) AS n FROM t") == [{"n": 9}]
 
 
 # --- the same statements on Strata and on PostgreSQL ---------------------------------------

@@ -198,6 +198,7 @@ fn query_error(error: &strata_query::QueryError) -> ApiError {
         sqlstate::INTERNAL_ERROR => StatusCode::INTERNAL_SERVER_ERROR,
         sqlstate::OUT_OF_MEMORY => StatusCode::SERVICE_UNAVAILABLE,
         sqlstate::UNDEFINED_TABLE => StatusCode::NOT_FOUND,
+        sqlstate::UNIQUE_VIOLATION => StatusCode::CONFLICT,
         _ => StatusCode::BAD_REQUEST,
     };
     ApiError::new(status, code, error.to_string())
