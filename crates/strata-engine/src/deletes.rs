@@ -78,26 +78,8 @@ pub fn delete_keys(
     keys.sort_unstable();
     keys.dedup();
     let mut rows: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for part in &manifest.parts {
-        let Some(entry) = &part.keys else {
-            return Err(EngineError::Invalid(format!(
-                "table {table}: part {} of a keyed table has no key file",
-                part.file
-            )));
-        };
-        let hits = find_keys(&table_dir, entry, part.rows, &keys)?;
-        if hits.is_empty() {
-            continue;
-        }
-        let deleted = match &part.deletes {
-            Some(deletes) => Some(read_deletion_vector(&table_dir, deletes, part.rows)?),
-            None => None,
-        };
-        let live = hits
-            .into_iter()
-            .map(|hit| hit.row)
-            .filter(|row| !deleted.as_ref().is_some_and(|d| d.contains(*row)));
-        rows.entry(part.file.clone()).or_default().extend(live);
+    for hit in live_key_rows(table, &table_dir, &manifest, &keys)? {
+        rows.entry(hit.part).or_default().push(hit.row);
     }
     commit_deletions(table, &table_dir, &mut manifest, &rows)
 }
@@ -113,6 +95,20 @@ pub(crate) fn stage_deletions(
     manifest: &mut Manifest,
     version: u64,
     rows: &BTreeMap<String, Vec<u64>>,
+) -> Result<u64, EngineError> {
+    stage_deletions_named(table, table_dir, manifest, rows, &|part| {
+        deletion_vector_file(part, version)
+    })
+}
+
+/// [`stage_deletions`] with the vector files named by `file_name` (of the part's file name):
+/// a transaction's private view names its own so that they never meet a commit's.
+pub(crate) fn stage_deletions_named(
+    table: &str,
+    table_dir: &Path,
+    manifest: &mut Manifest,
+    rows: &BTreeMap<String, Vec<u64>>,
+    file_name: &dyn Fn(&str) -> String,
 ) -> Result<u64, EngineError> {
     let mut deleted = 0;
     let mut retired = Vec::new();
@@ -150,7 +146,7 @@ pub(crate) fn stage_deletions(
     }
     let mut entries = Vec::with_capacity(changes.len());
     for (index, vector) in changes {
-        let file = deletion_vector_file(&manifest.parts[index].file, version);
+        let file = file_name(&manifest.parts[index].file);
         entries.push((index, write_deletion_vector(table_dir, &file, &vector)?));
     }
     for (index, entry) in entries {
@@ -174,4 +170,71 @@ pub(crate) fn listed_vectors(manifest: &Manifest) -> impl Iterator<Item = &str> 
         .parts
         .iter()
         .filter_map(|p| p.deletes.as_ref().map(|d| d.file.as_str()))
+}
+
+/// A live row holding one of the keys looked up.
+pub(crate) struct KeyRow {
+    /// Index of the key in the sorted list looked up.
+    pub(crate) key: usize,
+    pub(crate) part: String,
+    pub(crate) row: u64,
+}
+
+/// The live rows (not deleted by their part's vector) of `manifest`'s parts whose key is one of
+/// `sorted_keys` (ascending, no duplicates), found through the parts' key files. In a table
+/// that keeps its invariant, each key has at most one.
+pub(crate) fn live_key_rows(
+    table: &str,
+    table_dir: &Path,
+    manifest: &Manifest,
+    sorted_keys: &[KeyValue],
+) -> Result<Vec<KeyRow>, EngineError> {
+    let mut rows = Vec::new();
+    if sorted_keys.is_empty() {
+        return Ok(rows);
+    }
+    for part in &manifest.parts {
+        let Some(entry) = &part.keys else {
+            return Err(EngineError::Invalid(format!(
+                "table {table}: part {} of a keyed table has no key file",
+                part.file
+            )));
+        };
+        let hits = find_keys(table_dir, entry, part.rows, sorted_keys)?;
+        if hits.is_empty() {
+            continue;
+        }
+        let deleted = match &part.deletes {
+            Some(deletes) => Some(read_deletion_vector(table_dir, deletes, part.rows)?),
+            None => None,
+        };
+        rows.extend(
+            hits.into_iter()
+                .filter(|hit| !deleted.as_ref().is_some_and(|d| d.contains(hit.row)))
+                .map(|hit| KeyRow {
+                    key: hit.key,
+                    part: part.file.clone(),
+                    row: hit.row,
+                }),
+        );
+    }
+    Ok(rows)
+}
+
+/// The keys among `keys` that have a live document in `manifest` (a snapshot of the keyed
+/// `table`, whose files its holder's read lease keeps).
+pub fn live_keys(
+    data_dir: &DataDir,
+    table: &str,
+    manifest: &Manifest,
+    keys: &[KeyValue],
+) -> Result<std::collections::BTreeSet<KeyValue>, EngineError> {
+    let mut sorted = keys.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let table_dir = data_dir.table_dir(table)?;
+    Ok(live_key_rows(table, &table_dir, manifest, &sorted)?
+        .into_iter()
+        .map(|hit| sorted[hit.key].clone())
+        .collect())
 }

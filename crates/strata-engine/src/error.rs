@@ -83,6 +83,12 @@ pub enum EngineError {
         row: u64,
         rows: u64,
     },
+    /// A transaction wrote a key that another commit changed after the transaction's snapshot
+    /// (SQLSTATE 40001: retry the transaction).
+    #[error(
+        "could not serialize access due to concurrent update: table {table}, key {key} was changed by another commit after this transaction began"
+    )]
+    WriteConflict { table: String, key: String },
     #[error("data directory {0} does not exist")]
     NoDataDir(PathBuf),
     #[error("{0}")]

@@ -23,9 +23,10 @@ pub mod priority;
 pub mod selfcheck;
 pub mod settings;
 pub mod table;
+pub mod transaction;
 pub mod wal;
 
-pub use deletes::{delete_keys, delete_rows};
+pub use deletes::{delete_keys, delete_rows, live_keys};
 pub use error::EngineError;
 pub use ingest::{
     IngestOptions, IngestProgress, IngestSummary, OnConflict, ParsedInput, PreparedIngest, Reject,

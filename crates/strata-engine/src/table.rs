@@ -264,6 +264,8 @@ impl DataDir {
             if !is_same_file(&file, &path) {
                 continue;
             }
+            // A multi-table commit that died after its commit point is finished first.
+            crate::transaction::intent::recover_table(&self.root, table)?;
             if !create && !self.table_exists(table)? {
                 return Err(EngineError::NoSuchTable(table.to_owned()));
             }
@@ -278,6 +280,22 @@ impl DataDir {
             }
             return Ok(WriteLock { file });
         }
+    }
+
+    /// Finishes the multi-table commits that killed processes left half done (see
+    /// [`crate::transaction::intent`]); returns how many tables were checked. Writers do this
+    /// for their table when they take its lock; a server calls this at start so that readers
+    /// never see such a commit in some tables and not in others.
+    pub fn recover_transactions(&self) -> Result<usize, EngineError> {
+        let tables = crate::transaction::intent::pending_tables(&self.root)?;
+        for table in &tables {
+            match self.lock_existing(table, "transaction recovery") {
+                Ok(_lock) => {}
+                Err(EngineError::NoSuchTable(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(tables.len())
     }
 
     /// Takes a read lease on the table (see the module docs). None when the lease file cannot

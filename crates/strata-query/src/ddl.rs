@@ -141,15 +141,26 @@ pub(crate) fn table_name(name: &ObjectName) -> Result<String, QueryError> {
 }
 
 pub(crate) fn data_dir(context: &SessionContext) -> Result<DataDir, QueryError> {
-    context
-        .catalog("strata")
-        .and_then(|catalog| catalog.schema("public"))
-        .and_then(|schema| {
-            schema
-                .downcast_ref::<DataDirSchema>()
-                .map(|s| s.data_dir().clone())
-        })
-        .ok_or_else(|| plan_error("the session has no data directory schema".to_owned()))
+    with_data_dir_schema(context, |schema| Ok(schema.data_dir().clone()))
+}
+
+/// Runs `work` on the session's data directory schema.
+pub(crate) fn with_data_dir_schema<T>(
+    context: &SessionContext,
+    work: impl FnOnce(&DataDirSchema) -> Result<T, QueryError>,
+) -> Result<T, QueryError> {
+    let schema = context
+        .catalog(crate::CATALOG)
+        .and_then(|catalog| catalog.schema(crate::SCHEMA));
+    match schema
+        .as_ref()
+        .and_then(|schema| schema.downcast_ref::<DataDirSchema>())
+    {
+        Some(schema) => work(schema),
+        None => Err(plan_error(
+            "the session has no data directory schema".to_owned(),
+        )),
+    }
 }
 
 fn plan_error(message: String) -> QueryError {

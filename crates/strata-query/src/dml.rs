@@ -1,27 +1,25 @@
-//! Statements that change documents: `INSERT`, `UPDATE` and `DELETE` (issue 14, ADR 0016).
+//! Statements that change documents: `INSERT`, `UPDATE` and `DELETE` (issue 14, ADR 0016,
+//! ADR 0017).
 //!
 //! DataFusion plans DML but cannot run it on Strata's tables (its provider hooks get filter
 //! expressions over columns Strata's rules rewrite, and it refuses `ON CONFLICT` and
-//! `RETURNING`), so [`crate::Session::run`] hands these statements here first, as it does
-//! `DROP`/`ALTER` to `crate::ddl`. Each runs in three steps:
+//! `RETURNING`), so these statements are recognised here first, as `DROP`/`ALTER` are by
+//! `crate::ddl`. This module finds what a statement changes ([`change_of`]), writing nothing:
 //!
 //! 1. a *shadow query* planned and run by DataFusion through the normal planner, rules and
-//!    pruning scan: the `INSERT`'s source rows; for `UPDATE` the key and the new document of
-//!    each row the `WHERE` matches; for `DELETE` the key of each such row;
+//!    pruning scan, in the context given — a transaction's, which reads its snapshot and its own
+//!    changes: the `INSERT`'s source rows; for `UPDATE` the key and the new document of each
+//!    row the `WHERE` matches; for `DELETE` the key of each such row;
 //! 2. the new documents are checked as ingest checks them (valid JSON objects, a key of the
-//!    table's type): a bad one fails the statement, naming the row, and nothing changes;
-//! 3. one commit through strata-engine: an ingest with the statement's conflict policy
-//!    (`INSERT` fails on a key present, `ON CONFLICT DO NOTHING` ignores it, `ON CONFLICT DO
-//!    UPDATE SET data = EXCLUDED.data` replaces it; `UPDATE` replaces), or deletion vectors for
-//!    the keys (`DELETE`).
+//!    table's type): a bad one fails the statement, naming the row, and nothing changes.
 //!
-//! Each statement is atomic (one manifest commit) and sees the table as of its shadow query; a
-//! concurrent writer's commit between the two steps is not re-checked against the `WHERE`
-//! (statements run at "read committed" without PostgreSQL's re-check; transactions come in a
-//! later step). `UPDATE` and `DELETE` need a table with a key, which addresses the rows;
-//! `INSERT` works on every table. The result is one row, `count`, the rows changed.
+//! `crate::transaction` then adds the [`Change`] to the transaction's changes (`INSERT` fails on
+//! a key present, `ON CONFLICT DO NOTHING` skips it, `ON CONFLICT DO UPDATE SET data =
+//! EXCLUDED.data` replaces it; `UPDATE` replaces; `DELETE` deletes) and commits them, at the
+//! end of the statement (autocommit, retried on a write conflict) or at `COMMIT`. `UPDATE` and
+//! `DELETE` need a table with a key, which addresses the rows; `INSERT` works on every table.
+//! The result is one row, `count`, the documents changed.
 
-use std::io::Cursor;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch, UInt64Array};
@@ -34,8 +32,7 @@ use datafusion::sql::sqlparser::ast::{
     Statement, TableFactor, TableObject, Update,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use strata_engine::input::{Compression, Input, StreamInput};
-use strata_engine::{DataDir, EngineError, IngestOptions, OnConflict};
+use strata_engine::{DataDir, EngineError, OnConflict};
 use strata_json::{KeyType, KeyValue, TableKey, parse_document};
 
 use crate::ddl::{data_dir, table_name};
@@ -118,20 +115,43 @@ fn without_conflict_expressions(sql: &str) -> std::borrow::Cow<'_, str> {
     sql.into()
 }
 
-/// Runs `sql` when it is one INSERT, UPDATE or DELETE; None for anything else.
-pub(crate) async fn run(
+/// What one statement changes, found by its shadow query and checked; nothing is written.
+pub(crate) enum Change {
+    /// Documents to insert, with their keys when the table has one.
+    Insert {
+        table: String,
+        key: Option<TableKey>,
+        documents: Vec<(Option<KeyValue>, String)>,
+        on_conflict: OnConflict,
+    },
+    /// New versions of documents of a keyed table, by key.
+    Update {
+        table: String,
+        documents: Vec<(KeyValue, String)>,
+    },
+    /// Keys of the documents to delete.
+    Delete { table: String, keys: Vec<KeyValue> },
+}
+
+/// The change of `sql` when it is one INSERT, UPDATE or DELETE (its shadow query run in
+/// `context`); None for anything else.
+pub(crate) async fn change_of(
     context: &SessionContext,
     sql: &str,
-) -> Result<Option<QueryResult>, QueryError> {
+) -> Result<Option<Change>, QueryError> {
     let Some(statement) = parse_one(sql) else {
         return Ok(None);
     };
-    let count = match statement {
-        Statement::Insert(insert) => run_insert(context, &insert).await?,
-        Statement::Update(update) => run_update(context, &update).await?,
-        Statement::Delete(delete) => run_delete(context, &delete).await?,
+    Ok(Some(match statement {
+        Statement::Insert(insert) => insert_change(context, &insert).await?,
+        Statement::Update(update) => update_change(context, &update).await?,
+        Statement::Delete(delete) => delete_change(context, &delete).await?,
         _ => return Ok(None),
-    };
+    }))
+}
+
+/// The result of a statement that changed `count` documents: one row, `count`.
+pub(crate) fn count_result(count: u64) -> Result<QueryResult, QueryError> {
     let schema = Arc::new(Schema::new(vec![Field::new(
         "count",
         DataType::UInt64,
@@ -142,10 +162,10 @@ pub(crate) async fn run(
         vec![Arc::new(UInt64Array::from(vec![count]))],
     )
     .map_err(datafusion::error::DataFusionError::from)?;
-    Ok(Some(QueryResult {
+    Ok(QueryResult {
         schema,
         batches: vec![batch],
-    }))
+    })
 }
 
 fn invalid(sqlstate: &'static str, message: String) -> QueryError {
@@ -163,7 +183,7 @@ fn target(data_dir: &DataDir, name: &ObjectName) -> Result<(String, Option<Table
     Ok((table, manifest.settings.key.as_ref().map(|k| k.table_key())))
 }
 
-async fn run_insert(context: &SessionContext, insert: &Insert) -> Result<u64, QueryError> {
+async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Change, QueryError> {
     let TableObject::TableName(name) = &insert.table else {
         return Err(not_supported("INSERT INTO a table function"));
     };
@@ -231,17 +251,24 @@ async fn run_insert(context: &SessionContext, insert: &Insert) -> Result<u64, Qu
             })
         })
         .collect::<Result<_, _>>()?;
-    for (row, text) in documents.iter().enumerate() {
-        check_document(text, key.as_ref(), row)?;
-    }
-    load(data_dir, &table, documents, on_conflict).await
+    let documents = documents
+        .into_iter()
+        .enumerate()
+        .map(|(row, text)| Ok((check_document(&text, key.as_ref(), row)?, text)))
+        .collect::<Result<_, QueryError>>()?;
+    Ok(Change::Insert {
+        table,
+        key,
+        documents,
+        on_conflict,
+    })
 }
 
 fn assigns_data(target: &AssignmentTarget) -> bool {
     matches!(target, AssignmentTarget::ColumnName(name) if name.to_string() == crate::table::DATA_COLUMN)
 }
 
-async fn run_update(context: &SessionContext, update: &Update) -> Result<u64, QueryError> {
+async fn update_change(context: &SessionContext, update: &Update) -> Result<Change, QueryError> {
     if update.returning.is_some() {
         return Err(not_supported("UPDATE … RETURNING is not supported yet"));
     }
@@ -297,17 +324,15 @@ async fn run_update(context: &SessionContext, update: &Update) -> Result<u64, Qu
                     key.path.encode()
                 )));
             }
-            documents.push(new);
+            if let Some(new_key) = new_key {
+                documents.push((new_key, new));
+            }
         }
     }
-    let rows = documents.len() as u64;
-    if rows > 0 {
-        load(data_dir, &table, documents, OnConflict::Replace).await?;
-    }
-    Ok(rows)
+    Ok(Change::Update { table, documents })
 }
 
-async fn run_delete(context: &SessionContext, delete: &Delete) -> Result<u64, QueryError> {
+async fn delete_change(context: &SessionContext, delete: &Delete) -> Result<Change, QueryError> {
     if delete.returning.is_some() {
         return Err(not_supported("DELETE … RETURNING is not supported yet"));
     }
@@ -337,11 +362,7 @@ async fn run_delete(context: &SessionContext, delete: &Delete) -> Result<u64, Qu
         .flatten()
         .filter_map(|text| key_from_text(&text, key.key_type))
         .collect();
-    if keys.is_empty() {
-        return Ok(0);
-    }
-    let deleted = blocking(move || strata_engine::delete_keys(&data_dir, &table, keys)).await?;
-    Ok(deleted)
+    Ok(Change::Delete { table, keys })
 }
 
 fn keyless(table: &str, statement: &str) -> QueryError {
@@ -425,42 +446,9 @@ fn check_document(
     }
 }
 
-/// Loads checked documents into `table` in one commit; returns how many were loaded.
-async fn load(
-    data_dir: DataDir,
-    table: &str,
-    documents: Vec<String>,
-    on_conflict: OnConflict,
-) -> Result<u64, QueryError> {
-    let table = table.to_owned();
-    let summary = blocking(move || {
-        let mut text = documents.join("\n");
-        text.push('\n');
-        let input = Input::Stream(StreamInput::new(
-            "statement".to_owned(),
-            Compression::None,
-            Box::new(Cursor::new(text.into_bytes())),
-        ));
-        let options = IngestOptions {
-            on_conflict,
-            ..IngestOptions::default()
-        };
-        strata_engine::ingest(
-            &data_dir,
-            &table,
-            &[input],
-            &options,
-            &mut |_| {},
-            &mut |_| {},
-        )
-    })
-    .await?;
-    Ok(summary.progress.loaded)
-}
-
 /// Runs engine work off the async runtime, on a thread deep enough for documents
 /// (`strata_json::DEEP_STACK_BYTES`).
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
 ) -> Result<T, QueryError> {
     tokio::task::spawn_blocking(move || strata_json::run_with_deep_stack(work))

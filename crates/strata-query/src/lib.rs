@@ -21,6 +21,7 @@ pub mod rule;
 pub mod scan;
 pub mod stream;
 pub mod table;
+pub mod transaction;
 pub mod udf;
 
 use std::path::Path;
@@ -48,6 +49,16 @@ pub fn table_change_tag(sql: &str) -> Option<&'static str> {
     ddl::command_tag(sql).or_else(|| dml::command_tag(sql))
 }
 pub use stream::QueryStream;
+
+pub use transaction::{Transaction, is_write_conflict};
+
+/// The catalog and schema of a session's tables (`strata.public.NAME`).
+pub(crate) const CATALOG: &str = "strata";
+pub(crate) const SCHEMA: &str = "public";
+
+/// How many times a statement that changes documents outside a transaction block is run again
+/// after a write conflict before the conflict is reported (SQLSTATE 40001).
+pub const AUTOCOMMIT_ATTEMPTS: usize = 64;
 
 /// Field metadata key marking columns whose text is JSON (outputs embed it as JSON).
 pub const JSON_FIELD_METADATA: &str = "strata.json";
@@ -178,6 +189,9 @@ impl Session {
         }
         let catalog = datafusion::catalog::MemoryCatalogProvider::new();
         use datafusion::catalog::CatalogProvider;
+        // A commit of several tables that a killed process left half done is finished before
+        // anything is read.
+        DataDir::new(data_dir).recover_transactions()?;
         let mut schema = DataDirSchema::new(DataDir::new(data_dir), registry).with_pruning(pruning);
         if let Some(store) = store {
             schema = schema.with_store(store);
@@ -196,8 +210,8 @@ impl Session {
         if let Some(result) = ddl::run(&self.context, sql)? {
             return Ok(result);
         }
-        if let Some(result) = dml::run(&self.context, sql).await? {
-            return Ok(result);
+        if dml::command_tag(sql).is_some() {
+            return self.autocommit(sql).await;
         }
         let frame = match self.context.sql(&stream::copy_with_format(sql)?).await {
             Ok(frame) => frame,
@@ -209,9 +223,36 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Begins a transaction: every table is read at the snapshot taken now, and changes are
+    /// buffered until [`Transaction::commit`] (see [`transaction`]).
+    pub fn begin(&self) -> Result<Transaction, QueryError> {
+        Transaction::begin(&self.context)
+    }
+
+    /// Runs a statement that changes documents in a transaction of its own, run again (with a
+    /// new snapshot) when another commit changed one of its keys meanwhile: what PostgreSQL's
+    /// `READ COMMITTED` does for a single statement by re-checking the rows it waited for.
+    pub(crate) async fn autocommit(&self, sql: &str) -> Result<QueryResult, QueryError> {
+        let mut attempt = 1;
+        loop {
+            let transaction = self.begin()?;
+            let result = transaction.run(sql).await?;
+            match transaction.commit().await {
+                Ok(_) => return Ok(result),
+                Err(e) if is_write_conflict(&e) && attempt < AUTOCOMMIT_ATTEMPTS => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// The parser gives a line and column for every syntax error except running out of input;
 /// that one gets the position just past the statement's last character.
-fn with_end_position(error: datafusion::error::DataFusionError, sql: &str) -> QueryError {
+pub(crate) fn with_end_position(
+    error: datafusion::error::DataFusionError,
+    sql: &str,
+) -> QueryError {
     use datafusion::error::DataFusionError;
     match &error {
         DataFusionError::SQL(parser_error, _) => {

@@ -27,6 +27,7 @@ use strata_format::Manifest;
 
 use crate::paths::{PathColumn, PathIndex};
 use crate::scan::{PartMetadataCache, ScanOutput, StrataScanExec};
+use crate::transaction::TransactionTables;
 use crate::udf::json_field;
 
 /// Field metadata naming the Strata table a `data` column belongs to.
@@ -46,10 +47,10 @@ pub struct SnapshotCache {
 
 type CachedSnapshot = (Vec<u8>, Arc<Manifest>, Arc<PathIndex>);
 /// A table's manifest and the path facts indexed from it.
-type Snapshot = (Arc<Manifest>, Arc<PathIndex>);
+pub(crate) type Snapshot = (Arc<Manifest>, Arc<PathIndex>);
 
 impl SnapshotCache {
-    fn load(
+    pub(crate) fn load(
         &self,
         table: &str,
         dir: &Path,
@@ -152,7 +153,7 @@ impl StrataTable {
         self
     }
 
-    fn build(
+    pub(crate) fn build(
         name: String,
         dir: PathBuf,
         (manifest, paths, lease): (Arc<Manifest>, Arc<PathIndex>, Option<Arc<ReadLease>>),
@@ -417,10 +418,13 @@ pub struct DataDirSchema {
     registry: PathRegistry,
     /// Shared by every statement of the session: parts never change once written.
     metadata_cache: Arc<PartMetadataCache>,
-    store: DataDirStore,
+    store: Arc<DataDirStore>,
     snapshots: Arc<SnapshotCache>,
     /// See `StrataTable::with_pruning`.
     pruning: bool,
+    /// A transaction's schema: its tables are read at the transaction's snapshot (or in its
+    /// private views) instead of the newest commit.
+    transaction: Option<Arc<TransactionTables>>,
 }
 
 impl DataDirSchema {
@@ -429,16 +433,17 @@ impl DataDirSchema {
             data_dir,
             registry,
             metadata_cache: Arc::new(PartMetadataCache::default()),
-            store: DataDirStore::default(),
+            store: Arc::default(),
             snapshots: Arc::default(),
             pruning: true,
+            transaction: None,
         }
     }
 
     /// Reads part pages through `store` (rooted at the data directory) instead of the local
     /// file system.
     pub fn with_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
-        self.store = DataDirStore::with_store(store);
+        self.store = Arc::new(DataDirStore::with_store(store));
         self
     }
 
@@ -451,6 +456,41 @@ impl DataDirSchema {
 
     pub fn data_dir(&self) -> &DataDir {
         &self.data_dir
+    }
+
+    /// The same schema with every table pinned at one snapshot, for a transaction.
+    pub(crate) fn pinned(&self) -> Result<DataDirSchema, strata_engine::EngineError> {
+        let tables = TransactionTables::pin(&self.data_dir, &self.snapshots)?;
+        Ok(DataDirSchema {
+            data_dir: self.data_dir.clone(),
+            registry: self.registry.clone(),
+            metadata_cache: self.metadata_cache.clone(),
+            store: self.store.clone(),
+            snapshots: self.snapshots.clone(),
+            pruning: self.pruning,
+            transaction: Some(Arc::new(tables)),
+        })
+    }
+
+    /// The tables of the transaction this schema belongs to (None: not a transaction's).
+    pub(crate) fn transaction(&self) -> Option<&Arc<TransactionTables>> {
+        self.transaction.as_ref()
+    }
+
+    /// `name` read at `snapshot` (with its read lease), for a transaction.
+    pub(crate) fn snapshot_table(
+        &self,
+        name: &str,
+        (manifest, paths, lease): (Arc<Manifest>, Arc<PathIndex>, Option<Arc<ReadLease>>),
+    ) -> Result<StrataTable, strata_engine::EngineError> {
+        Ok(StrataTable::build(
+            name.to_owned(),
+            self.data_dir.table_dir(name)?,
+            (manifest, paths, lease),
+            Vec::new(),
+            (self.metadata_cache.clone(), self.store.get(&self.data_dir)?),
+        )
+        .with_pruning(self.pruning))
     }
 }
 
@@ -467,6 +507,15 @@ impl SchemaProvider for DataDirSchema {
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         if strata_engine::table::validate_table_name(name).is_err() {
             return Ok(None);
+        }
+        if let Some(transaction) = &self.transaction {
+            let Some(table) = transaction.table(name, self).await.map_err(external)? else {
+                return Ok(None);
+            };
+            if let Ok(mut registry) = self.registry.write() {
+                registry.insert(name.to_owned(), table.paths().clone());
+            }
+            return Ok(Some(Arc::new(table)));
         }
         let Some(table) = StrataTable::open(
             &self.data_dir,

@@ -21,8 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::str::FromStr;
 
-use strata_format::deletes::read_deletion_vector;
-use strata_format::{Manifest, find_keys};
+use strata_format::Manifest;
 use strata_json::{KeyValue, TableKey};
 
 use crate::error::EngineError;
@@ -200,45 +199,23 @@ impl KeyTracker {
             self.holders.iter().map(|(k, o)| (k.clone(), *o)).collect();
         holders.sort_unstable();
         let (keys, ordinals): (Vec<KeyValue>, Vec<u64>) = holders.into_iter().unzip();
-        for part in &existing.parts {
-            let Some(entry) = &part.keys else {
-                return Err(EngineError::Invalid(format!(
-                    "table {}: part {} of a keyed table has no key file",
-                    self.table, part.file
-                )));
-            };
-            let hits = find_keys(table_dir, entry, part.rows, &keys)?;
-            if hits.is_empty() {
-                continue;
-            }
-            let deleted = match &part.deletes {
-                Some(deletes) => Some(read_deletion_vector(table_dir, deletes, part.rows)?),
-                None => None,
-            };
-            for hit in hits {
-                if deleted.as_ref().is_some_and(|d| d.contains(hit.row)) {
-                    continue;
+        for hit in crate::deletes::live_key_rows(&self.table, table_dir, existing, &keys)? {
+            match self.on_conflict {
+                OnConflict::Replace => {
+                    deletions.entry(hit.part).or_default().push(hit.row);
+                    replaced += 1;
                 }
-                match self.on_conflict {
-                    OnConflict::Replace => {
-                        deletions
-                            .entry(part.file.clone())
-                            .or_default()
-                            .push(hit.row);
-                        replaced += 1;
-                    }
-                    OnConflict::Ignore => {
-                        delete_new(&self, &mut deletions, ordinals[hit.key])?;
-                        ignored += 1;
-                    }
-                    OnConflict::Error => {
-                        return Err(EngineError::DuplicateKey {
-                            table: self.table.clone(),
-                            key: keys[hit.key].to_string(),
-                            path: self.key.path.encode(),
-                            where_: "already in the table".into(),
-                        });
-                    }
+                OnConflict::Ignore => {
+                    delete_new(&self, &mut deletions, ordinals[hit.key])?;
+                    ignored += 1;
+                }
+                OnConflict::Error => {
+                    return Err(EngineError::DuplicateKey {
+                        table: self.table.clone(),
+                        key: keys[hit.key].to_string(),
+                        path: self.key.path.encode(),
+                        where_: "already in the table".into(),
+                    });
                 }
             }
         }

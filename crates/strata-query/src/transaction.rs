@@ -1,0 +1,401 @@
+//! Transactions in SQL: `BEGIN … COMMIT | ROLLBACK` and the implicit transaction of each
+//! statement that changes documents (issue 14, ADR 0017).
+//!
+//! A [`Transaction`] has its own DataFusion context whose `strata.public` schema reads every
+//! table at one snapshot, pinned when the transaction begins (all tables together, under the
+//! engine's visibility lock, each with a read lease held to the end): the transaction sees no
+//! commit made after it began. Its `INSERT`, `UPDATE` and `DELETE` statements run their shadow
+//! queries in that context and buffer their effect as net changes per table
+//! ([`strata_engine::transaction::TableChanges`]); a statement that reads a table the
+//! transaction changed reads its private view (the snapshot plus its own changes,
+//! `strata_engine::transaction::stage_view`), staged when first read after a change.
+//! [`Transaction::commit`] hands the changes to `strata_engine::transaction::commit`, which
+//! fails with a write conflict (SQLSTATE 40001) when another commit changed one of the keys
+//! since the snapshot; dropping a transaction rolls it back (nothing was written).
+//!
+//! Isolation: snapshot isolation (PostgreSQL's `REPEATABLE READ`), with first-committer-wins on
+//! keys. Write skew is possible: it is not `SERIALIZABLE`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use datafusion::catalog::{CatalogProvider, CatalogProviderList, MemoryCatalogProvider};
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::{DataFrame, SessionContext};
+use strata_engine::transaction::{CommitSummary, PrivateView, TableChanges, TableWrite};
+use strata_engine::{DataDir, EngineError, OnConflict, ReadLease};
+use strata_format::Manifest;
+use strata_json::KeyValue;
+
+use crate::dml::{self, Change};
+use crate::paths::PathIndex;
+use crate::table::{DataDirSchema, SnapshotCache, StrataTable};
+use crate::{QueryError, QueryResult};
+
+/// SQLSTATE of a statement that cannot run inside a transaction block.
+pub const ACTIVE_SQL_TRANSACTION: &str = "25001";
+
+/// One table as a transaction sees it.
+struct PinnedTable {
+    snapshot: Arc<Manifest>,
+    paths: Arc<PathIndex>,
+    /// Held from before the snapshot was read: its files stay readable to the end.
+    lease: Option<Arc<ReadLease>>,
+    changes: TableChanges,
+    /// The private view of the changes, staged when the table is read after a change; None
+    /// when there are no changes or they changed since.
+    view: Option<StagedView>,
+}
+
+struct StagedView {
+    /// Owns the view's files (deleted when dropped).
+    _view: Arc<PrivateView>,
+    manifest: Arc<Manifest>,
+    paths: Arc<PathIndex>,
+}
+
+/// The tables of one transaction: their snapshots, changes and private views.
+pub struct TransactionTables {
+    data_dir: DataDir,
+    tables: Mutex<BTreeMap<String, PinnedTable>>,
+}
+
+impl std::fmt::Debug for TransactionTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionTables")
+            .field("data_dir", &self.data_dir.root())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TransactionTables {
+    /// Pins every table of `data_dir` at its current manifest.
+    pub(crate) fn pin(
+        data_dir: &DataDir,
+        snapshots: &SnapshotCache,
+    ) -> Result<TransactionTables, EngineError> {
+        let names = data_dir.table_names()?;
+        let mut tables = BTreeMap::new();
+        let _consistent = strata_engine::transaction::snapshot_guard();
+        for name in names {
+            if let Some(pinned) = pin_table(data_dir, snapshots, &name)? {
+                tables.insert(name, pinned);
+            }
+        }
+        Ok(TransactionTables {
+            data_dir: data_dir.clone(),
+            tables: Mutex::new(tables),
+        })
+    }
+
+    /// The table `name` as this transaction reads it (None: no such table in its snapshot).
+    pub(crate) async fn table(
+        &self,
+        name: &str,
+        schema: &DataDirSchema,
+    ) -> Result<Option<StrataTable>, EngineError> {
+        let stage = {
+            let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(pinned) = tables.get(name) else {
+                return Ok(None);
+            };
+            match &pinned.view {
+                _ if pinned.changes.is_empty() => {
+                    let snapshot = (
+                        pinned.snapshot.clone(),
+                        pinned.paths.clone(),
+                        pinned.lease.clone(),
+                    );
+                    return schema.snapshot_table(name, snapshot).map(Some);
+                }
+                Some(staged) => {
+                    return schema
+                        .snapshot_table(
+                            name,
+                            (
+                                staged.manifest.clone(),
+                                staged.paths.clone(),
+                                pinned.lease.clone(),
+                            ),
+                        )
+                        .map(Some);
+                }
+                None => (pinned.snapshot.clone(), pinned.changes.clone()),
+            }
+        };
+        let (snapshot, changes) = stage;
+        let (data_dir, table) = (self.data_dir.clone(), name.to_owned());
+        let view = dml::blocking(move || {
+            strata_engine::transaction::stage_view(&data_dir, &table, &snapshot, &changes)
+        })
+        .await
+        .map_err(|e| match e {
+            QueryError::Engine(e) => e,
+            other => EngineError::Invalid(other.to_string()),
+        })?;
+        let manifest = Arc::new(view.manifest.clone());
+        let staged = StagedView {
+            paths: Arc::new(PathIndex::from_manifest(&manifest)),
+            manifest,
+            _view: Arc::new(view),
+        };
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(pinned) = tables.get_mut(name) else {
+            return Ok(None);
+        };
+        let read = (
+            staged.manifest.clone(),
+            staged.paths.clone(),
+            pinned.lease.clone(),
+        );
+        pinned.view = Some(staged);
+        schema.snapshot_table(name, read).map(Some)
+    }
+
+    /// The snapshot of `table`.
+    fn snapshot_of(&self, table: &str) -> Result<Arc<Manifest>, QueryError> {
+        let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        tables
+            .get(table)
+            .map(|p| p.snapshot.clone())
+            .ok_or_else(|| QueryError::Engine(EngineError::NoSuchTable(table.to_owned())))
+    }
+
+    /// Applies `change` to `table`'s changes: all of it, or (on error) none.
+    fn apply(&self, table: &str, change: StatementChange) -> Result<u64, QueryError> {
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        let pinned = tables
+            .get_mut(table)
+            .ok_or_else(|| QueryError::Engine(EngineError::NoSuchTable(table.to_owned())))?;
+        let count = match change {
+            StatementChange::Appended(documents) => {
+                let count = documents.len() as u64;
+                pinned.changes.appended.extend(documents);
+                count
+            }
+            StatementChange::Keyed(keyed) => {
+                let count = keyed.len() as u64;
+                pinned.changes.keyed.extend(keyed);
+                count
+            }
+        };
+        if count > 0 {
+            pinned.view = None;
+        }
+        Ok(count)
+    }
+
+    /// Whether `key` of `table` holds a document in this transaction now, given whether it
+    /// did in the snapshot.
+    fn holds(&self, table: &str, key: &KeyValue, in_snapshot: bool) -> bool {
+        let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        match tables.get(table).and_then(|p| p.changes.keyed.get(key)) {
+            Some(document) => document.is_some(),
+            None => in_snapshot,
+        }
+    }
+
+    fn writes(&self) -> BTreeMap<String, TableWrite> {
+        let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        tables
+            .iter()
+            .filter(|(_, p)| !p.changes.is_empty())
+            .map(|(name, p)| {
+                (
+                    name.clone(),
+                    TableWrite {
+                        snapshot: p.snapshot.clone(),
+                        changes: p.changes.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+fn pin_table(
+    data_dir: &DataDir,
+    snapshots: &SnapshotCache,
+    name: &str,
+) -> Result<Option<PinnedTable>, EngineError> {
+    let lease = data_dir.read_lease(name)?.map(Arc::new);
+    let dir = data_dir.table_dir(name)?;
+    let Some((snapshot, paths)) = snapshots.load(name, &dir)? else {
+        return Ok(None);
+    };
+    Ok(Some(PinnedTable {
+        snapshot,
+        paths,
+        lease,
+        changes: TableChanges::default(),
+        view: None,
+    }))
+}
+
+/// What one statement adds to a table's changes.
+enum StatementChange {
+    Appended(Vec<String>),
+    Keyed(BTreeMap<KeyValue, Option<String>>),
+}
+
+/// A transaction (see the module docs). Dropping it rolls it back.
+pub struct Transaction {
+    context: SessionContext,
+    tables: Arc<TransactionTables>,
+}
+
+impl Transaction {
+    /// Begins a transaction over the tables of `context`'s data directory schema, with the
+    /// same functions, rules and settings.
+    pub(crate) fn begin(context: &SessionContext) -> Result<Transaction, QueryError> {
+        let pinned = crate::ddl::with_data_dir_schema(context, |schema| Ok(schema.pinned()?))?;
+        let tables = pinned
+            .transaction()
+            .cloned()
+            .ok_or_else(|| QueryError::Engine(EngineError::Invalid("no pinned tables".into())))?;
+        // The transaction's own catalog list: registering its schema must not touch the
+        // session's. Other catalogs (pg_catalog, for drivers) are shared as they are.
+        let catalogs = Arc::new(datafusion::catalog::MemoryCatalogProviderList::new());
+        let original = context.state().catalog_list().clone();
+        for name in original.catalog_names() {
+            if name != crate::CATALOG
+                && let Some(catalog) = original.catalog(&name)
+            {
+                catalogs.register_catalog(name, catalog);
+            }
+        }
+        let catalog = MemoryCatalogProvider::new();
+        catalog.register_schema(crate::SCHEMA, Arc::new(pinned))?;
+        catalogs.register_catalog(crate::CATALOG.to_owned(), Arc::new(catalog));
+        let state = SessionStateBuilder::new_from_existing(context.state())
+            .with_catalog_list(catalogs)
+            .build();
+        Ok(Transaction {
+            context: SessionContext::new_with_state(state),
+            tables,
+        })
+    }
+
+    /// The transaction's context: queries planned in it read the transaction's snapshot.
+    pub fn context(&self) -> &SessionContext {
+        &self.context
+    }
+
+    /// Runs one statement in the transaction: a change is buffered (its result is the
+    /// `count` of documents it changed), a query reads the snapshot and the transaction's own
+    /// changes. Statements that change tables themselves (`DROP`, `ALTER`) cannot run in a
+    /// transaction. A failed statement changes nothing.
+    pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
+        if crate::ddl::command_tag(sql).is_some() {
+            return Err(QueryError::Statement {
+                sqlstate: ACTIVE_SQL_TRANSACTION,
+                message: "DROP TABLE and ALTER TABLE cannot run inside a transaction block".into(),
+            });
+        }
+        if let Some(change) = dml::change_of(&self.context, sql).await? {
+            let count = self.buffer(change).await?;
+            return dml::count_result(count);
+        }
+        let frame = self.sql(sql).await?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let batches = frame.collect().await?;
+        Ok(QueryResult { schema, batches })
+    }
+
+    /// Plans a query (not a change) in the transaction.
+    pub async fn sql(&self, sql: &str) -> Result<DataFrame, QueryError> {
+        self.context
+            .sql(sql)
+            .await
+            .map_err(|e| crate::with_end_position(e, sql))
+    }
+
+    /// Adds a statement's change to the transaction's changes (see the module docs for the
+    /// conflict policies); returns the documents it changed.
+    async fn buffer(&self, change: Change) -> Result<u64, QueryError> {
+        let tables = &self.tables;
+        match change {
+            Change::Insert {
+                table,
+                key: None,
+                documents,
+                ..
+            } => tables.apply(
+                &table,
+                StatementChange::Appended(documents.into_iter().map(|(_, d)| d).collect()),
+            ),
+            Change::Insert {
+                table,
+                key: Some(key),
+                documents,
+                on_conflict,
+            } => {
+                let keys: Vec<KeyValue> = documents.iter().filter_map(|(k, _)| k.clone()).collect();
+                let in_snapshot = self.live_in_snapshot(&table, keys).await?;
+                let mut statement: BTreeMap<KeyValue, Option<String>> = BTreeMap::new();
+                for (document_key, document) in documents {
+                    let Some(document_key) = document_key else {
+                        continue;
+                    };
+                    let held = match statement.get(&document_key) {
+                        Some(_) => true,
+                        None => {
+                            tables.holds(&table, &document_key, in_snapshot.contains(&document_key))
+                        }
+                    };
+                    match (held, on_conflict) {
+                        (false, _) | (true, OnConflict::Replace) => {
+                            statement.insert(document_key, Some(document));
+                        }
+                        (true, OnConflict::Ignore) => {}
+                        (true, OnConflict::Error) => {
+                            return Err(QueryError::Engine(EngineError::DuplicateKey {
+                                table: table.clone(),
+                                key: document_key.to_string(),
+                                path: key.path.encode(),
+                                where_: "already in the table".into(),
+                            }));
+                        }
+                    }
+                }
+                tables.apply(&table, StatementChange::Keyed(statement))
+            }
+            Change::Update { table, documents } => tables.apply(
+                &table,
+                StatementChange::Keyed(documents.into_iter().map(|(k, d)| (k, Some(d))).collect()),
+            ),
+            Change::Delete { table, keys } => tables.apply(
+                &table,
+                StatementChange::Keyed(keys.into_iter().map(|k| (k, None)).collect()),
+            ),
+        }
+    }
+
+    /// Which of `keys` have a live document in the snapshot of `table`.
+    async fn live_in_snapshot(
+        &self,
+        table: &str,
+        keys: Vec<KeyValue>,
+    ) -> Result<BTreeSet<KeyValue>, QueryError> {
+        let snapshot = self.tables.snapshot_of(table)?;
+        let data_dir = self.tables.data_dir.clone();
+        let table = table.to_owned();
+        dml::blocking(move || strata_engine::live_keys(&data_dir, &table, &snapshot, &keys)).await
+    }
+
+    /// Commits the transaction's changes (see the module docs); a write conflict is
+    /// `EngineError::WriteConflict` (SQLSTATE 40001), and nothing is committed then.
+    pub async fn commit(self) -> Result<CommitSummary, QueryError> {
+        let writes = self.tables.writes();
+        if writes.is_empty() {
+            return Ok(CommitSummary::default());
+        }
+        let data_dir = self.tables.data_dir.clone();
+        dml::blocking(move || strata_engine::transaction::commit(&data_dir, &writes)).await
+    }
+}
+
+/// Whether `error` is a write conflict: the transaction may succeed when run again.
+pub fn is_write_conflict(error: &QueryError) -> bool {
+    matches!(error, QueryError::Engine(EngineError::WriteConflict { .. }))
+}
