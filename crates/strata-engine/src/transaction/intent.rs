@@ -163,3 +163,107 @@ fn records(root: &Path) -> Result<Vec<(PathBuf, IntentRecord)>, EngineError> {
     }
     Ok(records)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::io::Write;
+
+    use super::*;
+    use crate::input::Input;
+    use crate::table::DataDir;
+    use crate::transaction::{TableChanges, apply_changes};
+    use crate::{IngestOptions, export_table, ingest};
+
+    fn table(data_dir: &DataDir, name: &str, line: &str) {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "{line}").unwrap();
+        ingest(
+            data_dir,
+            name,
+            &[Input::File(file.path().to_owned())],
+            &IngestOptions::default(),
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .unwrap();
+    }
+
+    /// The next manifest of `name` with `line` appended, written but not committed.
+    fn staged(data_dir: &DataDir, name: &str, line: &str) -> StagedTable {
+        let table_dir = data_dir.table_dir(name).unwrap();
+        let mut manifest = data_dir.manifest(name).unwrap();
+        let base_version = manifest.version;
+        let changes = TableChanges {
+            appended: vec![line.to_owned()],
+            ..TableChanges::default()
+        };
+        apply_changes(name, &table_dir, &mut manifest, &changes).unwrap();
+        StagedTable {
+            table: name.to_owned(),
+            table_dir,
+            base_version,
+            manifest,
+        }
+    }
+
+    fn rows(data_dir: &DataDir, name: &str) -> usize {
+        let mut out = Vec::new();
+        export_table(data_dir, name, &mut out).unwrap();
+        out.iter().filter(|&&b| b == b'\n').count()
+    }
+
+    #[test]
+    fn a_commit_killed_after_its_record_is_finished_by_the_next_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        table(&data_dir, "accounts", r#"{"a":1}"#);
+        table(&data_dir, "transfers", r#"{"t":1}"#);
+        let tables = vec![
+            staged(&data_dir, "accounts", r#"{"a":2}"#),
+            staged(&data_dir, "transfers", r#"{"t":2}"#),
+        ];
+        let record = write(dir.path(), &tables).unwrap();
+        // Killed after committing the first table only.
+        tables[0].manifest.commit(&tables[0].table_dir).unwrap();
+        drop(tables);
+        assert_eq!(rows(&data_dir, "transfers"), 1);
+        assert_eq!(
+            pending_tables(dir.path()).unwrap(),
+            ["accounts", "transfers"]
+        );
+
+        // A writer of the second table applies the record first (and garbage collection,
+        // which runs after, keeps the part the record lists).
+        table(&data_dir, "transfers", r#"{"t":3}"#);
+        assert_eq!(rows(&data_dir, "accounts"), 2);
+        assert_eq!(rows(&data_dir, "transfers"), 3);
+        assert!(!record.exists());
+        assert!(pending_tables(dir.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_record_without_any_commit_is_applied_whole_and_a_torn_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        table(&data_dir, "a", r#"{"a":1}"#);
+        table(&data_dir, "b", r#"{"b":1}"#);
+        let tables = vec![
+            staged(&data_dir, "a", r#"{"a":2}"#),
+            staged(&data_dir, "b", r#"{"b":2}"#),
+        ];
+        write(dir.path(), &tables).unwrap();
+        // A record being written when the process died was never renamed into place.
+        fs::write(
+            dir.path().join(TRANSACTIONS_DIR).join("torn.json.tmp"),
+            b"{\"tables\": [",
+        )
+        .unwrap();
+        assert_eq!(data_dir.recover_transactions().unwrap(), 2);
+        assert_eq!(rows(&data_dir, "a"), 2);
+        assert_eq!(rows(&data_dir, "b"), 2);
+        // Applied once: recovering again changes nothing.
+        assert_eq!(data_dir.recover_transactions().unwrap(), 0);
+        assert_eq!(rows(&data_dir, "a"), 2);
+    }
+}
