@@ -21,6 +21,9 @@ pub const INTERNAL_ERROR: &str = "XX000";
 pub const INVALID_AUTHORIZATION: &str = "28000";
 pub const INVALID_PASSWORD: &str = "28P01";
 pub const UNIQUE_VIOLATION: &str = "23505";
+pub const SERIALIZATION_FAILURE: &str = "40001";
+pub const IN_FAILED_TRANSACTION: &str = "25P02";
+pub const READ_ONLY_TRANSACTION: &str = "25006";
 
 /// The code for a statement's error.
 pub fn of_query_error(error: &QueryError) -> &'static str {
@@ -42,6 +45,7 @@ pub fn of_engine_error(error: &EngineError) -> &'static str {
         | EngineError::KeyMismatch { .. }
         | EngineError::SortKeyMismatch { .. } => INVALID_PARAMETER,
         EngineError::DuplicateKey { .. } => UNIQUE_VIOLATION,
+        EngineError::WriteConflict { .. } => SERIALIZATION_FAILURE,
         EngineError::AllRejected { .. } => DATA_EXCEPTION,
         _ => INTERNAL_ERROR,
     }

@@ -29,6 +29,7 @@ use statements::{CancelRegistry, StrataStatements};
 mod login;
 mod parameters;
 mod statements;
+mod transactions;
 
 /// Serves the PostgreSQL protocol on `listener` until the server shuts down. Open sessions are
 /// closed then (PostgreSQL's "fast" shutdown).

@@ -34,6 +34,7 @@ use pgwire::messages::cancel::CancelRequest;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
+use super::transactions::{Block, Control, TransactionSlot, control_of, deallocate_of};
 use crate::{Shared, sqlstate};
 
 /// The running statement of each connection, by its (process id, secret key).
@@ -157,7 +158,8 @@ impl QueryParser for StrataParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        if strata_query::table_change_tag(sql).is_some() {
+        if strata_query::table_change_tag(sql).is_some() || control_of(sql).is_some() {
+            // Transaction control is Strata's own (`super::transactions`).
             // DataFusion cannot plan ALTER TABLE, and its DROP TABLE skips Strata's rules: the
             // statement runs through `Session::run` at execution, unplanned here.
             return Ok(Some((sql.to_owned(), None)));
@@ -224,15 +226,121 @@ impl StrataStatements {
         let result = tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(self.shared.session.run(sql))
         });
-        match result {
-            // INSERT, UPDATE and DELETE answer one `count` row: PostgreSQL's tags carry it
-            // (`INSERT 0 3`, `UPDATE 2`).
-            Ok(result) => Ok(Response::Execution(match changed_rows(&result) {
-                Some(rows) if tag == "INSERT" => Tag::new(tag).with_oid(0).with_rows(rows),
-                Some(rows) => Tag::new(tag).with_rows(rows),
-                None => Tag::new(tag),
-            })),
-            Err(e) => Err(statement_error(sqlstate::of_query_error(&e), e.to_string())),
+        result
+            .map(|result| change_response(tag, &result))
+            .map_err(query_error)
+    }
+
+    /// Runs `sql` for a connection whose transaction block is `slot` (see
+    /// `super::transactions`): a control statement, or a statement of the open block. Without
+    /// a block, the statement runs in a transaction of its own.
+    async fn in_block(
+        &self,
+        slot: &TransactionSlot,
+        sql: &str,
+        format: &Format,
+    ) -> PgWireResult<Response> {
+        if let Some(control) = control_of(sql) {
+            return self.control(slot, control).await;
+        }
+        match slot.current() {
+            None => {
+                let transaction = self.begin_transaction()?;
+                let response = self
+                    .in_transaction(&transaction, false, sql, format)
+                    .await?;
+                transaction.commit().await.map_err(query_error)?;
+                Ok(response)
+            }
+            Some(Err(())) => Err(statement_error(
+                sqlstate::IN_FAILED_TRANSACTION,
+                "current transaction is aborted, commands ignored until end of transaction block"
+                    .into(),
+            )),
+            Some(Ok((transaction, read_only))) => {
+                let result = self
+                    .in_transaction(&transaction, read_only, sql, format)
+                    .await;
+                if result.is_err() {
+                    slot.fail();
+                }
+                result
+            }
+        }
+    }
+
+    fn begin_transaction(&self) -> PgWireResult<strata_query::Transaction> {
+        // Pinning reads every table's manifest: off the runtime's workers.
+        tokio::task::block_in_place(|| self.shared.session.begin()).map_err(query_error)
+    }
+
+    /// One statement of an open transaction: a change is buffered, a query reads the
+    /// transaction's snapshot and its own changes.
+    async fn in_transaction(
+        &self,
+        transaction: &strata_query::Transaction,
+        read_only: bool,
+        sql: &str,
+        format: &Format,
+    ) -> PgWireResult<Response> {
+        if let Some(tag) = strata_query::table_change_tag(sql) {
+            if read_only {
+                return Err(statement_error(
+                    sqlstate::READ_ONLY_TRANSACTION,
+                    format!("cannot execute {tag} in a read-only transaction"),
+                ));
+            }
+            let result = transaction.run(sql).await.map_err(query_error)?;
+            return Ok(change_response(tag, &result));
+        }
+        let frame = transaction.sql(sql).await.map_err(query_error)?;
+        let response =
+            datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe(frame, format, None)
+                .await?;
+        Ok(Response::Query(response))
+    }
+
+    /// `BEGIN`, `COMMIT`, `ROLLBACK` and the rest (see `super::transactions`).
+    async fn control(&self, slot: &TransactionSlot, control: Control) -> PgWireResult<Response> {
+        match control {
+            Control::Begin { read_only } => match slot.current() {
+                None => {
+                    slot.open(self.begin_transaction()?, read_only);
+                    Ok(Response::TransactionStart(Tag::new("BEGIN")))
+                }
+                // PostgreSQL warns and carries on.
+                Some(Ok(_)) => Ok(Response::Execution(Tag::new("BEGIN"))),
+                Some(Err(())) => Err(statement_error(
+                    sqlstate::IN_FAILED_TRANSACTION,
+                    "current transaction is aborted, commands ignored until end of transaction \
+                     block"
+                        .into(),
+                )),
+            },
+            Control::Commit => match slot.end() {
+                Block::Open { transaction, .. } => {
+                    let transaction = Arc::try_unwrap(transaction).map_err(|_| {
+                        statement_error(
+                            sqlstate::INTERNAL_ERROR,
+                            "the transaction is still in use by a statement".into(),
+                        )
+                    })?;
+                    // A failed commit ends the block too: nothing of it was committed.
+                    transaction.commit().await.map_err(query_error)?;
+                    Ok(Response::TransactionEnd(Tag::new("COMMIT")))
+                }
+                Block::Failed => Ok(Response::TransactionEnd(Tag::new("ROLLBACK"))),
+                Block::Idle => Ok(Response::TransactionEnd(Tag::new("COMMIT"))),
+            },
+            Control::Rollback => {
+                slot.end();
+                Ok(Response::TransactionEnd(Tag::new("ROLLBACK")))
+            }
+            Control::SetTransaction => Ok(Response::Execution(Tag::new("SET"))),
+            Control::Unsupported(why) => {
+                slot.fail();
+                Err(statement_error(sqlstate::FEATURE_NOT_SUPPORTED, why))
+            }
         }
     }
 
@@ -268,6 +376,40 @@ impl StrataStatements {
             ok: false,
             _slot: slot,
         })
+    }
+}
+
+/// The response to a statement that changed tables: INSERT, UPDATE and DELETE answer one
+/// `count` row, which PostgreSQL's tags carry (`INSERT 0 3`, `UPDATE 2`).
+fn change_response(tag: &str, result: &strata_query::QueryResult) -> Response {
+    Response::Execution(match changed_rows(result) {
+        Some(rows) if tag == "INSERT" => Tag::new(tag).with_oid(0).with_rows(rows),
+        Some(rows) => Tag::new(tag).with_rows(rows),
+        None => Tag::new(tag),
+    })
+}
+
+fn query_error(error: strata_query::QueryError) -> PgWireError {
+    statement_error(sqlstate::of_query_error(&error), error.to_string())
+}
+
+/// The transaction block of `client`'s connection (created idle on first use; dropped, and
+/// an open transaction rolled back, when the connection ends).
+fn slot_of<C: ClientInfo>(client: &C) -> Arc<TransactionSlot> {
+    client
+        .session_extensions()
+        .get_or_insert_with(TransactionSlot::default)
+}
+
+/// `error` as one response of a simple query holding several statements.
+fn error_response(error: PgWireError) -> Response {
+    match with_sqlstate(error) {
+        PgWireError::UserError(info) => Response::Error(info),
+        other => Response::Error(Box::new(ErrorInfo::new(
+            "ERROR".into(),
+            sqlstate::INTERNAL_ERROR.into(),
+            other.to_string(),
+        ))),
     }
 }
 
@@ -393,7 +535,52 @@ impl SimpleQueryHandler for StrataStatements {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if let Some(name) = deallocate_of(query) {
+            // Prepared statements are pgwire's, per connection. Without a name, the statements
+            // stay: a driver that prepares again under a name in use replaces it.
+            if let Some(name) = name {
+                client.portal_store().rm_statement(&name);
+            }
+            return Ok(vec![Response::Execution(Tag::new("DEALLOCATE"))]);
+        }
         let running = self.begin(client).await?;
+        let slot = slot_of(client);
+        let statements = strata_query::split_statements(query);
+        if slot.in_block() || statements.iter().any(|s| control_of(s).is_some()) {
+            // Statements one by one, as the block they begin, continue or end has them run;
+            // the first error ends the query string (as in PostgreSQL).
+            let mut responses = Vec::with_capacity(statements.len());
+            for statement in &statements {
+                let response = if slot.in_block() || control_of(statement).is_some() {
+                    guarded(
+                        &running,
+                        self.in_block(&slot, statement, &Format::UnifiedText),
+                    )
+                    .await
+                } else if let Some(tag) = strata_query::table_change_tag(statement) {
+                    guarded(&running, self.change_table(statement, tag)).await
+                } else {
+                    guarded(
+                        &running,
+                        SimpleQueryHandler::do_query(&*self.inner, client, statement),
+                    )
+                    .await
+                    .map(|mut r| r.pop().unwrap_or(Response::EmptyQuery))
+                };
+                match response {
+                    Ok(Response::Error(e)) => {
+                        responses.push(Response::Error(e));
+                        break;
+                    }
+                    Ok(response) => responses.push(response),
+                    Err(e) => {
+                        responses.push(error_response(e));
+                        break;
+                    }
+                }
+            }
+            return Ok(guard_responses(responses, running, &[]));
+        }
         if let Some(tag) = strata_query::table_change_tag(query) {
             let response = guarded(&running, self.change_table(query, tag)).await?;
             return Ok(guard_responses(vec![response], running, &[]));
@@ -432,7 +619,19 @@ impl ExtendedQueryHandler for StrataStatements {
     {
         let running = self.begin(client).await?;
         let sql = &portal.statement.statement.0;
+        let slot = slot_of(client);
+        let in_block = slot.in_block() || control_of(sql).is_some();
         let response = match strata_query::table_change_tag(sql) {
+            _ if in_block => {
+                let types = &portal.statement.parameter_types;
+                let bound = super::parameters::bind(sql, portal, types)
+                    .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?;
+                guarded(
+                    &running,
+                    self.in_block(&slot, &bound, &portal.result_column_format),
+                )
+                .await?
+            }
             Some(tag) => {
                 let types = &portal.statement.parameter_types;
                 let bound = super::parameters::bind(sql, portal, types)
