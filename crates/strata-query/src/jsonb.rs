@@ -375,3 +375,86 @@ mod tests {
         assert_eq!(concat(json!(1), json!([2])), json!([1, 2]));
     }
 }
+
+/// `to_jsonb(value)`: PostgreSQL's conversion of a SQL value to a JSON value — a number to a
+/// JSON number, text to a JSON string, a boolean to `true`/`false`; NULL stays NULL (as
+/// PostgreSQL's strict function does). Text is always a string: a document is already JSON.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ToJsonb {
+    signature: Signature,
+}
+
+impl ToJsonb {
+    pub fn new() -> Self {
+        ToJsonb {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl Default for ToJsonb {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScalarUDFImpl for ToJsonb {
+    fn name(&self) -> &str {
+        "to_jsonb"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> Result<FieldRef> {
+        Ok(Arc::new(json_field(self.name())))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let values = args.args[0].to_array(rows)?;
+        let quote = matches!(
+            values.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
+        if !(quote
+            || values.data_type().is_numeric()
+            || matches!(values.data_type(), DataType::Boolean | DataType::Null))
+        {
+            return exec_err!("to_jsonb of a {} value is not supported", values.data_type());
+        }
+        let texts = cast(&values, &DataType::Utf8)?;
+        let texts = texts.as_string::<i32>();
+        let mut out = StringBuilder::new();
+        for row in 0..rows {
+            if texts.is_null(row) {
+                out.append_null();
+            } else if quote {
+                out.append_value(render(&Value::String(texts.value(row).to_owned()))?);
+            } else {
+                out.append_value(texts.value(row));
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+/// PostgreSQL's `json` and `jsonb` types in casts (`'…'::jsonb`, `CAST(x AS JSON)`): JSON text,
+/// marked as JSON for output. The cast does not check or normalise the text (PostgreSQL's does);
+/// functions that take JSON (`jsonb_set`, `||`) check it when they read it.
+#[derive(Debug, Default)]
+pub struct JsonTypePlanner;
+
+impl datafusion::logical_expr::planner::TypePlanner for JsonTypePlanner {
+    fn plan_type_field(
+        &self,
+        sql_type: &datafusion::sql::sqlparser::ast::DataType,
+    ) -> Result<Option<FieldRef>> {
+        use datafusion::sql::sqlparser::ast::DataType as SqlType;
+        Ok(match sql_type {
+            SqlType::JSON | SqlType::JSONB => Some(Arc::new(json_field(""))),
+            _ => None,
+        })
+    }
+}

@@ -97,6 +97,8 @@ pub struct QueryResult {
 /// A SQL session over one data directory.
 pub struct Session {
     context: SessionContext,
+    /// Told the tables each transaction commit changed (the server's merger listens).
+    on_commit: Option<transaction::CommitObserver>,
 }
 
 impl Session {
@@ -179,6 +181,7 @@ impl Session {
             Arc::new(distinct::SpillableCountDistinct::new(memory_limit)),
         );
         let state = builder
+            .with_type_planner(Arc::new(jsonb::JsonTypePlanner))
             .with_analyzer_rules(analyzer_rules)
             .with_optimizer_rules(optimizer_rules)
             .with_physical_optimizer_rule(Arc::new(group_count::CountByKey))
@@ -198,7 +201,10 @@ impl Session {
         }
         catalog.register_schema("public", Arc::new(schema))?;
         context.register_catalog("strata", Arc::new(catalog));
-        Ok(Session { context })
+        Ok(Session {
+            context,
+            on_commit: None,
+        })
     }
 
     pub fn context(&self) -> &SessionContext {
@@ -227,7 +233,14 @@ impl Session {
     /// Begins a transaction: every table is read at the snapshot taken now, and changes are
     /// buffered until [`Transaction::commit`] (see [`transaction`]).
     pub fn begin(&self) -> Result<Transaction, QueryError> {
-        Transaction::begin(&self.context)
+        Transaction::begin(&self.context, self.on_commit.clone())
+    }
+
+    /// The same session, calling `observer` with the name of each table a transaction (or a
+    /// statement that changes documents) of it commits.
+    pub fn with_commit_observer(mut self, observer: transaction::CommitObserver) -> Session {
+        self.on_commit = Some(observer);
+        self
     }
 
     /// Runs a statement that changes documents in a transaction of its own, run again (with a

@@ -238,16 +238,23 @@ enum StatementChange {
     Keyed(BTreeMap<KeyValue, Option<String>>),
 }
 
+/// Told the name of each table a commit changed.
+pub type CommitObserver = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// A transaction (see the module docs). Dropping it rolls it back.
 pub struct Transaction {
     context: SessionContext,
     tables: Arc<TransactionTables>,
+    on_commit: Option<CommitObserver>,
 }
 
 impl Transaction {
     /// Begins a transaction over the tables of `context`'s data directory schema, with the
     /// same functions, rules and settings.
-    pub(crate) fn begin(context: &SessionContext) -> Result<Transaction, QueryError> {
+    pub(crate) fn begin(
+        context: &SessionContext,
+        on_commit: Option<CommitObserver>,
+    ) -> Result<Transaction, QueryError> {
         let pinned = crate::ddl::with_data_dir_schema(context, |schema| Ok(schema.pinned()?))?;
         let tables = pinned
             .transaction()
@@ -273,6 +280,7 @@ impl Transaction {
         Ok(Transaction {
             context: SessionContext::new_with_state(state),
             tables,
+            on_commit,
         })
     }
 
@@ -391,7 +399,14 @@ impl Transaction {
             return Ok(CommitSummary::default());
         }
         let data_dir = self.tables.data_dir.clone();
-        dml::blocking(move || strata_engine::transaction::commit(&data_dir, &writes)).await
+        let summary =
+            dml::blocking(move || strata_engine::transaction::commit(&data_dir, &writes)).await?;
+        if let Some(observer) = &self.on_commit {
+            for table in &summary.tables {
+                observer(table);
+            }
+        }
+        Ok(summary)
     }
 }
 

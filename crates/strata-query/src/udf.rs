@@ -41,6 +41,7 @@ pub fn all_functions() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(CompareNumber::new()),
         ScalarUDF::new_from_impl(crate::jsonb::JsonbConcat::new()),
         ScalarUDF::new_from_impl(crate::jsonb::JsonbSet::new()),
+        ScalarUDF::new_from_impl(crate::jsonb::ToJsonb::new()),
     ]
 }
 

@@ -149,6 +149,11 @@ async fn run(
     } else {
         (None, None)
     };
+    // Documents changed by SQL are merged as ingested ones are.
+    let merger_handle = merger.handle();
+    let session = session.with_commit_observer(Arc::new(move |table: &str| {
+        merger_handle.ingested(table);
+    }));
     let shared = Arc::new(Shared {
         data_dir,
         ingest_queue,

@@ -79,8 +79,8 @@ pub struct TableWrite {
 /// What a commit did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommitSummary {
-    /// Tables changed.
-    pub tables: usize,
+    /// The tables changed, by name.
+    pub tables: Vec<String>,
     /// Documents written (new or replacing).
     pub written: u64,
     /// Rows deleted: replaced or deleted documents.
@@ -114,7 +114,7 @@ pub fn commit(
         .filter(|(_, write)| !write.changes.is_empty())
         .collect();
     let mut summary = CommitSummary {
-        tables: changed.len(),
+        tables: changed.iter().map(|(table, _)| (*table).clone()).collect(),
         ..CommitSummary::default()
     };
     if changed.is_empty() {
