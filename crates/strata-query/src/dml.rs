@@ -42,6 +42,8 @@ use crate::{QueryError, QueryResult};
 const INVALID_TEXT: &str = "22P02";
 /// SQLSTATE of a NULL where a document or key is required (`not_null_violation`).
 const NOT_NULL: &str = "23502";
+/// The name `ON CONFLICT DO UPDATE` gives the row proposed for insertion.
+const EXCLUDED: &str = "excluded";
 /// SQLSTATE of what is not supported (yet).
 const NOT_SUPPORTED: &str = "0A000";
 
@@ -122,7 +124,7 @@ pub(crate) enum Change {
         table: String,
         key: Option<TableKey>,
         documents: Vec<(Option<KeyValue>, String)>,
-        on_conflict: OnConflict,
+        on_conflict: ConflictAction,
     },
     /// New versions of documents of a keyed table, by key.
     Update {
@@ -131,6 +133,21 @@ pub(crate) enum Change {
     },
     /// Keys of the documents to delete.
     Delete { table: String, keys: Vec<KeyValue> },
+}
+
+/// What an `INSERT` does with a document whose key is present.
+pub(crate) enum ConflictAction {
+    /// Fail, skip the document, or replace the present one with it.
+    Policy(OnConflict),
+    /// `ON CONFLICT DO UPDATE SET data = <document> [WHERE <condition>]`: both expressions
+    /// over the present document (`<target>.data`) and the new one (`excluded.data`);
+    /// rows the condition does not hold for stay as they are.
+    Update {
+        /// The name the expressions give the table: its alias or its name.
+        target: String,
+        document: String,
+        condition: Option<String>,
+    },
 }
 
 /// The change of `sql` when it is one INSERT, UPDATE or DELETE (its shadow query run in
@@ -209,7 +226,7 @@ async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Chan
     let data_dir = data_dir(context)?;
     let (table, key) = target(&data_dir, name)?;
     let on_conflict = match &insert.on {
-        None => OnConflict::Error,
+        None => ConflictAction::Policy(OnConflict::Error),
         Some(OnInsert::OnConflict(conflict)) => {
             if key.is_none() {
                 return Err(not_supported(format!(
@@ -217,22 +234,37 @@ async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Chan
                 )));
             }
             match &conflict.action {
-                OnConflictAction::DoNothing => OnConflict::Ignore,
+                OnConflictAction::DoNothing => ConflictAction::Policy(OnConflict::Ignore),
                 OnConflictAction::DoUpdate(update) => {
+                    let [assignment] = &update.assignments[..] else {
+                        return Err(not_supported(
+                            "ON CONFLICT DO UPDATE sets one column: SET data = <new document>",
+                        ));
+                    };
+                    if !assigns_data(&assignment.target) {
+                        return Err(not_supported(format!(
+                            "ON CONFLICT DO UPDATE sets the document: SET {} = <new document>",
+                            crate::table::DATA_COLUMN
+                        )));
+                    }
                     let replaces = update.selection.is_none()
-                        && update.assignments.len() == 1
-                        && assigns_data(&update.assignments[0].target)
-                        && update.assignments[0]
+                        && assignment
                             .value
                             .to_string()
                             .eq_ignore_ascii_case("EXCLUDED.data");
-                    if !replaces {
-                        return Err(not_supported(
-                            "ON CONFLICT DO UPDATE supports SET data = EXCLUDED.data (the new \
-                             document replaces the old) and no WHERE",
-                        ));
+                    if replaces {
+                        ConflictAction::Policy(OnConflict::Replace)
+                    } else {
+                        let target = insert
+                            .table_alias
+                            .as_ref()
+                            .map_or_else(|| table.clone(), |a| a.alias.to_string());
+                        ConflictAction::Update {
+                            document: qualified(&assignment.value, &target),
+                            condition: update.selection.as_ref().map(|c| qualified(c, &target)),
+                            target,
+                        }
                     }
-                    OnConflict::Replace
                 }
             }
         }
@@ -262,6 +294,98 @@ async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Chan
         documents,
         on_conflict,
     })
+}
+
+/// `expression` with the document column written bare (`data`, `data.a.b`) qualified by
+/// `target`: in `ON CONFLICT DO UPDATE` it means the present document (as in PostgreSQL),
+/// and the shadow query also reads `excluded.data`.
+fn qualified(expression: &Expr, target: &str) -> String {
+    use datafusion::sql::sqlparser::ast::{Ident, visit_expressions_mut};
+    let mut expression = expression.clone();
+    let _ = visit_expressions_mut(&mut expression, |e| {
+        match e {
+            Expr::Identifier(ident) if ident.value == crate::table::DATA_COLUMN => {
+                *e = Expr::CompoundIdentifier(vec![Ident::new(target), ident.clone()]);
+            }
+            Expr::CompoundIdentifier(idents)
+                if idents
+                    .first()
+                    .is_some_and(|i| i.value == crate::table::DATA_COLUMN) =>
+            {
+                idents.insert(0, Ident::new(target));
+            }
+            // `EXCLUDED` is a keyword of the statement, whatever its case.
+            Expr::CompoundIdentifier(idents)
+                if idents.first().is_some_and(|i| {
+                    i.quote_style.is_none() && i.value.eq_ignore_ascii_case(EXCLUDED)
+                }) =>
+            {
+                idents[0] = Ident::new(EXCLUDED);
+            }
+            _ => {}
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    expression.to_string()
+}
+
+/// The new versions of the present documents `excluded` conflicts with (new document by key),
+/// as `ON CONFLICT DO UPDATE SET data = <document> [WHERE <condition>]` makes them: read in
+/// `context` (a transaction's: its snapshot and own changes), checked as inserted documents
+/// are. Keys whose row the condition rejects are absent from the answer.
+pub(crate) async fn conflict_updates(
+    context: &SessionContext,
+    table: &str,
+    key: &TableKey,
+    (target, document, condition): (&str, &str, Option<&str>),
+    excluded: &[(KeyValue, String)],
+) -> Result<Vec<(KeyValue, String)>, QueryError> {
+    if excluded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let values: Vec<String> = excluded
+        .iter()
+        .map(|(_, d)| format!("({})", quote(d)))
+        .collect();
+    let target_key = key_expression_of(key, Some(target));
+    let sql = format!(
+        "SELECT {target_key}, CAST(({document}) AS VARCHAR) FROM {table} AS {target} \
+         JOIN (VALUES {}) AS {EXCLUDED}(data) ON {target_key} = {}{}",
+        values.join(", "),
+        key_expression_of(key, Some(EXCLUDED)),
+        condition.map_or(String::new(), |c| format!(" WHERE {c}"))
+    );
+    let batches = context.sql(&sql).await?.collect().await?;
+    let mut updates = Vec::new();
+    for batch in &batches {
+        for (old, new) in texts_of(batch, 0)?.into_iter().zip(texts_of(batch, 1)?) {
+            let row = updates.len();
+            let old = old.and_then(|text| key_from_text(&text, key.key_type));
+            let new = new.ok_or_else(|| {
+                invalid(
+                    NOT_NULL,
+                    format!(
+                        "row {}: ON CONFLICT DO UPDATE made the document NULL",
+                        row + 1
+                    ),
+                )
+            })?;
+            let new_key = check_document(&new, Some(key), row)?;
+            let (Some(old), Some(new_key)) = (old, new_key) else {
+                continue;
+            };
+            if old != new_key {
+                return Err(not_supported(format!(
+                    "row {}: ON CONFLICT DO UPDATE changes the key {} of a document",
+                    row + 1,
+                    key.path.encode()
+                )));
+            }
+            updates.push((old, new));
+        }
+    }
+    Ok(updates)
 }
 
 fn assigns_data(target: &AssignmentTarget) -> bool {
@@ -378,9 +502,17 @@ fn where_clause(selection: Option<&Expr>) -> String {
 
 /// `data->'a'->>'b'`: the key's `->>` text (a string's contents, an integer's decimal text).
 fn key_expression(key: &TableKey) -> String {
+    key_expression_of(key, None)
+}
+
+/// [`key_expression`] of the document column of the relation named `qualifier`.
+fn key_expression_of(key: &TableKey, qualifier: Option<&str>) -> String {
     let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
     let segments = key.path.segments();
-    let mut expression = crate::table::DATA_COLUMN.to_owned();
+    let mut expression = match qualifier {
+        Some(q) => format!("{q}.{}", crate::table::DATA_COLUMN),
+        None => crate::table::DATA_COLUMN.to_owned(),
+    };
     for (i, segment) in segments.iter().enumerate() {
         let arrow = if i + 1 == segments.len() { "->>" } else { "->" };
         expression.push_str(arrow);

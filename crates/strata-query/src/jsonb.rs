@@ -422,7 +422,10 @@ impl ScalarUDFImpl for ToJsonb {
             || values.data_type().is_numeric()
             || matches!(values.data_type(), DataType::Boolean | DataType::Null))
         {
-            return exec_err!("to_jsonb of a {} value is not supported", values.data_type());
+            return exec_err!(
+                "to_jsonb of a {} value is not supported",
+                values.data_type()
+            );
         }
         let texts = cast(&values, &DataType::Utf8)?;
         let texts = texts.as_string::<i32>();

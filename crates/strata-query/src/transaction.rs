@@ -27,10 +27,13 @@ use strata_engine::{DataDir, EngineError, OnConflict, ReadLease};
 use strata_format::Manifest;
 use strata_json::KeyValue;
 
-use crate::dml::{self, Change};
+use crate::dml::{self, Change, ConflictAction};
 use crate::paths::PathIndex;
 use crate::table::{DataDirSchema, SnapshotCache, StrataTable};
 use crate::{QueryError, QueryResult};
+
+/// SQLSTATE of an `ON CONFLICT DO UPDATE` that would change one row twice.
+const CARDINALITY_VIOLATION: &str = "21000";
 
 /// SQLSTATE of a statement that cannot run inside a transaction block.
 pub const ACTIVE_SQL_TRANSACTION: &str = "25001";
@@ -340,23 +343,26 @@ impl Transaction {
             } => {
                 let keys: Vec<KeyValue> = documents.iter().filter_map(|(k, _)| k.clone()).collect();
                 let in_snapshot = self.live_in_snapshot(&table, keys).await?;
+                let policy = match &on_conflict {
+                    ConflictAction::Policy(policy) => Some(*policy),
+                    ConflictAction::Update { .. } => None,
+                };
                 let mut statement: BTreeMap<KeyValue, Option<String>> = BTreeMap::new();
+                let mut conflicting: Vec<(KeyValue, String)> = Vec::new();
                 for (document_key, document) in documents {
                     let Some(document_key) = document_key else {
                         continue;
                     };
-                    let held = match statement.get(&document_key) {
-                        Some(_) => true,
-                        None => {
-                            tables.holds(&table, &document_key, in_snapshot.contains(&document_key))
-                        }
-                    };
-                    match (held, on_conflict) {
-                        (false, _) | (true, OnConflict::Replace) => {
+                    let in_statement = statement.contains_key(&document_key)
+                        || conflicting.iter().any(|(k, _)| *k == document_key);
+                    let held = in_statement
+                        || tables.holds(&table, &document_key, in_snapshot.contains(&document_key));
+                    match (held, policy) {
+                        (false, _) | (true, Some(OnConflict::Replace)) => {
                             statement.insert(document_key, Some(document));
                         }
-                        (true, OnConflict::Ignore) => {}
-                        (true, OnConflict::Error) => {
+                        (true, Some(OnConflict::Ignore)) => {}
+                        (true, Some(OnConflict::Error)) => {
                             return Err(QueryError::Engine(EngineError::DuplicateKey {
                                 table: table.clone(),
                                 key: document_key.to_string(),
@@ -364,7 +370,33 @@ impl Transaction {
                                 where_: "already in the table".into(),
                             }));
                         }
+                        (true, None) if in_statement => {
+                            return Err(QueryError::Statement {
+                                sqlstate: CARDINALITY_VIOLATION,
+                                message: format!(
+                                    "ON CONFLICT DO UPDATE command cannot affect row a second \
+                                     time: key {document_key} comes twice"
+                                ),
+                            });
+                        }
+                        (true, None) => conflicting.push((document_key, document)),
                     }
+                }
+                if let ConflictAction::Update {
+                    target,
+                    document,
+                    condition,
+                } = &on_conflict
+                {
+                    let updates = dml::conflict_updates(
+                        &self.context,
+                        &table,
+                        &key,
+                        (target, document, condition.as_deref()),
+                        &conflicting,
+                    )
+                    .await?;
+                    statement.extend(updates.into_iter().map(|(k, d)| (k, Some(d))));
                 }
                 tables.apply(&table, StatementChange::Keyed(statement))
             }
