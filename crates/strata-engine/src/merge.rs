@@ -305,6 +305,15 @@ impl Round {
                 Some(&g) if !placed[g] => {
                     placed[g] = true;
                     summary.outputs_written += outputs[g].len();
+                    // The outputs hold rows of every input: the newest input's writes.
+                    let newest = groups[g]
+                        .iter()
+                        .map(|input| input.newest_write)
+                        .collect::<Option<Vec<u64>>>()
+                        .and_then(|writes| writes.into_iter().max());
+                    for output in &mut outputs[g] {
+                        output.newest_write = newest;
+                    }
                     parts.append(&mut outputs[g]);
                 }
                 Some(_) => {}
@@ -896,6 +905,7 @@ mod tests {
             xxh64: None,
             deletes: None,
             keys: None,
+            newest_write: None,
         }
     }
 

@@ -578,6 +578,7 @@ mod tests {
             xxh64: None,
             deletes: None,
             keys: Some(keys.clone()),
+            newest_write: None,
         };
         assert!(check_key_file(&parts, &part, &keys).is_empty());
         let wrong_rows = PartEntry {

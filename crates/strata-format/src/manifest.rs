@@ -89,6 +89,13 @@ pub struct PartEntry {
     /// The part's key file (ADR 0016): present exactly when the table has a key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<PartKeys>,
+    /// The manifest version of the newest commit that wrote rows this part holds: the commit
+    /// that listed it, for a part an ingest or a transaction wrote; the newest of its inputs',
+    /// for a merge's output. Transactions use it to tell a row a merge moved from a row written
+    /// after their snapshot (ADR 0017). Absent in manifests written before it existed, and then
+    /// unknown: taken as "possibly after any snapshot".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_write: Option<u64>,
 }
 
 impl PartEntry {

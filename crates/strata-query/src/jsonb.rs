@@ -445,9 +445,21 @@ impl ScalarUDFImpl for ToJsonb {
 
 /// PostgreSQL's `json` and `jsonb` types in casts (`'…'::jsonb`, `CAST(x AS JSON)`): JSON text,
 /// marked as JSON for output. The cast does not check or normalise the text (PostgreSQL's does);
-/// functions that take JSON (`jsonb_set`, `||`) check it when they read it.
+/// functions that take JSON (`jsonb_set`, `||`) check it when they read it. DataFusion keeps one
+/// type planner per session, so other types are handed to the one this one wraps (the
+/// PostgreSQL catalog's, in the server).
 #[derive(Debug, Default)]
-pub struct JsonTypePlanner;
+pub struct JsonTypePlanner {
+    inner: Option<Arc<dyn datafusion::logical_expr::planner::TypePlanner>>,
+}
+
+impl JsonTypePlanner {
+    pub fn wrapping(
+        inner: Option<Arc<dyn datafusion::logical_expr::planner::TypePlanner>>,
+    ) -> Self {
+        JsonTypePlanner { inner }
+    }
+}
 
 impl datafusion::logical_expr::planner::TypePlanner for JsonTypePlanner {
     fn plan_type_field(
@@ -455,9 +467,10 @@ impl datafusion::logical_expr::planner::TypePlanner for JsonTypePlanner {
         sql_type: &datafusion::sql::sqlparser::ast::DataType,
     ) -> Result<Option<FieldRef>> {
         use datafusion::sql::sqlparser::ast::DataType as SqlType;
-        Ok(match sql_type {
-            SqlType::JSON | SqlType::JSONB => Some(Arc::new(json_field(""))),
-            _ => None,
-        })
+        match (sql_type, &self.inner) {
+            (SqlType::JSON | SqlType::JSONB, _) => Ok(Some(Arc::new(json_field("")))),
+            (_, Some(inner)) => inner.plan_type_field(sql_type),
+            (_, None) => Ok(None),
+        }
     }
 }

@@ -181,7 +181,7 @@ impl Session {
             Arc::new(distinct::SpillableCountDistinct::new(memory_limit)),
         );
         let state = builder
-            .with_type_planner(Arc::new(jsonb::JsonTypePlanner))
+            .with_type_planner(Arc::new(jsonb::JsonTypePlanner::default()))
             .with_analyzer_rules(analyzer_rules)
             .with_optimizer_rules(optimizer_rules)
             .with_physical_optimizer_rule(Arc::new(group_count::CountByKey))
@@ -227,6 +227,17 @@ impl Session {
         let batches = frame.collect().await?;
         Ok(QueryResult { schema, batches })
     }
+}
+
+/// Puts Strata's JSON types (`::json`, `::jsonb`) back in front of the type planner `context`
+/// has now: an extension that installs its own (the PostgreSQL catalog does) replaces it.
+pub fn install_json_types(context: &SessionContext) {
+    let state = context.state_ref();
+    let existing = state.read().clone();
+    let mut builder = SessionStateBuilder::new_from_existing(existing);
+    let inner = builder.type_planner().take();
+    let planner = jsonb::JsonTypePlanner::wrapping(inner);
+    *state.write() = builder.with_type_planner(Arc::new(planner)).build();
 }
 
 impl Session {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
 use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, export_table, ingest};
+use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
 use strata_json::KeyType;
 use strata_query::{QueryError, Session, Transaction, is_write_conflict};
 
@@ -244,6 +244,56 @@ async fn the_first_committer_wins_and_the_other_conflicts() {
     assert_eq!(
         documents,
         [r#"{"balance":1,"id":"z"}"#, r#"{"balance":9,"id":"c"}"#]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_during_a_transaction_is_not_a_conflict_but_a_newer_write_it_carries_is() {
+    let dir = tempfile::tempdir().unwrap();
+    accounts(dir.path());
+    create(
+        dir.path(),
+        "accounts",
+        None,
+        &[r#"{"id":"d","balance":100}"#],
+    );
+    let session = Session::open(dir.path()).unwrap();
+    let set = |id: &str, balance: u32| {
+        format!(
+            "UPDATE accounts SET data = jsonb_set(data, '{{balance}}', '{balance}') WHERE data->>'id' = '{id}'"
+        )
+    };
+    // The merge moves every row written before the transaction began: no conflict.
+    let transaction = session.begin().unwrap();
+    transaction.run(&set("a", 1)).await.unwrap();
+    let merged = merge_parts(
+        &DataDir::new(dir.path()),
+        "accounts",
+        &MergeOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(merged.inputs_merged, 2);
+    transaction.commit().await.unwrap();
+
+    // A merge that carries a row written after the snapshot into the key's part: conflict.
+    let transaction = session.begin().unwrap();
+    transaction.run(&set("b", 2)).await.unwrap();
+    session.run(&set("b", 3)).await.unwrap();
+    merge_parts(
+        &DataDir::new(dir.path()),
+        "accounts",
+        &MergeOptions::default(),
+    )
+    .unwrap();
+    assert!(is_write_conflict(&transaction.commit().await.unwrap_err()));
+    assert_eq!(
+        exported(dir.path(), "accounts"),
+        [
+            r#"{"balance":1,"id":"a"}"#,
+            r#"{"balance":100,"id":"c"}"#,
+            r#"{"balance":100,"id":"d"}"#,
+            r#"{"balance":3,"id":"b"}"#,
+        ]
     );
 }
 

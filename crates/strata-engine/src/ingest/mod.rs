@@ -449,7 +449,13 @@ fn commit_parts(
         Some(keys) => Some(keys.resolve(table_dir, &manifest)?),
         None => None,
     };
-    manifest.parts.extend(new_parts);
+    let writing = manifest.version + 1;
+    manifest
+        .parts
+        .extend(new_parts.into_iter().map(|part| PartEntry {
+            newest_write: Some(writing),
+            ..part
+        }));
     if let Some(seq) = options.wal_applied {
         manifest.wal_applied = Some(manifest.wal_applied.unwrap_or(0).max(seq));
     }

@@ -10,9 +10,10 @@
 //! 2. *first committer wins*: every key the transaction wrote must still be where its snapshot
 //!    had it — the same row of the same part, or absent both times; otherwise another commit
 //!    (a transaction, an ingest, a `DELETE`) changed it after the snapshot, and the commit fails
-//!    with [`EngineError::WriteConflict`] (SQLSTATE 40001: the client retries). A merge that
-//!    rewrote the part holding such a key also counts as a change: a false conflict costs a
-//!    retry, never a lost update;
+//!    with [`EngineError::WriteConflict`] (SQLSTATE 40001: the client retries). A row a merge
+//!    moved is not a change when the part it is in now holds no row written after the snapshot
+//!    (`PartEntry::newest_write`); a merge that also took newer rows makes it look like one: a
+//!    false conflict costs a retry, never a lost update;
 //! 3. for each table, one part holding the new documents and deletion vectors for the rows they
 //!    replace or delete, found through the key files of the table as it is *now* (so rows that
 //!    merges moved are found where they are);
@@ -199,7 +200,26 @@ fn check_conflicts(
     };
     let before = locate(snapshot)?;
     let now = locate(current)?;
-    match before.iter().zip(&now).position(|(b, n)| b != n) {
+    let written_at = |part: &str| {
+        current
+            .parts
+            .iter()
+            .find(|p| p.file == part)
+            .and_then(|p| p.newest_write)
+    };
+    let conflict = before
+        .iter()
+        .zip(&now)
+        .position(|(before, now)| match (before, now) {
+            (before, now) if before == now => false,
+            // Moved, not changed: a merge copied the row into a part that holds no row written
+            // after the snapshot (there was one live row then, and it is this one).
+            (Some(_), Some((part, _))) => {
+                written_at(part).is_none_or(|written| written > snapshot.version)
+            }
+            _ => true,
+        });
+    match conflict {
         None => Ok(()),
         Some(index) => Err(EngineError::WriteConflict {
             table: table.to_owned(),
@@ -246,7 +266,12 @@ fn apply_changes(
         changes,
     )?;
     let written = part.as_ref().map_or(0, |p| p.rows);
-    manifest.parts.extend(part);
+    manifest
+        .parts
+        .extend(part.map(|part| strata_format::PartEntry {
+            newest_write: Some(version),
+            ..part
+        }));
     manifest.version = version;
     Ok((written, deleted))
 }

@@ -329,6 +329,7 @@ impl PartWriter {
             xxh64: Some(format!("{xxh64:016x}")),
             deletes: None,
             keys,
+            newest_write: None,
         })
     }
 }

@@ -170,6 +170,8 @@ impl Handlers {
         let context = Arc::new(shared.session.context().clone());
         setup_pg_catalog(&context, "strata", EmptyContextProvider)
             .map_err(|e| ServerError::Query((*e).into()))?;
+        // The catalog installed its type planner in place of Strata's.
+        strata_query::install_json_types(&context);
         let users =
             (!shared.config.users.is_empty()).then(|| Arc::new(Users::new(&shared.config.users)));
         let cancel = Arc::new(CancelRegistry::default());
