@@ -79,6 +79,7 @@ fn entry(rows: u64, columns: &[(&str, Kind)]) -> PartEntry {
         xxh64: None,
         deletes: None,
         keys: None,
+        newest_write: None,
     }
 }
 
