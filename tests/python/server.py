@@ -18,6 +18,11 @@ from conftest import strata_bin
 LISTENING = re.compile(r"strata: listening for (HTTP|PostgreSQL) on (?:http://)?([\d.]+):(\d+)")
 
 
+def ndjson(docs):
+    """Documents as an NDJSON request body."""
+    return "".join(json.dumps(d) + "\n" for d in docs).encode()
+
+
 def headers_of(response):
     """Header names in lower case (HTTP/1.1 names are case-insensitive)."""
     return {k.lower(): v for k, v in response.headers.items()}

@@ -15,11 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from server import Server
-
-
-def ndjson(docs):
-    return "".join(json.dumps(d) + "\n" for d in docs).encode()
+from server import Server, ndjson
 
 
 @pytest.fixture

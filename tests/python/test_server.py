@@ -16,11 +16,7 @@ import pytest
 import zstandard
 
 from conftest import strata_bin
-from server import Server
-
-
-def ndjson(docs):
-    return "".join(json.dumps(d) + "\n" for d in docs).encode()
+from server import Server, ndjson
 
 
 EVENTS = [{"id": i, "kind": "commit" if i % 3 else "identity", "author": {"name": f"u{i % 7}"},

@@ -16,11 +16,7 @@ import psycopg.errors
 import pytest
 
 from conftest import strata_bin
-from server import Server
-
-
-def ndjson(docs):
-    return "".join(json.dumps(d) + "\n" for d in docs).encode()
+from server import Server, ndjson
 
 
 @pytest.fixture

@@ -4,37 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
 
 use arrow::array::AsArray;
 use arrow::datatypes::UInt64Type;
 use arrow::util::pretty::pretty_format_batches;
 use serde_json::Value;
-use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
+use strata_engine::{DataDir, MergeOptions, export_table, merge_parts};
 use strata_json::KeyType;
 use strata_query::{QueryError, Session};
 
-fn create(root: &Path, table: &str, key: Option<(&str, KeyType)>, lines: &[&str]) {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    for line in lines {
-        writeln!(file, "{line}").unwrap();
-    }
-    let options = IngestOptions {
-        key: key.map(|(path, key_type)| (path.to_owned(), key_type)),
-        ..Default::default()
-    };
-    ingest(
-        &DataDir::new(root),
-        table,
-        &[Input::File(file.path().to_owned())],
-        &options,
-        &mut |_| {},
-        &mut |r| panic!("unexpected reject {r:?}"),
-    )
-    .unwrap();
-}
+use common::create;
 
 struct Db {
     runtime: tokio::runtime::Runtime,

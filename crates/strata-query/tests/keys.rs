@@ -4,20 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
 
 use arrow::util::pretty::pretty_format_batches;
-use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, MergeOptions, OnConflict, ingest, merge_parts};
+use strata_engine::{DataDir, IngestOptions, MergeOptions, OnConflict, merge_parts};
 use strata_json::KeyType;
 use strata_query::Session;
 
 fn load(root: &Path, table: &str, key: (&str, KeyType), lines: &[String]) {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    for line in lines {
-        writeln!(file, "{line}").unwrap();
-    }
     let options = IngestOptions {
         key: Some((key.0.to_owned(), key.1)),
         on_conflict: OnConflict::Replace,
@@ -25,15 +21,7 @@ fn load(root: &Path, table: &str, key: (&str, KeyType), lines: &[String]) {
         auto_merge: false,
         ..Default::default()
     };
-    ingest(
-        &DataDir::new(root),
-        table,
-        &[Input::File(file.path().to_owned())],
-        &options,
-        &mut |_| {},
-        &mut |r| panic!("unexpected reject {r:?}"),
-    )
-    .unwrap();
+    common::ingest_lines(root, table, lines, &options);
 }
 
 fn answer(session: &Session, sql: &str) -> String {

@@ -5,35 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
-use strata_engine::input::Input;
-use strata_engine::{DataDir, IngestOptions, MergeOptions, export_table, ingest, merge_parts};
+use strata_engine::{DataDir, MergeOptions, export_table, merge_parts};
 use strata_json::KeyType;
 use strata_query::{QueryError, Session, Transaction, is_write_conflict};
 
-fn create(root: &Path, table: &str, key: Option<(&str, KeyType)>, lines: &[&str]) {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    for line in lines {
-        writeln!(file, "{line}").unwrap();
-    }
-    let options = IngestOptions {
-        key: key.map(|(path, key_type)| (path.to_owned(), key_type)),
-        ..Default::default()
-    };
-    ingest(
-        &DataDir::new(root),
-        table,
-        &[Input::File(file.path().to_owned())],
-        &options,
-        &mut |_| {},
-        &mut |r| panic!("unexpected reject {r:?}"),
-    )
-    .unwrap();
-}
+use common::create;
 
 /// The first column of every row, as text, sorted.
 async fn texts(transaction: &Transaction, sql: &str) -> Vec<String> {
@@ -55,6 +37,13 @@ fn column_texts(batches: &[arrow::record_batch::RecordBatch]) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// The statement that sets the balance of account `id`.
+fn set(id: &str, balance: u32) -> String {
+    format!(
+        "UPDATE accounts SET data = jsonb_set(data, '{{balance}}', '{balance}') WHERE data->>'id' = '{id}'"
+    )
 }
 
 async fn count(transaction: &Transaction, sql: &str) -> u64 {
@@ -191,11 +180,6 @@ async fn the_first_committer_wins_and_the_other_conflicts() {
     let first = session.begin().unwrap();
     let second = session.begin().unwrap();
     let disjoint = session.begin().unwrap();
-    let set = |id: &str, balance: u32| {
-        format!(
-            "UPDATE accounts SET data = jsonb_set(data, '{{balance}}', '{balance}') WHERE data->>'id' = '{id}'"
-        )
-    };
     first.run(&set("a", 1)).await.unwrap();
     second.run(&set("a", 2)).await.unwrap();
     disjoint.run(&set("b", 3)).await.unwrap();
@@ -258,11 +242,6 @@ async fn a_merge_during_a_transaction_is_not_a_conflict_but_a_newer_write_it_car
         &[r#"{"id":"d","balance":100}"#],
     );
     let session = Session::open(dir.path()).unwrap();
-    let set = |id: &str, balance: u32| {
-        format!(
-            "UPDATE accounts SET data = jsonb_set(data, '{{balance}}', '{balance}') WHERE data->>'id' = '{id}'"
-        )
-    };
     // The merge moves every row written before the transaction began: no conflict.
     let transaction = session.begin().unwrap();
     transaction.run(&set("a", 1)).await.unwrap();

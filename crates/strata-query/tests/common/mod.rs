@@ -10,6 +10,34 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use strata_engine::input::Input;
 use strata_engine::{DataDir, IngestOptions, ingest};
 
+/// Ingests `lines` (one document each) into `table` of the data directory at `root` with
+/// `options`; panics on any reject or failure.
+pub fn ingest_lines(root: &Path, table: &str, lines: &[impl AsRef<str>], options: &IngestOptions) {
+    use std::io::Write;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for line in lines {
+        writeln!(file, "{}", line.as_ref()).unwrap();
+    }
+    ingest(
+        &DataDir::new(root),
+        table,
+        &[Input::File(file.path().to_owned())],
+        options,
+        &mut |_| {},
+        &mut |r| panic!("unexpected reject {r:?}"),
+    )
+    .unwrap();
+}
+
+/// Creates `table` from `lines`, keyed by `key` when given.
+pub fn create(root: &Path, table: &str, key: Option<(&str, strata_json::KeyType)>, lines: &[&str]) {
+    let options = IngestOptions {
+        key: key.map(|(path, key_type)| (path.to_owned(), key_type)),
+        ..Default::default()
+    };
+    ingest_lines(root, table, lines, &options);
+}
+
 /// Ingests the NDJSON `file` into `table` (sort key as comma-separated paths), on a deep stack
 /// as the binary does; panics with the engine's message on failure.
 pub fn load(dir: &DataDir, table: &str, file: &Path, sort_key: Option<&str>) {
