@@ -28,17 +28,14 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.systems.base import Context  # noqa: E402
-from benchlib.systems.postgres import Postgres  # noqa: E402
+from benchlib.pgservers import PostgresServer, StrataServer  # noqa: E402
 
 SCHEDULES, AIRCRAFT = 1000, 50
 DAY = "2026-12-01"
@@ -69,80 +66,6 @@ def tables():
         "payments": (None, [{"user": 0, "schedule": "0", "amount": 0}]),
         "audit": ("id", [{"id": "0-" + DAY, "occupied": 0}]),
     }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port, proc, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"strata serve exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("strata serve did not listen")
-
-
-class StrataServer:
-    def __init__(self, binary, work):
-        self.binary, self.data_dir = binary, work / "strata"
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-        for name, (key, docs) in tables().items():
-            path = work / f"{name}.ndjson"
-            path.write_text("".join(json.dumps(d) + "\n" for d in docs))
-            args = [binary, "--data-dir", self.data_dir, "ingest", name, path]
-            if key:
-                args += ["--key", key]
-            subprocess.run([str(a) for a in args], check=True, capture_output=True)
-        self.port = free_port()
-        self.proc = subprocess.Popen([str(binary), "--data-dir", str(self.data_dir), "serve", "--pg",
-                                      f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{free_port()}"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(self.port, self.proc)
-        self.dsn = f"host=127.0.0.1 port={self.port} user=strata dbname=strata"
-
-    def count(self, table):
-        out = subprocess.run(["psql", self.dsn, "-X", "-A", "-t", "-c", f"SELECT count(*) FROM {table}"],
-                             capture_output=True, text=True, check=True).stdout
-        return int(out.strip())
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=120)
-
-
-class PostgresServer:
-    def __init__(self, work):
-        self.system = Postgres(Context(work=work / "pg", strata_bin=Path("/dev/null")))
-        self.system.check_runnable()
-        self.system._init_cluster()
-        self.system.start()
-        with self.system._connect("postgres") as con:
-            con.execute("CREATE DATABASE bench")
-        with self.system._connect() as con:
-            for name, (key, docs) in tables().items():
-                con.execute(f"CREATE TABLE {name} (data jsonb NOT NULL)")
-                if key:
-                    con.execute(f"CREATE UNIQUE INDEX ON {name} ((data->>'{key}'))")
-                with con.cursor().copy(f"COPY {name} (data) FROM STDIN") as copy:
-                    for doc in docs:
-                        copy.write_row([json.dumps(doc)])
-            con.execute("VACUUM ANALYZE")
-        self.dsn = f"host=127.0.0.1 port={self.system.port} user=postgres dbname=bench"
-
-    def count(self, table):
-        with self.system._connect() as con:
-            return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-
-    def stop(self):
-        self.system.stop()
 
 
 def pgbench(dsn, script, clients, seconds, work, env_extra=None):
@@ -201,8 +124,8 @@ def main():
     script.write_text(SCRIPT)
     clients = [int(c) for c in args.clients.split(",")]
     runs = {}
-    postgres = PostgresServer(work)
-    strata = StrataServer(Path(args.strata_bin), work)
+    postgres = PostgresServer(work, tables())
+    strata = StrataServer(Path(args.strata_bin), work, tables())
     try:
         for n in clients:
             # Interleaved per client count, so that both meet the same machine load.

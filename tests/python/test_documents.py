@@ -124,13 +124,21 @@ STATEMENTS = [
     """DELETE FROM t WHERE data->>'id' IN ('b', 'zz')""",
     """DELETE FROM t WHERE (data->>'n')::int = 0""",
     """UPDATE t SET data = data WHERE data->>'id' = 'nobody'""",
+    # RETURNING: the new documents of an INSERT or UPDATE, the deleted ones of a DELETE.
+    """INSERT INTO t VALUES ('{"id": "h", "n": 8}'), ('{"id": "i", "n": 9}') RETURNING data->>'id' AS id, data->>'n'""",
+    """INSERT INTO t VALUES ('{"id": "h", "n": 0}'), ('{"id": "j", "n": 10}') ON CONFLICT DO NOTHING RETURNING data->>'id'""",
+    """UPDATE t SET data = data || '{"r": 1}' WHERE data->>'id' IN ('h', 'i') RETURNING data->>'id', data->>'r'""",
+    """UPDATE t AS x SET data = jsonb_set(x.data, '{n}', '0') WHERE x.data->>'id' = 'j' RETURNING x.data->>'n'""",
+    """DELETE FROM t WHERE data->>'id' IN ('h', 'zz') RETURNING data->>'id', data->>'n'""",
+    """DELETE FROM t WHERE data->>'id' = 'nobody' RETURNING data->>'id'""",
 ]
 
 
 def outcome(conn, sql):
     try:
         cur = conn.execute(sql)
-        return ("ok", cur.statusmessage, cur.rowcount)
+        rows = sorted(cur.fetchall()) if cur.description else None
+        return ("ok", cur.statusmessage, cur.rowcount, rows)
     except psycopg.Error as e:
         return ("error", e.sqlstate)
 

@@ -131,8 +131,12 @@ pub(crate) enum Change {
         table: String,
         documents: Vec<(KeyValue, String)>,
     },
-    /// Keys of the documents to delete.
-    Delete { table: String, keys: Vec<KeyValue> },
+    /// Keys of the documents to delete, and the documents when `RETURNING` wants them.
+    Delete {
+        table: String,
+        keys: Vec<KeyValue>,
+        documents: Vec<String>,
+    },
 }
 
 /// What an `INSERT` does with a document whose key is present.
@@ -150,21 +154,141 @@ pub(crate) enum ConflictAction {
     },
 }
 
+/// A statement's `RETURNING` list, and the name it gives the table's document column.
+pub(crate) struct Returning {
+    /// The select list as written (`data`, `data->>'id' AS id`, `*`).
+    pub(crate) items: String,
+    /// The table's alias, or its name.
+    pub(crate) relation: String,
+}
+
 /// The change of `sql` when it is one INSERT, UPDATE or DELETE (its shadow query run in
-/// `context`); None for anything else.
+/// `context`), with its `RETURNING` list; None for anything else.
 pub(crate) async fn change_of(
     context: &SessionContext,
     sql: &str,
-) -> Result<Option<Change>, QueryError> {
+) -> Result<Option<(Change, Option<Returning>)>, QueryError> {
     let Some(statement) = parse_one(sql) else {
         return Ok(None);
     };
-    Ok(Some(match statement {
-        Statement::Insert(insert) => insert_change(context, &insert).await?,
-        Statement::Update(update) => update_change(context, &update).await?,
-        Statement::Delete(delete) => delete_change(context, &delete).await?,
-        _ => return Ok(None),
-    }))
+    let returning = returning_of(&statement);
+    let wanted = returning.is_some();
+    Ok(Some((
+        match statement {
+            Statement::Insert(insert) => insert_change(context, &insert).await?,
+            Statement::Update(update) => update_change(context, &update).await?,
+            Statement::Delete(delete) => delete_change(context, &delete, wanted).await?,
+            _ => return Ok(None),
+        },
+        returning,
+    )))
+}
+
+/// The `RETURNING` list of a changing statement.
+fn returning_of(statement: &Statement) -> Option<Returning> {
+    let (items, relation) = match statement {
+        Statement::Insert(insert) => (
+            insert.returning.as_ref()?,
+            match (&insert.table_alias, &insert.table) {
+                (Some(alias), _) => alias.alias.to_string(),
+                (None, TableObject::TableName(name)) => relation_name(name),
+                (None, _) => return None,
+            },
+        ),
+        Statement::Update(update) => (
+            update.returning.as_ref()?,
+            relation_of(&update.table.relation)?,
+        ),
+        Statement::Delete(delete) => {
+            let from = match &delete.from {
+                FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from) => from,
+            };
+            (
+                delete.returning.as_ref()?,
+                relation_of(&from.first()?.relation)?,
+            )
+        }
+        _ => return None,
+    };
+    let items: Vec<String> = items.iter().map(ToString::to_string).collect();
+    Some(Returning {
+        items: items.join(", "),
+        relation,
+    })
+}
+
+fn relation_of(factor: &TableFactor) -> Option<String> {
+    match factor {
+        TableFactor::Table {
+            alias: Some(alias), ..
+        } => Some(alias.name.to_string()),
+        TableFactor::Table { name, .. } => Some(relation_name(name)),
+        _ => None,
+    }
+}
+
+/// The last part of a table name: how columns are qualified by it.
+fn relation_name(name: &ObjectName) -> String {
+    name.0
+        .last()
+        .map_or_else(|| name.to_string(), ToString::to_string)
+}
+
+/// The query that evaluates a `RETURNING` list over `documents` (none: its columns only).
+fn returning_sql(returning: &Returning, documents: &[String]) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let values: Vec<String> = if documents.is_empty() {
+        vec!["(CAST(NULL AS JSON))".to_owned()]
+    } else {
+        documents
+            .iter()
+            .map(|d| format!("(CAST({} AS JSON))", quote(d)))
+            .collect()
+    };
+    format!(
+        "SELECT {} FROM (VALUES {}) AS {}({}){}",
+        returning.items,
+        values.join(", "),
+        returning.relation,
+        crate::table::DATA_COLUMN,
+        if documents.is_empty() {
+            " WHERE false"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Field metadata on a changing statement's result that has `RETURNING` rows (its command tag
+/// counts the rows) rather than the one `count` row.
+pub const RETURNING_METADATA: &str = "strata.returning";
+
+/// The rows of a `RETURNING` list over the documents a statement inserted, updated or deleted.
+pub(crate) async fn returning_rows(
+    context: &SessionContext,
+    returning: &Returning,
+    documents: &[String],
+) -> Result<QueryResult, QueryError> {
+    let frame = context.sql(&returning_sql(returning, documents)).await?;
+    let schema = frame.schema().as_arrow().clone();
+    let batches = frame.collect().await?;
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(RETURNING_METADATA.to_owned(), "true".to_owned());
+    let schema = Arc::new(schema.with_metadata(metadata));
+    let batches = batches
+        .into_iter()
+        .map(|b| b.with_schema(schema.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(datafusion::error::DataFusionError::from)?;
+    Ok(QueryResult { schema, batches })
+}
+
+/// For a changing statement with `RETURNING`, a query with the result's columns and no rows,
+/// for describing the statement before it runs (the PostgreSQL protocol's Describe); None for
+/// other statements.
+pub fn returning_description(sql: &str) -> Option<String> {
+    let returning = returning_of(&parse_one(sql)?)?;
+    Some(returning_sql(&returning, &[]))
 }
 
 /// The result of a statement that changed `count` documents: one row, `count`.
@@ -204,9 +328,6 @@ async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Chan
     let TableObject::TableName(name) = &insert.table else {
         return Err(not_supported("INSERT INTO a table function"));
     };
-    if insert.returning.is_some() {
-        return Err(not_supported("INSERT … RETURNING is not supported yet"));
-    }
     let only_data = match &insert.columns[..] {
         [] => true,
         [column] => column.to_string() == crate::table::DATA_COLUMN,
@@ -393,9 +514,6 @@ fn assigns_data(target: &AssignmentTarget) -> bool {
 }
 
 async fn update_change(context: &SessionContext, update: &Update) -> Result<Change, QueryError> {
-    if update.returning.is_some() {
-        return Err(not_supported("UPDATE … RETURNING is not supported yet"));
-    }
     if update.from.is_some() || !update.table.joins.is_empty() {
         return Err(not_supported("UPDATE … FROM is not supported yet"));
     }
@@ -416,9 +534,12 @@ async fn update_change(context: &SessionContext, update: &Update) -> Result<Chan
     let data_dir = data_dir(context)?;
     let (table, key) = target(&data_dir, name)?;
     let key = key.ok_or_else(|| keyless(&table, "UPDATE"))?;
+    // The relation as written, alias included: the statement's expressions may use it.
+    let relation = &update.table.relation;
+    let qualifier = relation_of(relation);
     let sql = format!(
-        "SELECT {}, CAST(({}) AS VARCHAR) FROM {name}{}",
-        key_expression(&key),
+        "SELECT {}, CAST(({}) AS VARCHAR) FROM {relation}{}",
+        key_expression_of(&key, qualifier.as_deref()),
         assignment.value,
         where_clause(update.selection.as_ref())
     );
@@ -456,10 +577,12 @@ async fn update_change(context: &SessionContext, update: &Update) -> Result<Chan
     Ok(Change::Update { table, documents })
 }
 
-async fn delete_change(context: &SessionContext, delete: &Delete) -> Result<Change, QueryError> {
-    if delete.returning.is_some() {
-        return Err(not_supported("DELETE … RETURNING is not supported yet"));
-    }
+/// `with_documents`: the deleted documents are wanted too (for `RETURNING`).
+async fn delete_change(
+    context: &SessionContext,
+    delete: &Delete,
+    with_documents: bool,
+) -> Result<Change, QueryError> {
     if delete.using.is_some() || !delete.tables.is_empty() || delete.limit.is_some() {
         return Err(not_supported("DELETE with USING, several tables or LIMIT"));
     }
@@ -475,18 +598,37 @@ async fn delete_change(context: &SessionContext, delete: &Delete) -> Result<Chan
     let data_dir = data_dir(context)?;
     let (table, key) = target(&data_dir, name)?;
     let key = key.ok_or_else(|| keyless(&table, "DELETE"))?;
+    let relation = &from.relation;
+    let qualifier = relation_of(relation);
     let sql = format!(
-        "SELECT {} FROM {name}{}",
-        key_expression(&key),
+        "SELECT {}, {} FROM {relation}{}",
+        key_expression_of(&key, qualifier.as_deref()),
+        if with_documents {
+            format!(
+                "{}.{}",
+                qualifier.as_deref().unwrap_or(&table),
+                crate::table::DATA_COLUMN
+            )
+        } else {
+            "NULL".to_owned()
+        },
         where_clause(delete.selection.as_ref())
     );
-    let keys: Vec<KeyValue> = documents_of(context, &sql, 0)
-        .await?
-        .into_iter()
-        .flatten()
-        .filter_map(|text| key_from_text(&text, key.key_type))
-        .collect();
-    Ok(Change::Delete { table, keys })
+    let batches = context.sql(&sql).await?.collect().await?;
+    let (mut keys, mut documents) = (Vec::new(), Vec::new());
+    for batch in &batches {
+        for (old, document) in texts_of(batch, 0)?.into_iter().zip(texts_of(batch, 1)?) {
+            if let Some(old) = old.and_then(|text| key_from_text(&text, key.key_type)) {
+                keys.push(old);
+                documents.extend(document);
+            }
+        }
+    }
+    Ok(Change::Delete {
+        table,
+        keys,
+        documents,
+    })
 }
 
 fn keyless(table: &str, statement: &str) -> QueryError {
@@ -500,12 +642,8 @@ fn where_clause(selection: Option<&Expr>) -> String {
     selection.map_or(String::new(), |e| format!(" WHERE {e}"))
 }
 
-/// `data->'a'->>'b'`: the key's `->>` text (a string's contents, an integer's decimal text).
-fn key_expression(key: &TableKey) -> String {
-    key_expression_of(key, None)
-}
-
-/// [`key_expression`] of the document column of the relation named `qualifier`.
+/// `data->'a'->>'b'` (or `<qualifier>.data->…`): the key's `->>` text (a string's contents, an
+/// integer's decimal text) in the document column of the relation named `qualifier`.
 fn key_expression_of(key: &TableKey, qualifier: Option<&str>) -> String {
     let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
     let segments = key.path.segments();
@@ -603,7 +741,8 @@ mod tests {
             path: JsonPath::new(vec!["o'k".into(), "id".into()]),
             key_type: KeyType::Integer,
         };
-        assert_eq!(key_expression(&key), "data->'o''k'->>'id'");
+        assert_eq!(key_expression_of(&key, None), "data->'o''k'->>'id'");
+        assert_eq!(key_expression_of(&key, Some("t")), "t.data->'o''k'->>'id'");
         assert_eq!(
             key_from_text("-7", KeyType::Integer),
             Some(KeyValue::Integer(-7))

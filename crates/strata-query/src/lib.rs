@@ -48,6 +48,8 @@ use crate::table::{DataDirSchema, PathRegistry};
 pub fn table_change_tag(sql: &str) -> Option<&'static str> {
     ddl::command_tag(sql).or_else(|| dml::command_tag(sql))
 }
+
+pub use dml::{RETURNING_METADATA, returning_description};
 pub use stream::QueryStream;
 
 pub use transaction::{Transaction, is_write_conflict};
@@ -244,7 +246,7 @@ impl Session {
     /// Begins a transaction: every table is read at the snapshot taken now, and changes are
     /// buffered until [`Transaction::commit`] (see [`transaction`]).
     pub fn begin(&self) -> Result<Transaction, QueryError> {
-        Transaction::begin(&self.context, self.on_commit.clone())
+        Transaction::begin(&self.context, self.on_commit.clone(), true)
     }
 
     /// The same session, calling `observer` with the name of each table a transaction (or a
@@ -260,7 +262,7 @@ impl Session {
     pub(crate) async fn autocommit(&self, sql: &str) -> Result<QueryResult, QueryError> {
         let mut attempt = 1;
         loop {
-            let transaction = self.begin()?;
+            let transaction = Transaction::begin(&self.context, self.on_commit.clone(), false)?;
             let result = transaction.run(sql).await?;
             match transaction.commit().await {
                 Ok(_) => return Ok(result),

@@ -458,9 +458,10 @@ impl DataDirSchema {
         &self.data_dir
     }
 
-    /// The same schema with every table pinned at one snapshot, for a transaction.
-    pub(crate) fn pinned(&self) -> Result<DataDirSchema, strata_engine::EngineError> {
-        let tables = TransactionTables::pin(&self.data_dir, &self.snapshots)?;
+    /// The same schema with its tables pinned for a transaction: all now (`all`, one snapshot),
+    /// or each when first used.
+    pub(crate) fn pinned(&self, all: bool) -> Result<DataDirSchema, strata_engine::EngineError> {
+        let tables = TransactionTables::pin(&self.data_dir, &self.snapshots, all)?;
         Ok(DataDirSchema {
             data_dir: self.data_dir.clone(),
             registry: self.registry.clone(),

@@ -60,6 +60,9 @@ struct StagedView {
 /// The tables of one transaction: their snapshots, changes and private views.
 pub struct TransactionTables {
     data_dir: DataDir,
+    snapshots: Arc<SnapshotCache>,
+    /// Pinned when the transaction begins (a block), or when first used (a single statement's
+    /// transaction, and tables created after a block began).
     tables: Mutex<BTreeMap<String, PinnedTable>>,
 }
 
@@ -72,23 +75,46 @@ impl std::fmt::Debug for TransactionTables {
 }
 
 impl TransactionTables {
-    /// Pins every table of `data_dir` at its current manifest.
+    /// The tables of a transaction over `data_dir`: every table pinned at its current manifest
+    /// now when `all` (one snapshot of every table, for a block), else each when first used.
     pub(crate) fn pin(
         data_dir: &DataDir,
-        snapshots: &SnapshotCache,
+        snapshots: &Arc<SnapshotCache>,
+        all: bool,
     ) -> Result<TransactionTables, EngineError> {
-        let names = data_dir.table_names()?;
         let mut tables = BTreeMap::new();
-        let _consistent = strata_engine::transaction::snapshot_guard();
-        for name in names {
-            if let Some(pinned) = pin_table(data_dir, snapshots, &name)? {
-                tables.insert(name, pinned);
+        if all {
+            let names = data_dir.table_names()?;
+            let _consistent = strata_engine::transaction::snapshot_guard();
+            for name in names {
+                if let Some(pinned) = pin_table(data_dir, snapshots, &name)? {
+                    tables.insert(name, pinned);
+                }
             }
         }
         Ok(TransactionTables {
             data_dir: data_dir.clone(),
+            snapshots: snapshots.clone(),
             tables: Mutex::new(tables),
         })
+    }
+
+    /// The pinned `name` in `tables`, pinned now when it was not yet (None: no such table).
+    fn pinned<'a>(
+        &self,
+        tables: &'a mut BTreeMap<String, PinnedTable>,
+        name: &str,
+    ) -> Result<Option<&'a mut PinnedTable>, EngineError> {
+        if !tables.contains_key(name) {
+            let _consistent = strata_engine::transaction::snapshot_guard();
+            match pin_table(&self.data_dir, &self.snapshots, name)? {
+                Some(pinned) => {
+                    tables.insert(name.to_owned(), pinned);
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(tables.get_mut(name))
     }
 
     /// The table `name` as this transaction reads it (None: no such table in its snapshot).
@@ -98,8 +124,8 @@ impl TransactionTables {
         schema: &DataDirSchema,
     ) -> Result<Option<StrataTable>, EngineError> {
         let stage = {
-            let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
-            let Some(pinned) = tables.get(name) else {
+            let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(pinned) = self.pinned(&mut tables, name)? else {
                 return Ok(None);
             };
             match &pinned.view {
@@ -157,9 +183,8 @@ impl TransactionTables {
 
     /// The snapshot of `table`.
     fn snapshot_of(&self, table: &str) -> Result<Arc<Manifest>, QueryError> {
-        let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
-        tables
-            .get(table)
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        self.pinned(&mut tables, table)?
             .map(|p| p.snapshot.clone())
             .ok_or_else(|| QueryError::Engine(EngineError::NoSuchTable(table.to_owned())))
     }
@@ -167,8 +192,8 @@ impl TransactionTables {
     /// Applies `change` to `table`'s changes: all of it, or (on error) none.
     fn apply(&self, table: &str, change: StatementChange) -> Result<u64, QueryError> {
         let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
-        let pinned = tables
-            .get_mut(table)
+        let pinned = self
+            .pinned(&mut tables, table)?
             .ok_or_else(|| QueryError::Engine(EngineError::NoSuchTable(table.to_owned())))?;
         let count = match change {
             StatementChange::Appended(documents) => {
@@ -254,11 +279,15 @@ pub struct Transaction {
 impl Transaction {
     /// Begins a transaction over the tables of `context`'s data directory schema, with the
     /// same functions, rules and settings.
+    /// `whole_snapshot`: pin every table now (a block), or each table when first used (a
+    /// single statement, whose tables are all resolved while it is planned).
     pub(crate) fn begin(
         context: &SessionContext,
         on_commit: Option<CommitObserver>,
+        whole_snapshot: bool,
     ) -> Result<Transaction, QueryError> {
-        let pinned = crate::ddl::with_data_dir_schema(context, |schema| Ok(schema.pinned()?))?;
+        let pinned =
+            crate::ddl::with_data_dir_schema(context, |schema| Ok(schema.pinned(whole_snapshot)?))?;
         let tables = pinned
             .transaction()
             .cloned()
@@ -303,9 +332,12 @@ impl Transaction {
                 message: "DROP TABLE and ALTER TABLE cannot run inside a transaction block".into(),
             });
         }
-        if let Some(change) = dml::change_of(&self.context, sql).await? {
-            let count = self.buffer(change).await?;
-            return dml::count_result(count);
+        if let Some((change, returning)) = dml::change_of(&self.context, sql).await? {
+            let (count, documents) = self.buffer(change, returning.is_some()).await?;
+            return match returning {
+                Some(returning) => dml::returning_rows(&self.context, &returning, &documents).await,
+                None => dml::count_result(count),
+            };
         }
         let frame = self.sql(sql).await?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
@@ -322,19 +354,33 @@ impl Transaction {
     }
 
     /// Adds a statement's change to the transaction's changes (see the module docs for the
-    /// conflict policies); returns the documents it changed.
-    async fn buffer(&self, change: Change) -> Result<u64, QueryError> {
+    /// conflict policies); returns how many documents it changed and, when `returning`, which
+    /// (the new versions; for a deletion, the deleted ones).
+    async fn buffer(
+        &self,
+        change: Change,
+        returning: bool,
+    ) -> Result<(u64, Vec<String>), QueryError> {
         let tables = &self.tables;
+        let wanted = |documents: &mut dyn Iterator<Item = &String>| -> Vec<String> {
+            if returning {
+                documents.cloned().collect()
+            } else {
+                Vec::new()
+            }
+        };
         match change {
             Change::Insert {
                 table,
                 key: None,
                 documents,
                 ..
-            } => tables.apply(
-                &table,
-                StatementChange::Appended(documents.into_iter().map(|(_, d)| d).collect()),
-            ),
+            } => {
+                let documents: Vec<String> = documents.into_iter().map(|(_, d)| d).collect();
+                let returned = wanted(&mut documents.iter());
+                let count = tables.apply(&table, StatementChange::Appended(documents))?;
+                Ok((count, returned))
+            }
             Change::Insert {
                 table,
                 key: Some(key),
@@ -398,16 +444,25 @@ impl Transaction {
                     .await?;
                     statement.extend(updates.into_iter().map(|(k, d)| (k, Some(d))));
                 }
-                tables.apply(&table, StatementChange::Keyed(statement))
+                let returned = wanted(&mut statement.values().flatten());
+                let count = tables.apply(&table, StatementChange::Keyed(statement))?;
+                Ok((count, returned))
             }
-            Change::Update { table, documents } => tables.apply(
-                &table,
-                StatementChange::Keyed(documents.into_iter().map(|(k, d)| (k, Some(d))).collect()),
-            ),
-            Change::Delete { table, keys } => tables.apply(
-                &table,
-                StatementChange::Keyed(keys.into_iter().map(|k| (k, None)).collect()),
-            ),
+            Change::Update { table, documents } => {
+                let returned = wanted(&mut documents.iter().map(|(_, d)| d));
+                let changes = documents.into_iter().map(|(k, d)| (k, Some(d))).collect();
+                let count = tables.apply(&table, StatementChange::Keyed(changes))?;
+                Ok((count, returned))
+            }
+            Change::Delete {
+                table,
+                keys,
+                documents,
+            } => {
+                let changes = keys.into_iter().map(|k| (k, None)).collect();
+                let count = tables.apply(&table, StatementChange::Keyed(changes))?;
+                Ok((count, documents))
+            }
         }
     }
 

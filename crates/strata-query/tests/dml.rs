@@ -190,10 +190,11 @@ fn bad_statements_change_nothing_and_say_why() {
             "0A000",
             "has no key",
         ),
+        // RETURNING does not save a statement that fails.
         (
             "INSERT INTO t VALUES ('{}') RETURNING data",
-            "0A000",
-            "RETURNING",
+            "23502",
+            "the key path id is missing",
         ),
     ] {
         let (message, sqlstate) = db.error(sql);

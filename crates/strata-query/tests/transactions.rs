@@ -443,3 +443,61 @@ async fn ddl_cannot_run_in_a_transaction() {
     }
     assert_eq!(exported(dir.path(), "accounts").len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn returning_answers_the_documents_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    accounts(dir.path());
+    let session = Session::open(dir.path()).unwrap();
+    let transaction = session.begin().unwrap();
+    let rows = |result: strata_query::QueryResult| column_texts(&result.batches);
+    assert_eq!(
+        rows(
+            transaction
+                .run(r#"INSERT INTO accounts VALUES ('{"id":"x","balance":1}') RETURNING data->>'id'"#)
+                .await
+                .unwrap()
+        ),
+        ["x"]
+    );
+    assert_eq!(
+        rows(
+            transaction
+                .run("UPDATE accounts AS a SET data = jsonb_set(a.data, '{balance}', '5') WHERE a.data->>'id' IN ('a', 'x') RETURNING a.data->>'balance'")
+                .await
+                .unwrap()
+        ),
+        ["5", "5"]
+    );
+    assert_eq!(
+        rows(
+            transaction
+                .run("DELETE FROM accounts WHERE data->>'id' = 'b' RETURNING data")
+                .await
+                .unwrap()
+        )
+        .iter()
+        .map(|d| canonical(d))
+        .collect::<Vec<_>>(),
+        [r#"{"balance":100,"id":"b"}"#]
+    );
+    // Nothing changed: no rows, and the columns still there.
+    let none = transaction
+        .run("DELETE FROM accounts WHERE data->>'id' = 'nobody' RETURNING data->>'id' AS id")
+        .await
+        .unwrap();
+    assert!(none.batches.iter().all(|b| b.num_rows() == 0));
+    assert_eq!(none.schema.field(0).name(), "id");
+    transaction.commit().await.unwrap();
+    // Outside a block too.
+    assert_eq!(
+        column_texts(
+            &session
+                .run(r#"INSERT INTO accounts VALUES ('{"id":"y","balance":2}') RETURNING data->>'balance'"#)
+                .await
+                .unwrap()
+                .batches
+        ),
+        ["2"]
+    );
+}

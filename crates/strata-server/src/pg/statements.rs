@@ -158,6 +158,16 @@ impl QueryParser for StrataParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
+        if let Some(description) = strata_query::returning_description(sql) {
+            // Runs at Execute as other changes do; described (Describe's row description) by a
+            // query with the RETURNING list's columns and no rows.
+            let described = self
+                .inner
+                .parse_sql(client, &description, &[])
+                .await
+                .map_err(with_sqlstate)?;
+            return Ok(described.map(|(_, plan)| (sql.to_owned(), plan)));
+        }
         if strata_query::table_change_tag(sql).is_some() || control_of(sql).is_some() {
             // Transaction control is Strata's own (`super::transactions`).
             // DataFusion cannot plan ALTER TABLE, and its DROP TABLE skips Strata's rules: the
@@ -220,15 +230,16 @@ impl StrataStatements {
         }
     }
 
-    /// `DROP TABLE` / `ALTER TABLE` through `Session::run`, as over HTTP and the command line.
-    async fn change_table(&self, sql: &str, tag: &str) -> PgWireResult<Response> {
+    /// A statement that changes tables or documents, outside a block, through `Session::run`, as
+    /// over HTTP and the command line.
+    async fn change_table(&self, sql: &str, tag: &str, format: &Format) -> PgWireResult<Response> {
         // The table's writer lock may be held by a merge: wait off the runtime's workers.
         let result = tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(self.shared.session.run(sql))
         });
         result
-            .map(|result| change_response(tag, &result))
             .map_err(query_error)
+            .and_then(|result| change_response(tag, &result, format))
     }
 
     /// Runs `sql` for a connection whose transaction block is `slot` (see
@@ -291,7 +302,7 @@ impl StrataStatements {
                 ));
             }
             let result = transaction.run(sql).await.map_err(query_error)?;
-            return Ok(change_response(tag, &result));
+            return change_response(tag, &result, format);
         }
         let frame = transaction.sql(sql).await.map_err(query_error)?;
         let response =
@@ -381,12 +392,33 @@ impl StrataStatements {
 
 /// The response to a statement that changed tables: INSERT, UPDATE and DELETE answer one
 /// `count` row, which PostgreSQL's tags carry (`INSERT 0 3`, `UPDATE 2`).
-fn change_response(tag: &str, result: &strata_query::QueryResult) -> Response {
-    Response::Execution(match changed_rows(result) {
+fn change_response(
+    tag: &str,
+    result: &strata_query::QueryResult,
+    format: &Format,
+) -> PgWireResult<Response> {
+    use datafusion_postgres::arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+    if result
+        .schema
+        .metadata()
+        .contains_key(strata_query::RETURNING_METADATA)
+    {
+        // `RETURNING` rows; pgwire appends their count to the tag (`INSERT 0 2`).
+        let fields = Arc::new(arrow_schema_to_pg_fields(&result.schema, format, None)?);
+        let rows: Vec<_> = result
+            .batches
+            .iter()
+            .flat_map(|batch| encode_recordbatch(fields.clone(), batch.clone()))
+            .collect();
+        let mut response = QueryResponse::new(fields, futures::stream::iter(rows));
+        response.set_command_tag(if tag == "INSERT" { "INSERT 0" } else { tag });
+        return Ok(Response::Query(response));
+    }
+    Ok(Response::Execution(match changed_rows(result) {
         Some(rows) if tag == "INSERT" => Tag::new(tag).with_oid(0).with_rows(rows),
         Some(rows) => Tag::new(tag).with_rows(rows),
         None => Tag::new(tag),
-    })
+    }))
 }
 
 fn query_error(error: strata_query::QueryError) -> PgWireError {
@@ -558,7 +590,11 @@ impl SimpleQueryHandler for StrataStatements {
                     )
                     .await
                 } else if let Some(tag) = strata_query::table_change_tag(statement) {
-                    guarded(&running, self.change_table(statement, tag)).await
+                    guarded(
+                        &running,
+                        self.change_table(statement, tag, &Format::UnifiedText),
+                    )
+                    .await
                 } else {
                     guarded(
                         &running,
@@ -582,7 +618,11 @@ impl SimpleQueryHandler for StrataStatements {
             return Ok(guard_responses(responses, running, &[]));
         }
         if let Some(tag) = strata_query::table_change_tag(query) {
-            let response = guarded(&running, self.change_table(query, tag)).await?;
+            let response = guarded(
+                &running,
+                self.change_table(query, tag, &Format::UnifiedText),
+            )
+            .await?;
             return Ok(guard_responses(vec![response], running, &[]));
         }
         let responses = guarded(
@@ -636,7 +676,11 @@ impl ExtendedQueryHandler for StrataStatements {
                 let types = &portal.statement.parameter_types;
                 let bound = super::parameters::bind(sql, portal, types)
                     .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?;
-                guarded(&running, self.change_table(&bound, tag)).await?
+                guarded(
+                    &running,
+                    self.change_table(&bound, tag, &portal.result_column_format),
+                )
+                .await?
             }
             None => {
                 guarded(

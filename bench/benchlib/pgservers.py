@@ -1,0 +1,89 @@
+"""The two servers that the transaction benchmarks (booking.py, oltp.py) drive with the same
+PostgreSQL clients: `strata serve` on a data directory loaded with `strata ingest`, and a private
+PostgreSQL cluster (benchlib.systems.postgres) with each table a `jsonb` column and a unique
+expression index on its key. `tables` maps a table name to (key path or None, documents)."""
+import json
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from .systems.base import Context
+from .systems.postgres import Postgres
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"strata serve exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("strata serve did not listen")
+
+
+class StrataServer:
+    def __init__(self, binary, work, tables):
+        self.binary, self.data_dir = binary, work / "strata"
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        for name, (key, docs) in tables.items():
+            path = work / f"{name}.ndjson"
+            path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+            args = [binary, "--data-dir", self.data_dir, "ingest", name, path]
+            if key:
+                args += ["--key", key]
+            subprocess.run([str(a) for a in args], check=True, capture_output=True)
+        self.port = free_port()
+        self.proc = subprocess.Popen([str(binary), "--data-dir", str(self.data_dir), "serve", "--pg",
+                                      f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{free_port()}"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, self.proc)
+        self.user, self.database = "strata", "strata"
+        self.dsn = f"host=127.0.0.1 port={self.port} user=strata dbname=strata"
+
+    def count(self, table):
+        out = subprocess.run(["psql", self.dsn, "-X", "-A", "-t", "-c", f"SELECT count(*) FROM {table}"],
+                             capture_output=True, text=True, check=True).stdout
+        return int(out.strip())
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=120)
+
+
+class PostgresServer:
+    def __init__(self, work, tables):
+        self.system = Postgres(Context(work=work / "pg", strata_bin=Path("/dev/null")))
+        self.system.check_runnable()
+        self.system._init_cluster()
+        self.system.start()
+        with self.system._connect("postgres") as con:
+            con.execute("CREATE DATABASE bench")
+        with self.system._connect() as con:
+            for name, (key, docs) in tables.items():
+                con.execute(f"CREATE TABLE {name} (data jsonb NOT NULL)")
+                if key:
+                    con.execute(f"CREATE UNIQUE INDEX ON {name} ((data->>'{key}'))")
+                with con.cursor().copy(f"COPY {name} (data) FROM STDIN") as copy:
+                    for doc in docs:
+                        copy.write_row([json.dumps(doc)])
+            con.execute("VACUUM ANALYZE")
+        self.port, self.user, self.database = self.system.port, "postgres", "bench"
+        self.dsn = f"host=127.0.0.1 port={self.system.port} user=postgres dbname=bench"
+
+    def count(self, table):
+        with self.system._connect() as con:
+            return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+    def stop(self):
+        self.system.stop()
