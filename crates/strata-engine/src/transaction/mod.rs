@@ -26,6 +26,7 @@
 //! A transaction that reads a table it changed reads a private view ([`view`]): its snapshot
 //! plus a part of its own documents, with its deletion vectors, in files no manifest lists.
 
+mod group;
 pub mod intent;
 pub mod view;
 
@@ -84,7 +85,7 @@ pub struct CommitSummary {
     pub tables: Vec<String>,
     /// Documents written (new or replacing).
     pub written: u64,
-    /// Rows deleted: replaced or deleted documents.
+    /// Documents deleted by key.
     pub deleted: u64,
 }
 
@@ -105,42 +106,137 @@ pub fn snapshot_guard() -> RwLockReadGuard<'static, ()> {
 /// every changed table must exist. On [`EngineError::WriteConflict`] or any other error nothing
 /// is committed.
 ///
+/// Transactions committing at the same moment in this process are committed together
+/// ([`group`]): one part and one manifest commit per table for all of them.
+///
 /// Must run where `strata_engine::ingest` may (a deep stack: documents are shredded here).
 pub fn commit(
     data_dir: &DataDir,
     writes: &BTreeMap<String, TableWrite>,
 ) -> Result<CommitSummary, EngineError> {
-    let changed: Vec<(&String, &TableWrite)> = writes
+    let changed: BTreeMap<String, TableWrite> = writes
         .iter()
         .filter(|(_, write)| !write.changes.is_empty())
+        .map(|(table, write)| (table.clone(), write.clone()))
         .collect();
-    let mut summary = CommitSummary {
-        tables: changed.iter().map(|(table, _)| (*table).clone()).collect(),
-        ..CommitSummary::default()
-    };
     if changed.is_empty() {
-        return Ok(summary);
+        return Ok(CommitSummary::default());
     }
-    // BTreeMap order: every commit locks in the same order.
-    let mut locks: Vec<WriteLock> = Vec::with_capacity(changed.len());
-    for (table, _) in &changed {
-        locks.push(data_dir.lock_existing(table, "transaction commit")?);
+    group::submit(data_dir, changed)
+}
+
+/// Commits several transactions' writes together, in order: each is checked for write
+/// conflicts against the tables as they are and against the keys of the transactions before it
+/// in the batch (which it cannot have seen: they were not committed when it began); those that
+/// pass are written as one part per table and committed in one manifest commit per table (and
+/// one intent record for several tables). Returns each transaction's outcome, in order.
+pub(crate) fn commit_batch(
+    data_dir: &DataDir,
+    batch: &[BTreeMap<String, TableWrite>],
+) -> Vec<Result<CommitSummary, EngineError>> {
+    let tables: std::collections::BTreeSet<&String> =
+        batch.iter().flat_map(|writes| writes.keys()).collect();
+    // Name order: every commit locks in the same order.
+    let mut locks: Vec<WriteLock> = Vec::with_capacity(tables.len());
+    for table in &tables {
+        match data_dir.lock_existing(table, "transaction commit") {
+            Ok(lock) => locks.push(lock),
+            Err(e) if batch.len() == 1 => return vec![Err(e)],
+            // One transaction's missing table must not fail the others: one at a time.
+            Err(_) => {
+                drop(locks);
+                return batch
+                    .iter()
+                    .flat_map(|writes| commit_batch(data_dir, std::slice::from_ref(writes)))
+                    .collect();
+            }
+        }
     }
-    let mut staged: Vec<StagedTable> = Vec::with_capacity(changed.len());
-    for (table, write) in &changed {
+    let mut outcomes: Vec<Result<CommitSummary, EngineError>> = Vec::with_capacity(batch.len());
+    let mut current: BTreeMap<&String, Manifest> = BTreeMap::new();
+    let mut merged: BTreeMap<&String, TableChanges> = BTreeMap::new();
+    let mut accepted = Vec::new();
+    for writes in batch {
+        match accept(data_dir, writes, &mut current, &merged) {
+            Ok(summary) => {
+                for (table, write) in writes {
+                    let into = merged.entry(table).or_default();
+                    into.keyed.extend(write.changes.keyed.clone());
+                    into.appended.extend(write.changes.appended.iter().cloned());
+                }
+                accepted.push(outcomes.len());
+                outcomes.push(Ok(summary));
+            }
+            Err(e) => outcomes.push(Err(e)),
+        }
+    }
+    if accepted.is_empty() {
+        return outcomes;
+    }
+    if let Err(e) = write_and_commit(data_dir, current, &merged) {
+        // Nothing of the batch is committed: every accepted transaction fails with the cause.
+        let message = e.to_string();
+        let mut first = Some(e);
+        for index in accepted {
+            outcomes[index] = Err(first
+                .take()
+                .unwrap_or_else(|| EngineError::Invalid(message.clone())));
+        }
+    }
+    drop(locks);
+    outcomes
+}
+
+/// Checks one transaction of a batch (see [`commit_batch`]) against the tables now (`current`,
+/// loaded as needed) and the keys accepted before it (`merged`).
+fn accept<'a>(
+    data_dir: &DataDir,
+    writes: &'a BTreeMap<String, TableWrite>,
+    current: &mut BTreeMap<&'a String, Manifest>,
+    merged: &BTreeMap<&String, TableChanges>,
+) -> Result<CommitSummary, EngineError> {
+    let mut summary = CommitSummary::default();
+    for (table, write) in writes {
         let table_dir = data_dir.table_dir(table)?;
-        let mut manifest = data_dir.manifest(table)?;
-        check_conflicts(
-            table,
-            &table_dir,
-            &write.snapshot,
-            &manifest,
-            &write.changes,
-        )?;
+        if !current.contains_key(table) {
+            current.insert(table, data_dir.manifest(table)?);
+        }
+        let manifest = &current[table];
+        if let Some(earlier) = merged.get(table)
+            && let Some(key) = write
+                .changes
+                .keyed
+                .keys()
+                .find(|key| earlier.keyed.contains_key(*key))
+        {
+            return Err(EngineError::WriteConflict {
+                table: table.clone(),
+                key: key.to_string(),
+            });
+        }
+        check_conflicts(table, &table_dir, &write.snapshot, manifest, &write.changes)?;
+        summary.tables.push(table.clone());
+        summary.written += write.changes.documents().count() as u64;
+        summary.deleted += write.changes.keyed.values().filter(|d| d.is_none()).count() as u64;
+    }
+    Ok(summary)
+}
+
+/// Writes the merged changes of a batch into the tables (`current`: their manifests now, under
+/// their writer locks) and commits them (see the module docs, step 4).
+fn write_and_commit<'a>(
+    data_dir: &DataDir,
+    mut current: BTreeMap<&'a String, Manifest>,
+    merged: &BTreeMap<&'a String, TableChanges>,
+) -> Result<(), EngineError> {
+    let mut staged: Vec<StagedTable> = Vec::with_capacity(merged.len());
+    for (table, changes) in merged {
+        let table_dir = data_dir.table_dir(table)?;
+        let mut manifest = current
+            .remove(table)
+            .ok_or_else(|| EngineError::NoSuchTable((*table).clone()))?;
         let base_version = manifest.version;
-        let (written, deleted) = apply_changes(table, &table_dir, &mut manifest, &write.changes)?;
-        summary.written += written;
-        summary.deleted += deleted;
+        apply_changes(table, &table_dir, &mut manifest, changes)?;
         staged.push(StagedTable {
             table: (*table).clone(),
             table_dir,
@@ -150,6 +246,7 @@ pub fn commit(
     }
     let _visible = visibility().write().unwrap_or_else(PoisonError::into_inner);
     match &staged[..] {
+        [] => {}
         [one] => one.manifest.commit(&one.table_dir)?,
         several => {
             let record = intent::write(data_dir.root(), several)?;
@@ -159,8 +256,7 @@ pub fn commit(
             intent::remove(&record)?;
         }
     }
-    drop(locks);
-    Ok(summary)
+    Ok(())
 }
 
 /// A table's next manifest, written but not committed.
@@ -231,7 +327,7 @@ fn check_conflicts(
 /// Writes the part of the new documents and the deletion vectors of the rows they replace or
 /// delete into `manifest` (the table now, under its writer lock) as its next version; returns
 /// the documents written and the rows deleted.
-fn apply_changes(
+pub(crate) fn apply_changes(
     table: &str,
     table_dir: &Path,
     manifest: &mut Manifest,
@@ -322,4 +418,109 @@ pub(crate) fn write_documents(
     Ok(Some(
         write_shredded(table, table_dir, file, shredder, &manifest.settings)?.entry,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::io::Write;
+
+    use strata_json::KeyType;
+
+    use super::*;
+    use crate::input::Input;
+    use crate::{IngestOptions, export_table, ingest};
+
+    fn keyed_table(data_dir: &DataDir, name: &str, lines: &[&str]) {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        for line in lines {
+            writeln!(file, "{line}").unwrap();
+        }
+        let options = IngestOptions {
+            key: Some(("id".into(), KeyType::Integer)),
+            ..IngestOptions::default()
+        };
+        ingest(
+            data_dir,
+            name,
+            &[Input::File(file.path().to_owned())],
+            &options,
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .unwrap();
+    }
+
+    fn upsert(
+        data_dir: &DataDir,
+        table: &str,
+        id: i64,
+        document: &str,
+    ) -> BTreeMap<String, TableWrite> {
+        let snapshot = Arc::new(data_dir.manifest(table).unwrap());
+        let mut changes = TableChanges::default();
+        changes
+            .keyed
+            .insert(KeyValue::Integer(id), Some(document.to_owned()));
+        BTreeMap::from([(table.to_owned(), TableWrite { snapshot, changes })])
+    }
+
+    #[test]
+    fn a_batch_commits_once_per_table_and_the_later_writer_of_a_key_conflicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#, r#"{"id":2,"v":0}"#]);
+        keyed_table(&data_dir, "b", &[r#"{"id":1,"v":0}"#]);
+        let versions = |d: &DataDir| {
+            (
+                d.manifest("a").unwrap().version,
+                d.manifest("b").unwrap().version,
+            )
+        };
+        let before = versions(&data_dir);
+        let batch = vec![
+            upsert(&data_dir, "a", 1, r#"{"id":1,"v":1}"#),
+            upsert(&data_dir, "a", 1, r#"{"id":1,"v":2}"#),
+            upsert(&data_dir, "a", 2, r#"{"id":2,"v":3}"#),
+            upsert(&data_dir, "b", 1, r#"{"id":1,"v":4}"#),
+        ];
+        let outcomes = commit_batch(&data_dir, &batch);
+        assert!(outcomes[0].is_ok());
+        assert!(matches!(&outcomes[1], Err(EngineError::WriteConflict { key, .. }) if key == "1"));
+        assert!(outcomes[2].is_ok() && outcomes[3].is_ok());
+        // One commit per table for the whole batch.
+        assert_eq!(versions(&data_dir), (before.0 + 1, before.1 + 1));
+        let mut out = Vec::new();
+        export_table(&data_dir, "a", &mut out).unwrap();
+        let mut lines: Vec<String> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        assert_eq!(lines, [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":3}"#]);
+    }
+
+    #[test]
+    fn concurrent_commits_of_one_key_let_exactly_one_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#]);
+        let writes: Vec<_> = (1..=8)
+            .map(|v| upsert(&data_dir, "a", 1, &format!(r#"{{"id":1,"v":{v}}}"#)))
+            .collect();
+        let handles: Vec<_> = writes
+            .into_iter()
+            .map(|w| {
+                let data_dir = data_dir.clone();
+                std::thread::Builder::new()
+                    .stack_size(strata_json::DEEP_STACK_BYTES)
+                    .spawn(move || commit(&data_dir, &w).is_ok())
+                    .unwrap()
+            })
+            .collect();
+        let outcomes: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        // All began from one snapshot: whatever the batching, one commit wins.
+        assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1, "{outcomes:?}");
+    }
 }
