@@ -1,0 +1,114 @@
+"""JSONBench Q1–Q5 on a table whose documents changed (issue 14's target): the same queries on the
+same keyed table of generated Bluesky events, three times —
+
+1. as loaded and merged (no deletions);
+2. after 10 % of its documents were replaced by new versions (an ingest with the same keys, each
+   new version carrying one more field) and 1 % deleted (`DELETE … WHERE data.id IN (…)`): old
+   rows stay in their parts behind deletion vectors until a merge;
+3. after `strata optimize`, which drops them for good.
+
+Each query runs `--runs` times in one `strata query` process per state (warm); the fastest run
+counts. Prints each query's times and the ratios changed/unchanged (target ≤ 1.3) and
+merged/unchanged (target 1.0), checks that states 2 and 3 answer alike, and writes
+OUT/results.json. The documents get an integer `id` (their line number) as the table's key; the
+queries do not read it. Usage:
+  bench/.venv/bin/python bench/changes.py --strata-bin BIN [--docs 1000000] [--runs 3] [--work DIR] [--out DIR]
+"""
+import argparse
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+SORT_KEY = "kind,commit.operation,commit.collection,did,time_us"
+
+
+def run(args, **kw):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=True, **kw)
+
+
+def queries():
+    return [q.strip().rstrip(";") for q in (BENCH / "queries" / "jsonbench" / "strata.sql").read_text().splitlines()
+            if q.strip()]
+
+
+def timings(binary, data_dir, statements, runs):
+    """Fastest milliseconds of each statement over `runs` runs in one process, and its answer."""
+    script = ";".join(s for s in statements for _ in range(runs))
+    proc = run([binary, "--data-dir", data_dir, "query", "--timing", "--format", "ndjson", script])
+    times = [float(t) for t in re.findall(r"Time: ([0-9.]+) ms", proc.stdout + proc.stderr)]
+    if len(times) != runs * len(statements):
+        raise RuntimeError(f"expected {runs * len(statements)} timings, got {len(times)}")
+    best = [min(times[i * runs:(i + 1) * runs]) for i in range(len(statements))]
+    answers = [run([binary, "--data-dir", data_dir, "query", "--format", "ndjson", s]).stdout for s in statements]
+    return best, answers
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--strata-bin", required=True)
+    parser.add_argument("--docs", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--work", default="bench/work/changes")
+    parser.add_argument("--out", default="bench/results/changes")
+    a = parser.parse_args()
+    binary, work, out = a.strata_bin, Path(a.work), Path(a.out)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    raw, keyed_file = work / "bluesky.ndjson", work / "bluesky-keyed.ndjson"
+    run([binary, "generate", "bluesky", "--docs", a.docs, "--seed", 1, "-o", raw])
+    with raw.open() as src, keyed_file.open("w") as dst:
+        for i, line in enumerate(src):
+            dst.write(json.dumps({"id": i, **json.loads(line)}) + "\n")
+    data_dir = work / "db"
+    run([binary, "--data-dir", data_dir, "ingest", "bluesky", "--key", "id:integer", "--sort-key", SORT_KEY,
+         keyed_file])
+    run([binary, "--data-dir", data_dir, "optimize", "bluesky"])
+    statements = queries()
+    base, _ = timings(binary, data_dir, statements, a.runs)
+
+    rng = random.Random(1)
+    ids = list(range(a.docs))
+    rng.shuffle(ids)
+    replaced, deleted = sorted(ids[: a.docs // 10]), ids[a.docs // 10: a.docs // 10 + a.docs // 100]
+    chosen = set(replaced)
+    changes = work / "changes.ndjson"
+    with keyed_file.open() as src, changes.open("w") as dst:
+        for i, line in enumerate(src):
+            if i in chosen:
+                doc = json.loads(line)
+                doc["revision"] = 2
+                dst.write(json.dumps(doc) + "\n")
+    run([binary, "--data-dir", data_dir, "ingest", "bluesky", "--no-merge", changes])
+    for start in range(0, len(deleted), 2000):
+        chunk = ", ".join(str(i) for i in deleted[start:start + 2000])
+        run([binary, "--data-dir", data_dir, "query", f"DELETE FROM bluesky WHERE data.id IN ({chunk})"])
+    count = json.loads(run([binary, "--data-dir", data_dir, "query", "--format", "ndjson",
+                            "SELECT count(*) AS n FROM bluesky"]).stdout)["n"]
+    if count != a.docs - len(deleted):
+        raise RuntimeError(f"{count} documents after the changes, expected {a.docs - len(deleted)}")
+    changed, changed_answers = timings(binary, data_dir, statements, a.runs)
+    run([binary, "--data-dir", data_dir, "optimize", "bluesky"])
+    merged, merged_answers = timings(binary, data_dir, statements, a.runs)
+    if changed_answers != merged_answers:
+        raise RuntimeError("a merge changed an answer")
+
+    print(f"{'query':<6} {'unchanged ms':>13} {'changed ms':>11} {'merged ms':>10} {'changed/unch.':>14} "
+          f"{'merged/unch.':>13}")
+    rows = []
+    for i, (b, c, m) in enumerate(zip(base, changed, merged)):
+        rows.append({"query": f"Q{i + 1}", "unchanged_ms": b, "changed_ms": c, "merged_ms": m,
+                     "changed_ratio": c / b, "merged_ratio": m / b})
+        print(f"Q{i + 1:<5} {b:>13.1f} {c:>11.1f} {m:>10.1f} {c / b:>14.2f} {m / b:>13.2f}")
+    results = {"docs": a.docs, "replaced": len(replaced), "deleted": len(deleted), "runs": a.runs, "queries": rows}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\n{len(replaced):,} documents replaced, {len(deleted):,} deleted; wrote {out / 'results.json'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
