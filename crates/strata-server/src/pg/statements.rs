@@ -263,11 +263,7 @@ impl StrataStatements {
                 transaction.commit().await.map_err(query_error)?;
                 Ok(response)
             }
-            Some(Err(())) => Err(statement_error(
-                sqlstate::IN_FAILED_TRANSACTION,
-                "current transaction is aborted, commands ignored until end of transaction block"
-                    .into(),
-            )),
+            Some(Err(())) => Err(in_failed_transaction()),
             Some(Ok((transaction, read_only))) => {
                 let result = self
                     .in_transaction(&transaction, read_only, sql, format)
@@ -321,12 +317,7 @@ impl StrataStatements {
                 }
                 // PostgreSQL warns and carries on.
                 Some(Ok(_)) => Ok(Response::Execution(Tag::new("BEGIN"))),
-                Some(Err(())) => Err(statement_error(
-                    sqlstate::IN_FAILED_TRANSACTION,
-                    "current transaction is aborted, commands ignored until end of transaction \
-                     block"
-                        .into(),
-                )),
+                Some(Err(())) => Err(in_failed_transaction()),
             },
             Control::Commit => match slot.end() {
                 Block::Open { transaction, .. } => {
@@ -419,6 +410,14 @@ fn change_response(
         Some(rows) => Tag::new(tag).with_rows(rows),
         None => Tag::new(tag),
     }))
+}
+
+/// PostgreSQL's answer to a statement in a block after one of its statements failed.
+fn in_failed_transaction() -> PgWireError {
+    statement_error(
+        sqlstate::IN_FAILED_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block".into(),
+    )
 }
 
 fn query_error(error: strata_query::QueryError) -> PgWireError {
