@@ -45,13 +45,22 @@ pub fn run(cli: Cli) -> CliResult {
             key,
             on_conflict,
             no_merge,
+            pipeline,
+            time_column,
+            config,
         } => {
+            let pipelines = match &config {
+                Some(path) => strata_server::Config::load(path)?.pipelines()?,
+                None => strata_pipeline::Pipelines::default(),
+            };
             let options = IngestOptions {
                 sort_key,
                 max_columns,
                 key: key.as_deref().map(strata_engine::settings::parse_key_spec),
                 on_conflict: on_conflict.parse()?,
                 auto_merge: !no_merge,
+                pipeline: pipeline.map(|name| pipelines.get(&name)).transpose()?,
+                time_column,
                 ..Default::default()
             };
             run_ingest(&data_dir, &table, &files, &options)
@@ -187,6 +196,16 @@ fn run_ingest(
         eprintln!(
             "ingest {table}: {} documents replaced older ones with the same key, {} were ignored (their key was present already)",
             summary.replaced, p.ignored
+        );
+    }
+    if let Some(pipeline) = &options.pipeline
+        && p.unparsed > 0
+    {
+        eprintln!(
+            "ingest {table}: {} lines did not parse with pipeline {} and were kept whole as \
+             `message` (with `pipeline_error` saying why)",
+            p.unparsed,
+            pipeline.name()
         );
     }
     if p.duplicate_keys > 0 {

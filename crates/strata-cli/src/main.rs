@@ -63,6 +63,18 @@ pub enum Command {
         /// Do not merge small parts after the ingest.
         #[arg(long)]
         no_merge: bool,
+        /// Parse raw log lines into documents: combined (alias nginx, apache), common, json,
+        /// text (the line as `message` with its time), or a pipeline of the --config file.
+        /// A line the pipeline cannot parse is kept whole as `message` and counted.
+        #[arg(long, value_name = "NAME")]
+        pipeline: Option<String>,
+        /// The time column of a new table, a dotted JSON path (its sort key unless one is
+        /// given). With --pipeline, the pipeline's time field by default.
+        #[arg(long, value_name = "PATH")]
+        time_column: Option<String>,
+        /// Config file (TOML) whose [pipelines.NAME] sections declare pipelines.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Write every document of a table to standard output as NDJSON.
     Export { table: String },

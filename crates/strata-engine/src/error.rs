@@ -58,6 +58,17 @@ pub enum EngineError {
     },
     #[error("invalid key path {path:?}: {reason}")]
     InvalidKey { path: String, reason: String },
+    #[error("invalid time column {path:?}: {reason}")]
+    InvalidTimeColumn { path: String, reason: String },
+    #[error(
+        "table {table} has {}; a table's time column is fixed when the table is created (given: {given})",
+        existing.as_ref().map_or("no time column".to_owned(), |e| format!("time column {e}"))
+    )]
+    TimeColumnMismatch {
+        table: String,
+        existing: Option<String>,
+        given: String,
+    },
     #[error("invalid sort key path {path:?} (entry {position}): {reason}")]
     InvalidSortKey {
         path: String,

@@ -62,6 +62,24 @@ pub fn validate_sort_key(paths: &[String]) -> Result<Vec<String>, EngineError> {
     Ok(encoded)
 }
 
+/// Checks a user-written dotted time-column path and returns it encoded; rejected as sort-key
+/// paths are.
+pub fn validate_time_column(raw: &str) -> Result<String, EngineError> {
+    validate_sort_key(&[raw.to_owned()])
+        .map_err(|e| EngineError::InvalidTimeColumn {
+            path: raw.to_owned(),
+            reason: match e {
+                EngineError::InvalidSortKey { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        })?
+        .pop()
+        .ok_or_else(|| EngineError::InvalidTimeColumn {
+            path: raw.to_owned(),
+            reason: "the path is empty".to_owned(),
+        })
+}
+
 /// Checks a user-written dotted key path and returns the table's key setting.
 ///
 /// Rejected as sort-key paths are (empty, empty segments, a lone trailing backslash), and a
@@ -217,6 +235,7 @@ mod tests {
     #[test]
     fn only_max_columns_changes() {
         let mut settings = TableSettings {
+            time_column: None,
             sort_key: keys(&["kind"]),
             max_columns: 1024,
             key: None,

@@ -481,7 +481,7 @@ fn a_parsed_input_loads_what_its_lines_load() {
     let parsed = {
         let (dir, options) = (dir.clone(), options.clone());
         run_with_deep_stack(move || {
-            let mut parsed = ParsedInput::parse(&Input::File(file.clone()), None, usize::MAX)
+            let mut parsed = ParsedInput::parse(&Input::File(file.clone()), None, usize::MAX, None)
                 .unwrap()
                 .expect("no memory limit");
             parsed.rename(&file.display().to_string());
@@ -503,7 +503,7 @@ fn a_parsed_input_loads_what_its_lines_load() {
     assert_eq!(export("parsed"), export("lines"));
 
     // A body whose documents would take more memory than allowed is not held.
-    let small = ParsedInput::parse(&Input::File(tmp.path().join("in.ndjson")), None, 1024);
+    let small = ParsedInput::parse(&Input::File(tmp.path().join("in.ndjson")), None, 1024, None);
     assert!(small.unwrap().is_none());
 }
 
@@ -521,7 +521,7 @@ fn a_prepared_ingest_follows_settings_changed_before_its_commit() {
     let (summary, first_parts) = {
         let (dir, file) = (dir.clone(), file.clone());
         run_with_deep_stack(move || {
-            let parsed = ParsedInput::parse(&Input::File(file.clone()), None, usize::MAX)
+            let parsed = ParsedInput::parse(&Input::File(file.clone()), None, usize::MAX, None)
                 .unwrap()
                 .unwrap();
             let inputs = [&parsed];

@@ -34,6 +34,10 @@ pub struct TableSettings {
     /// The table's primary key (ADR 0016), fixed at creation; absent for tables without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<KeySetting>,
+    /// The path holding each document's time (issue 15, ADR 0018), encoded as sort-key paths
+    /// are; absent for tables without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_column: Option<String>,
 }
 
 /// A table's primary key: a JSON path (encoded, as sort-key paths are) and its values' type.

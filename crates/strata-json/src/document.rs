@@ -106,6 +106,43 @@ impl Document {
         self.duplicate_keys
     }
 
+    /// The document as compact JSON text, keys in document order.
+    pub fn to_json_text(&self) -> String {
+        let mut out = String::with_capacity(self.text.len() + 2 * self.entries.len() + 2);
+        out.push('{');
+        // Whether the object being written has a field already (one flag per open object).
+        let mut has_field = vec![false];
+        for field in self.fields() {
+            let mut key_of = |key: &str, out: &mut String| {
+                if let Some(last) = has_field.last_mut() {
+                    if *last {
+                        out.push(',');
+                    }
+                    *last = true;
+                }
+                push_json_text(Kind::String, Stored::Text(key), out);
+                out.push(':');
+            };
+            match field {
+                Field::Open(key) => {
+                    key_of(key, &mut out);
+                    out.push('{');
+                    has_field.push(false);
+                }
+                Field::Close => {
+                    out.push('}');
+                    has_field.pop();
+                }
+                Field::Leaf(key, leaf) => {
+                    key_of(key, &mut out);
+                    leaf.push_json_text(&mut out);
+                }
+            }
+        }
+        out.push('}');
+        out
+    }
+
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.text.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>()
@@ -729,6 +766,23 @@ mod tests {
         }
         out.sort();
         out
+    }
+
+    #[test]
+    fn json_text_gives_the_document_back() {
+        for line in [
+            r#"{}"#,
+            r#"{"a":1,"b":{"c":"x\"y","d":{"e":[1,{"f":null}]},"g":{}},"h":1.10,"i":true}"#,
+            r#"{"k\u00e9y":"\ud83d\ude00","n":-0,"big":18446744073709551616}"#,
+        ] {
+            let document = parse_document(line.as_bytes()).unwrap();
+            let text = document.to_json_text();
+            assert_eq!(
+                parse_document(text.as_bytes()).unwrap(),
+                document,
+                "{line} -> {text}"
+            );
+        }
     }
 
     /// The streaming parser agrees with the tree parser on acceptance and on every leaf.

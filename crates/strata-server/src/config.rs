@@ -27,9 +27,11 @@
 //! idle_secs = 30
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
+use strata_pipeline::{PipelineSpec, Pipelines};
 
 use crate::error::ServerError;
 
@@ -52,6 +54,10 @@ pub struct Config {
     pub wal: WalPolicy,
     #[serde(default)]
     pub merge: MergePolicy,
+    /// Log pipelines by name (`[pipelines.NAME]`, `strata_pipeline::spec`), for
+    /// `POST /v1/ingest/{table}?pipeline=NAME` and `strata ingest --pipeline NAME`.
+    #[serde(default)]
+    pub pipelines: BTreeMap<String, PipelineSpec>,
 }
 
 #[derive(Clone, Deserialize)]
@@ -198,7 +204,13 @@ impl Config {
         Ok(config)
     }
 
+    /// The built-in pipelines and the file's.
+    pub fn pipelines(&self) -> Result<Pipelines, ServerError> {
+        Pipelines::new(&self.pipelines).map_err(ServerError::Pipeline)
+    }
+
     fn validate(&self) -> Result<(), String> {
+        Pipelines::new(&self.pipelines).map_err(|e| e.to_string())?;
         if self.limits.max_connections == 0 || self.limits.max_concurrent_queries == 0 {
             return Err(
                 "limits.max_connections and limits.max_concurrent_queries must be at least 1"

@@ -25,6 +25,8 @@ pub enum ServerError {
     },
     #[error("config file {path}: {message}")]
     Config { path: PathBuf, message: String },
+    #[error(transparent)]
+    Pipeline(#[from] strata_pipeline::PipelineError),
     #[error("cannot start the server's runtime: {0}")]
     Runtime(#[source] std::io::Error),
     #[error(transparent)]

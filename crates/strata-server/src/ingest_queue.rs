@@ -355,7 +355,8 @@ impl IngestQueue {
                 ));
                 let max_line_bytes = Some(self.config.limits.max_line_bytes);
                 // Each request was admitted whole before; it is parsed whole again.
-                if let Some(parsed) = ParsedInput::parse(&input, max_line_bytes, usize::MAX)? {
+                if let Some(parsed) = ParsedInput::parse(&input, max_line_bytes, usize::MAX, None)?
+                {
                     batch_bytes += parsed.heap_bytes();
                     batch.push(parsed);
                 }

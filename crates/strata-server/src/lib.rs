@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub merger: merger::MergerHandle,
     /// The write-ahead log's queue (absent with `wal.enabled = false`).
     pub ingest_queue: Option<Arc<ingest_queue::IngestQueue>>,
+    /// The built-in pipelines and the config file's (`?pipeline=` of HTTP ingest).
+    pub pipelines: strata_pipeline::Pipelines,
     pub shutdown: CancellationToken,
 }
 
@@ -155,6 +157,7 @@ async fn run(
         merger_handle.ingested(table);
     }));
     let shared = Arc::new(Shared {
+        pipelines: options.config.pipelines()?,
         data_dir,
         ingest_queue,
         session,

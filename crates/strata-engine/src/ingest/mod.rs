@@ -18,10 +18,12 @@ mod reader;
 mod rejects;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use strata_format::{KeySetting, Manifest, PartEntry, TableSettings};
 use strata_json::{KeyType, Shredder};
+use strata_pipeline::Pipeline;
 
 use crate::error::EngineError;
 use crate::input::Input;
@@ -30,7 +32,9 @@ use crate::part_writing::{
     DEFAULT_PART_TARGET_BYTES, ShreddedPart, full_part, join_writer, shred_options,
     spawn_part_writer, write_shredded,
 };
-use crate::settings::{validate_key, validate_max_columns, validate_sort_key};
+use crate::settings::{
+    validate_key, validate_max_columns, validate_sort_key, validate_time_column,
+};
 use crate::table::{DataDir, collect_garbage, new_part_file};
 
 use keys::KeyTracker;
@@ -63,6 +67,11 @@ pub struct IngestOptions {
     /// in the same commit as their parts, so that recovery applies each request once
     /// (`crate::wal`).
     pub wal_applied: Option<u64>,
+    /// How each line becomes a document (issue 15); None: lines are NDJSON documents.
+    pub pipeline: Option<Arc<Pipeline>>,
+    /// The table's time column, a dotted path: recorded when the table is created (and then its
+    /// sort key unless one is given), checked against it otherwise.
+    pub time_column: Option<String>,
 }
 
 impl Default for IngestOptions {
@@ -76,6 +85,8 @@ impl Default for IngestOptions {
             auto_merge: true,
             max_line_bytes: None,
             wal_applied: None,
+            pipeline: None,
+            time_column: None,
         }
     }
 }
@@ -93,6 +104,8 @@ pub struct IngestProgress {
     pub duplicate_keys: u64,
     /// Uncompressed input bytes consumed.
     pub bytes: u64,
+    /// Loaded lines the pipeline could not parse, kept whole as `message` (issue 15).
+    pub unparsed: u64,
 }
 
 impl IngestProgress {
@@ -105,6 +118,7 @@ impl IngestProgress {
             ignored: self.ignored - earlier.ignored,
             duplicate_keys: self.duplicate_keys - earlier.duplicate_keys,
             bytes: self.bytes - earlier.bytes,
+            unparsed: self.unparsed - earlier.unparsed,
         }
     }
 
@@ -116,6 +130,7 @@ impl IngestProgress {
         self.ignored += other.ignored;
         self.duplicate_keys += other.duplicate_keys;
         self.bytes += other.bytes;
+        self.unparsed += other.unparsed;
     }
 }
 
@@ -187,14 +202,15 @@ enum Source<'a> {
 impl Source<'_> {
     fn open(
         &self,
-        max_line_bytes: Option<usize>,
+        options: &IngestOptions,
         keys: Option<&KeyTracker>,
     ) -> Result<Box<dyn DocumentReader + '_>, EngineError> {
         Ok(match self {
             Source::Lines(input) => Box::new(ChunkReader::open(
                 input,
-                max_line_bytes,
+                options.max_line_bytes,
                 keys.map(|k| k.key().clone()),
+                options.pipeline.clone(),
             )?),
             Source::Parsed(parsed) => Box::new(parsed.reader()),
         })
@@ -255,7 +271,7 @@ fn ingest_sources(
     let mut per_input = Vec::with_capacity(inputs.len());
     for input in inputs {
         let before = progress.clone();
-        let mut documents = input.open(options.max_line_bytes, keys.as_ref())?;
+        let mut documents = input.open(options, keys.as_ref())?;
         let mut record = |reject: Reject| -> Result<(), EngineError> {
             rejects.write(&reject)?;
             on_reject(&reject);
@@ -356,6 +372,10 @@ struct RequestedSettings {
     sort_key: Option<Vec<String>>,
     max_columns: Option<usize>,
     key: Option<KeySetting>,
+    time_column: Option<String>,
+    /// The pipeline's time field: the time column of a table this ingest creates, when none is
+    /// given (not checked against an existing table).
+    default_time_column: Option<String>,
 }
 
 fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, EngineError> {
@@ -370,6 +390,17 @@ fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, Engi
             .key
             .as_ref()
             .map(|(path, key_type)| validate_key(path, *key_type))
+            .transpose()?,
+        time_column: options
+            .time_column
+            .as_deref()
+            .map(validate_time_column)
+            .transpose()?,
+        default_time_column: options
+            .pipeline
+            .as_ref()
+            .and_then(|pipeline| pipeline.time_field())
+            .map(validate_time_column)
             .transpose()?,
     })
 }
@@ -403,18 +434,34 @@ fn open_manifest(
                     given: format!("{} ({})", given.path, given.key_type),
                 });
             }
+            if let Some(given) = requested.time_column
+                && Some(&given) != existing.settings.time_column.as_ref()
+            {
+                return Err(EngineError::TimeColumnMismatch {
+                    table: table.to_owned(),
+                    existing: existing.settings.time_column.clone(),
+                    given,
+                });
+            }
             (existing, false)
         }
-        None => (
-            Manifest::new(TableSettings {
-                sort_key: requested.sort_key.unwrap_or_default(),
-                max_columns: requested
-                    .max_columns
-                    .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
-                key: requested.key,
-            }),
-            true,
-        ),
+        None => {
+            let time_column = requested.time_column.or(requested.default_time_column);
+            (
+                Manifest::new(TableSettings {
+                    sort_key: requested
+                        .sort_key
+                        .or_else(|| time_column.clone().map(|time| vec![time]))
+                        .unwrap_or_default(),
+                    time_column,
+                    max_columns: requested
+                        .max_columns
+                        .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
+                    key: requested.key,
+                }),
+                true,
+            )
+        }
     })
 }
 

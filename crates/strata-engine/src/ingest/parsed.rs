@@ -5,7 +5,10 @@
 //! input — its documents in order, its rejects with their line numbers, and the same counts —
 //! so loading it commits what loading the lines would have.
 
+use std::sync::Arc;
+
 use strata_json::Document;
+use strata_pipeline::Pipeline;
 
 use super::IngestProgress;
 use super::reader::{CHUNK_LINES, ChunkReader, DocumentReader, OnDocument};
@@ -32,9 +35,10 @@ impl ParsedInput {
         input: &Input,
         max_line_bytes: Option<usize>,
         max_heap_bytes: usize,
+        pipeline: Option<Arc<Pipeline>>,
     ) -> Result<Option<Self>, EngineError> {
         input.check()?;
-        let mut reader = ChunkReader::open(input, max_line_bytes, None)?;
+        let mut reader = ChunkReader::open(input, max_line_bytes, None, pipeline)?;
         let mut parsed = ParsedInput {
             documents: Vec::new(),
             rejects: Vec::new(),

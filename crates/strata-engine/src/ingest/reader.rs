@@ -6,10 +6,11 @@
 //! being held whole.
 
 use std::io::BufRead;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use strata_json::{DEEP_STACK_BYTES, Document, DocumentError, KeyValue, TableKey, parse_document};
+use strata_pipeline::Pipeline;
 
 use super::IngestProgress;
 use super::rejects::Reject;
@@ -50,6 +51,8 @@ pub(super) struct ChunkReader {
     starts: Vec<(usize, u64, u64)>,
     /// The table's key: a document without a key value is rejected.
     key: Option<TableKey>,
+    /// Makes each line a document; None: lines are NDJSON documents.
+    pipeline: Option<Arc<Pipeline>>,
 }
 
 impl ChunkReader {
@@ -57,9 +60,11 @@ impl ChunkReader {
         input: &Input,
         max_line_bytes: Option<usize>,
         key: Option<TableKey>,
+        pipeline: Option<Arc<Pipeline>>,
     ) -> Result<Self, EngineError> {
         Ok(ChunkReader {
             key,
+            pipeline,
             name: input.display_name(),
             reader: input.open()?,
             max_line_bytes,
@@ -104,6 +109,7 @@ impl ChunkReader {
             buffer,
             starts,
             key,
+            pipeline,
         } = self;
         let mut broken: Option<(Vec<u8>, u64, u64, String)> = None;
         buffer.clear();
@@ -184,29 +190,38 @@ impl ChunkReader {
             })
             .collect();
         let key = key.as_ref();
-        let parsed: Vec<Result<(Document, Option<KeyValue>), Unloadable>> =
-            parse_pool().install(|| {
-                lines
-                    .par_iter()
-                    .map(|(l, _, _)| {
-                        let doc = parse_document(l).map_err(Unloadable::Document)?;
-                        match key {
-                            Some(key) => match key.of(&doc) {
-                                Ok(value) => Ok((doc, Some(value))),
-                                Err(e) => Err(Unloadable::Key(e)),
-                            },
-                            None => Ok((doc, None)),
-                        }
-                    })
-                    .collect()
-            });
+        let pipeline = pipeline.as_deref();
+        // One time for the chunk: what a pipeline writes for a line without a time of its own.
+        let ingest_time = chrono::Utc::now();
+        let parsed: Vec<Result<Loadable, Unloadable>> = parse_pool().install(|| {
+            lines
+                .par_iter()
+                .map(|(l, _, _)| {
+                    let (doc, unparsed) = match pipeline {
+                        Some(pipeline) => match pipeline.process(l, ingest_time) {
+                            Some(processed) => (processed.document, processed.unparsed.is_some()),
+                            None => return Err(Unloadable::Document(DocumentError::Empty)),
+                        },
+                        None => (parse_document(l).map_err(Unloadable::Document)?, false),
+                    };
+                    match key {
+                        Some(key) => match key.of(&doc) {
+                            Ok(value) => Ok((doc, Some(value), unparsed)),
+                            Err(e) => Err(Unloadable::Key(e)),
+                        },
+                        None => Ok((doc, None, unparsed)),
+                    }
+                })
+                .collect()
+        });
         for (&(text, line, offset), result) in lines.iter().zip(parsed) {
             match result {
-                Ok((doc, key)) => {
+                Ok((doc, key, unparsed)) => {
                     progress.read += 1;
                     let duplicate_keys = doc.has_duplicate_keys();
                     if on_document(doc, key)? {
                         progress.loaded += 1;
+                        progress.unparsed += u64::from(unparsed);
                         progress.duplicate_keys += u64::from(duplicate_keys);
                     } else {
                         progress.ignored += 1;
@@ -235,6 +250,10 @@ impl ChunkReader {
 }
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A line's document, its key (for a keyed table), and whether a pipeline kept the line whole
+/// because it could not parse it.
+type Loadable = (Document, Option<KeyValue>, bool);
 
 /// Why a line is not loaded.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
-//! `POST /v1/ingest/{table}[?sort_key=a,b][&wait=visible|durable]`: an NDJSON body (plain, or
-//! gzip/zstd by `Content-Encoding`) loaded into a table by the same code and rules as
-//! `strata ingest`.
+//! `POST /v1/ingest/{table}[?sort_key=a,b][&wait=visible|durable][&pipeline=NAME]`: an NDJSON
+//! body (plain, or gzip/zstd by `Content-Encoding`) loaded into a table by the same code and
+//! rules as `strata ingest`; with `pipeline`, raw log lines made documents by that pipeline.
 //!
 //! A body up to `wal.max_request_bytes` is buffered, parsed once (the answer's counts and
 //! rejects come from this parse) and stored in the write-ahead log; its parsed documents wait in
@@ -51,6 +51,11 @@ pub struct IngestParams {
     /// `visible` (default): answer once queries see the documents; `durable`: once they are
     /// in the write-ahead log (visible within `wal.flush_interval_ms`).
     wait: Option<String>,
+    /// A log pipeline (built in or from the config file): the body is raw lines, each made a
+    /// document by it (issue 15).
+    pipeline: Option<String>,
+    /// The time column of a table the request creates (a dotted path).
+    time_column: Option<String>,
 }
 
 pub async fn ingest(
@@ -91,11 +96,27 @@ async fn run(
             .map(|keys| keys.split(',').map(str::to_owned).collect()),
         key: params.key.as_deref().map(parse_key_spec),
         on_conflict,
+        pipeline: params
+            .pipeline
+            .as_deref()
+            .map(|name| shared.pipelines.get(name))
+            .transpose()
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    sqlstate::INVALID_PARAMETER,
+                    e.to_string(),
+                )
+            })?,
+        time_column: params.time_column.clone(),
         ..IngestOptions::default()
     };
     // Keyed tables load from their lines, which checks each document's key (ADR 0016): they
-    // take the direct path.
-    let keyed = params.key.is_some()
+    // take the direct path, and so do raw lines through a pipeline and requests that set a
+    // time column (the WAL's frames hold NDJSON bodies).
+    let keyed = requested.pipeline.is_some()
+        || requested.time_column.is_some()
+        || params.key.is_some()
         || shared
             .data_dir
             .manifest(&table)
@@ -314,7 +335,7 @@ async fn parse(
             compression,
             Box::new(io::Cursor::new(body)),
         ));
-        ParsedInput::parse(&input, Some(max_line_bytes), max_heap_bytes)
+        ParsedInput::parse(&input, Some(max_line_bytes), max_heap_bytes, None)
     })
     .await
     .map_err(|e| {
@@ -479,6 +500,7 @@ fn answer(
         "rejects_listed": listed.len(),
         "created": created,
         "bytes": progress.bytes,
+        "unparsed": progress.unparsed,
         "warnings": warnings,
     })
 }

@@ -264,6 +264,7 @@ fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
     let manifest = |parts: Vec<PartEntry>| strata_format::Manifest {
         parts,
         ..strata_format::Manifest::new(strata_format::TableSettings {
+            time_column: None,
             sort_key: vec!["k".into()],
             max_columns: 64,
             key: None,

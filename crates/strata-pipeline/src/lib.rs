@@ -1,0 +1,392 @@
+//! Log pipelines: each raw line in, one JSON document out (issue 15, ADR 0018).
+//!
+//! A [`Pipeline`] extracts fields from a line (a regex with named groups, a dissect pattern,
+//! a JSON object, or the whole line as `message`), drops "no value" texts, converts types and
+//! the time field, renames and drops fields. Built-in pipelines ([`builtin`]) cover access logs,
+//! JSON lines and full-text lines; users declare theirs in the config file ([`spec`]).
+//!
+//! Invariants:
+//! - no line is lost: a line the pipeline cannot parse (no match, a field that does not convert)
+//!   becomes `{"message": <the line>, <time field>: <ingest time>, "pipeline_error": <why>}`,
+//!   and [`Processed::unparsed`] says so, so that callers count it;
+//! - blank lines are skipped, as NDJSON ingest skips them;
+//! - every time a pipeline writes (parsed or ingest time) has the pipeline's one precision, so
+//!   the stored strings sort as their instants ([`timestamp`]);
+//! - bytes that are not UTF-8 are written as `\xHH` (as nginx escapes them) before parsing.
+
+mod builtin;
+pub mod dissect;
+pub mod spec;
+pub mod timestamp;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, LazyLock};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use strata_json::{Document, DocumentError, parse_document, parse_document_tree};
+
+pub use builtin::BUILTIN_NAMES;
+pub use spec::{DEFAULT_TIME_FIELD, PipelineSpec, TimeDeclaration};
+use timestamp::{Precision, TimeSpec, write_time};
+
+/// The field that holds the whole line: of an unparsed line, and with `keep_message`.
+pub const MESSAGE_FIELD: &str = "message";
+/// The field that says why a line was not parsed.
+pub const ERROR_FIELD: &str = "pipeline_error";
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PipelineError {
+    #[error("pipeline '{pipeline}': {reason}")]
+    Invalid { pipeline: String, reason: String },
+    #[error("unknown pipeline '{name}' (built in: {}; declared in the config file: {})",
+        BUILTIN_NAMES.join(", "),
+        if declared.is_empty() { "none".to_owned() } else { declared.join(", ") })]
+    Unknown { name: String, declared: Vec<String> },
+    #[error("pipeline '{name}' is built in; give yours another name")]
+    ShadowsBuiltin { name: String },
+}
+
+/// What a field's text becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldType {
+    /// A 64-bit integer (`+7` and `007` are 7).
+    Int,
+    /// A finite floating-point number.
+    Float,
+    /// `true`/`false`, `1`/`0`, `yes`/`no`, any case.
+    Bool,
+    /// The text as it is (the default).
+    String,
+}
+
+/// The time field of a pipeline: which field, and how its text is read and stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeField {
+    pub field: String,
+    pub spec: TimeSpec,
+}
+
+/// Where a pipeline's fields come from.
+#[derive(Debug, Clone)]
+pub(crate) enum Extractor {
+    /// Named groups of a regex anchored at both ends.
+    Regex(regex::Regex),
+    Dissect(dissect::Dissect),
+    /// The line is a JSON object.
+    Json,
+    /// The whole line as `message`, its time found in it (`crate::detect_time`).
+    Text,
+}
+
+/// A compiled pipeline.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    name: String,
+    extractor: Extractor,
+    time: Option<TimeField>,
+    types: BTreeMap<String, FieldType>,
+    rename: BTreeMap<String, String>,
+    drop: BTreeSet<String>,
+    null_values: Vec<String>,
+    keep_message: bool,
+    /// Whether anything changes a JSON line: if not, `json` parses it as NDJSON ingest does.
+    converts: bool,
+}
+
+/// One line's document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Processed {
+    pub document: Document,
+    /// Why the line was kept whole as `message` instead of parsed; None when it was parsed.
+    pub unparsed: Option<String>,
+}
+
+impl Pipeline {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        name: &str,
+        extractor: Extractor,
+        time: Option<TimeField>,
+        types: BTreeMap<String, FieldType>,
+        rename: BTreeMap<String, String>,
+        drop: BTreeSet<String>,
+        null_values: Vec<String>,
+        keep_message: bool,
+    ) -> Pipeline {
+        let converts = time.is_some()
+            || !types.is_empty()
+            || !rename.is_empty()
+            || !drop.is_empty()
+            || !null_values.is_empty()
+            || keep_message;
+        Pipeline {
+            name: name.to_owned(),
+            extractor,
+            time,
+            types,
+            rename,
+            drop,
+            null_values,
+            keep_message,
+            converts,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The field that holds each document's time, as stored (after renaming): the natural time
+    /// column of a table this pipeline fills. None for a pipeline without a time field (`json`).
+    pub fn time_field(&self) -> Option<&str> {
+        self.time.as_ref().map(|time| self.stored_name(&time.field))
+    }
+
+    fn stored_name<'a>(&'a self, field: &'a str) -> &'a str {
+        self.rename.get(field).map_or(field, String::as_str)
+    }
+
+    fn precision(&self) -> Precision {
+        self.time
+            .as_ref()
+            .map_or(Precision::Millis, |time| time.spec.precision)
+    }
+
+    /// The document of `line` (without its line break); None for a blank line.
+    /// `ingest_time` stands in for a time the line does not have.
+    pub fn process(&self, line: &[u8], ingest_time: DateTime<Utc>) -> Option<Processed> {
+        let text = utf8_text(line);
+        if text.trim().is_empty() {
+            return None;
+        }
+        let fields = match &self.extractor {
+            Extractor::Json if !self.converts => {
+                return match parse_document(line) {
+                    Ok(document) => Some(Processed {
+                        document,
+                        unparsed: None,
+                    }),
+                    Err(DocumentError::Empty) => None,
+                    Err(e) => Some(self.unparsed(&text, ingest_time, e.to_string())),
+                };
+            }
+            Extractor::Json => match parse_document_tree(line) {
+                Ok(object) => object,
+                Err(e) => return Some(self.unparsed(&text, ingest_time, e.to_string())),
+            },
+            Extractor::Regex(regex) => match regex.captures(&text) {
+                Some(captures) => regex
+                    .capture_names()
+                    .zip(captures.iter())
+                    .filter_map(|(name, group)| Some((name?.to_owned(), group?.as_str())))
+                    .map(|(name, value)| (name, Value::String(value.to_owned())))
+                    .collect(),
+                None => return Some(self.no_match(&text, ingest_time)),
+            },
+            Extractor::Dissect(dissect) => match dissect.apply(&text) {
+                Some(fields) => fields
+                    .into_iter()
+                    .map(|(name, value)| (name, Value::String(value)))
+                    .collect(),
+                None => return Some(self.no_match(&text, ingest_time)),
+            },
+            Extractor::Text => {
+                let mut fields = Map::new();
+                if let (Some(found), Some(time)) = (detect_time(&text), &self.time) {
+                    fields.insert(time.field.clone(), Value::String(found.to_owned()));
+                }
+                fields
+            }
+        };
+        Some(match self.convert(fields, &text, ingest_time) {
+            Ok(object) => Processed {
+                document: Document::from_object(&object),
+                unparsed: None,
+            },
+            Err(reason) => self.unparsed(&text, ingest_time, reason),
+        })
+    }
+
+    fn no_match(&self, text: &str, ingest_time: DateTime<Utc>) -> Processed {
+        self.unparsed(
+            text,
+            ingest_time,
+            format!(
+                "the line does not match the pattern of pipeline '{}'",
+                self.name
+            ),
+        )
+    }
+
+    /// The line kept whole: `message`, the ingest time in the time field, and why.
+    fn unparsed(&self, text: &str, ingest_time: DateTime<Utc>, reason: String) -> Processed {
+        let time_field = self.time_field().unwrap_or(DEFAULT_TIME_FIELD);
+        let mut object = Map::new();
+        object.insert(MESSAGE_FIELD.to_owned(), Value::String(text.to_owned()));
+        object.insert(
+            time_field.to_owned(),
+            Value::String(write_time(ingest_time, self.precision())),
+        );
+        object.insert(ERROR_FIELD.to_owned(), Value::String(reason.clone()));
+        Processed {
+            document: Document::from_object(&object),
+            unparsed: Some(reason),
+        }
+    }
+
+    /// Applies "no value" texts, types, the time field, renames, drops and `keep_message`; the
+    /// error names the field that does not convert.
+    fn convert(
+        &self,
+        fields: Map<String, Value>,
+        text: &str,
+        ingest_time: DateTime<Utc>,
+    ) -> Result<Map<String, Value>, String> {
+        let mut object = Map::new();
+        for (name, value) in fields {
+            if self.drop.contains(&name) {
+                continue;
+            }
+            let value = match value {
+                Value::String(s) if self.null_values.contains(&s) => continue,
+                Value::String(s) => match self.types.get(&name) {
+                    Some(field_type) => convert_text(&s, *field_type)
+                        .map_err(|why| format!("field '{name}': '{s}' is not {why}"))?,
+                    None => Value::String(s),
+                },
+                other => other,
+            };
+            let value = match &self.time {
+                Some(time) if time.field == name => {
+                    let text = match &value {
+                        Value::String(s) => s.clone(),
+                        Value::Number(n) => n.to_string(),
+                        other => {
+                            return Err(format!("field '{name}': {other} is not a time"));
+                        }
+                    };
+                    let instant = time
+                        .spec
+                        .read(&text)
+                        .map_err(|why| format!("field '{name}': {why}"))?;
+                    Value::String(time.spec.write(instant))
+                }
+                _ => value,
+            };
+            object.insert(self.stored_name(&name).to_owned(), value);
+        }
+        if let Some(time) = &self.time {
+            let stored = self.stored_name(&time.field);
+            if !self.drop.contains(&time.field) && !object.contains_key(stored) {
+                object.insert(
+                    stored.to_owned(),
+                    Value::String(write_time(ingest_time, time.spec.precision)),
+                );
+            }
+        }
+        if self.keep_message {
+            object.insert(MESSAGE_FIELD.to_owned(), Value::String(text.to_owned()));
+        }
+        Ok(object)
+    }
+}
+
+fn convert_text(text: &str, field_type: FieldType) -> Result<Value, &'static str> {
+    match field_type {
+        FieldType::String => Ok(Value::String(text.to_owned())),
+        FieldType::Int => text
+            .trim()
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| "an integer"),
+        FieldType::Float => text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or("a finite number"),
+        FieldType::Bool => match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Ok(Value::Bool(true)),
+            "false" | "0" | "no" => Ok(Value::Bool(false)),
+            _ => Err("true or false"),
+        },
+    }
+}
+
+/// The line as text: itself when it is UTF-8, else with each invalid byte written as `\xHH`.
+fn utf8_text(line: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(line) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => {
+            let mut text = String::with_capacity(line.len() + 16);
+            for chunk in line.utf8_chunks() {
+                text.push_str(chunk.valid());
+                for byte in chunk.invalid() {
+                    text.push_str(&format!("\\x{byte:02X}"));
+                }
+            }
+            Cow::Owned(text)
+        }
+    }
+}
+
+/// The first timestamp in a full-text line: an access log's `[17/May/2015:10:05:03 +0000]`
+/// or an ISO 8601 time (`2024-08-01T14:22:47.123Z`, `2024-08-01 14:22:47,123`), as ISO 8601
+/// text for the `text` pipeline's time field.
+fn detect_time(text: &str) -> Option<String> {
+    static TIME: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
+        regex::Regex::new(
+            r"\[(?P<clf>\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\]|(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)",
+        )
+        .ok()
+    });
+    let captures = TIME.as_ref()?.captures(text)?;
+    if let Some(iso) = captures.name("iso") {
+        return Some(iso.as_str().to_owned());
+    }
+    let clf = captures.name("clf")?.as_str();
+    let instant = DateTime::parse_from_str(clf, timestamp::CLF_PATTERN).ok()?;
+    Some(instant.with_timezone(&Utc).to_rfc3339())
+}
+
+/// The pipelines a data directory's ingests can name: the built-ins and the config file's.
+#[derive(Debug, Clone, Default)]
+pub struct Pipelines {
+    declared: BTreeMap<String, Arc<Pipeline>>,
+}
+
+impl Pipelines {
+    /// The built-ins and `declared` (the config file's `[pipelines]`), each checked.
+    pub fn new(declared: &BTreeMap<String, PipelineSpec>) -> Result<Pipelines, PipelineError> {
+        let mut compiled = BTreeMap::new();
+        for (name, spec) in declared {
+            if BUILTIN_NAMES.contains(&name.as_str()) {
+                return Err(PipelineError::ShadowsBuiltin { name: name.clone() });
+            }
+            compiled.insert(name.clone(), Arc::new(spec.compile(name)?));
+        }
+        Ok(Pipelines { declared: compiled })
+    }
+
+    /// The pipeline called `name`.
+    pub fn get(&self, name: &str) -> Result<Arc<Pipeline>, PipelineError> {
+        if let Some(builtin) = builtin::builtin(name) {
+            return builtin;
+        }
+        self.declared
+            .get(name)
+            .cloned()
+            .ok_or_else(|| PipelineError::Unknown {
+                name: name.to_owned(),
+                declared: self.declared.keys().cloned().collect(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,239 @@
+use super::*;
+use chrono::TimeZone;
+use proptest::prelude::*;
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 26, 8, 30, 15).unwrap()
+}
+
+/// The document as a JSON value, and whether it was parsed.
+fn run(pipeline: &Pipeline, line: &str) -> (Value, bool) {
+    let processed = pipeline.process(line.as_bytes(), now()).expect("not blank");
+    let text = processed.document.to_json_text();
+    (
+        serde_json::from_str(&text).unwrap(),
+        processed.unparsed.is_none(),
+    )
+}
+
+fn builtin(name: &str) -> Arc<Pipeline> {
+    Pipelines::default().get(name).unwrap()
+}
+
+fn declared(toml_text: &str) -> Result<Pipelines, PipelineError> {
+    #[derive(Deserialize)]
+    struct File {
+        pipelines: BTreeMap<String, PipelineSpec>,
+    }
+    let file: File = toml::from_str(toml_text).unwrap();
+    Pipelines::new(&file.pipelines)
+}
+
+const APACHE_FIRST: &str = r#"83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023 "http://semicomplete.com/presentations/logstash-monitorama-2013/" "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36""#;
+
+#[test]
+fn combined_lines_become_typed_fields() {
+    let (doc, parsed) = run(&builtin("nginx"), APACHE_FIRST);
+    assert!(parsed);
+    assert_eq!(
+        doc,
+        serde_json::json!({
+            "ip": "83.149.9.216",
+            "timestamp": "2015-05-17T10:05:03Z",
+            "method": "GET",
+            "path": "/presentations/logstash-monitorama-2013/images/kibana-search.png",
+            "protocol": "HTTP/1.1",
+            "status": 200,
+            "bytes": 203023,
+            "referrer": "http://semicomplete.com/presentations/logstash-monitorama-2013/",
+            "user_agent": "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36"
+        })
+    );
+}
+
+#[test]
+fn the_studys_common_line_with_a_user_and_an_offset() {
+    let line = r#"129.37.245.88 - meln1ks [01/Aug/2024:14:22:47 +0800] "PATCH /observability/metrics/production HTTP/1.0" 501 33085"#;
+    let (doc, parsed) = run(&builtin("common"), line);
+    assert!(parsed);
+    assert_eq!(doc["user"], "meln1ks");
+    assert_eq!(doc["timestamp"], "2024-08-01T06:22:47Z");
+    assert_eq!(doc["method"], "PATCH");
+    assert_eq!(doc["status"], 501);
+    // A common line is not a combined one: kept whole, with the reason.
+    let (doc, parsed) = run(&builtin("combined"), line);
+    assert!(!parsed);
+    assert_eq!(doc["message"], line);
+    assert_eq!(doc["timestamp"], "2026-11-26T08:30:15Z");
+    assert!(doc["pipeline_error"].as_str().unwrap().contains("combined"));
+}
+
+#[test]
+fn dashes_junk_requests_and_escaped_quotes() {
+    let line = r#"180.76.5.152 - - [20/May/2015:12:05:25 +0000] "GET /robots.txt HTTP/1.1" 200 - "-" "Mozilla/5.0""#;
+    let (doc, _) = run(&builtin("combined"), line);
+    assert!(doc.get("bytes").is_none() && doc.get("referrer").is_none());
+    assert!(doc.get("user").is_none() && doc.get("ident").is_none());
+    let junk = r#"1.2.3.4 - - [20/May/2015:12:05:25 +0000] "\x16\x03\x01\x00" 400 166 "-" "-""#;
+    let (doc, parsed) = run(&builtin("combined"), junk);
+    assert!(parsed);
+    assert_eq!(doc["request"], r"\x16\x03\x01\x00");
+    assert!(doc.get("method").is_none());
+    let quoted =
+        r#"1.2.3.4 - - [20/May/2015:12:05:25 +0000] "GET / HTTP/1.1" 200 5 "-" "say \"hi\"""#;
+    let (doc, parsed) = run(&builtin("combined"), quoted);
+    assert!(parsed);
+    assert_eq!(doc["user_agent"], r#"say \"hi\""#);
+}
+
+#[test]
+fn the_truncated_line_of_the_real_log_is_kept_whole() {
+    let line = r#"46.118.127.106 - - [20/May/2015:12:05:17 +0000] "GET /scripts/grok-py-test/configlib.py HTTP/1.1" 200 235 "-" "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html"#;
+    let (doc, parsed) = run(&builtin("apache"), line);
+    assert!(!parsed);
+    assert_eq!(doc["message"], line);
+}
+
+#[test]
+fn json_lines_pass_through_and_bad_ones_are_kept() {
+    let (doc, parsed) = run(&builtin("json"), r#"{"a": {"b": [1, 2]}, "c": 1.10}"#);
+    assert!(parsed);
+    // The number's text is kept exactly (1.10, not 1.1).
+    let expected: Value = serde_json::from_str(r#"{"a": {"b": [1, 2]}, "c": 1.10}"#).unwrap();
+    assert_eq!(doc, expected);
+    let (doc, parsed) = run(&builtin("json"), "not json at all");
+    assert!(!parsed);
+    assert_eq!(doc["message"], "not json at all");
+    assert_eq!(doc["timestamp"], "2026-11-26T08:30:15.000Z");
+    assert!(builtin("json").process(b"   ", now()).is_none());
+}
+
+#[test]
+fn text_lines_keep_the_message_and_find_their_time() {
+    let (doc, _) = run(&builtin("text"), APACHE_FIRST);
+    assert_eq!(doc["message"], APACHE_FIRST);
+    assert_eq!(doc["timestamp"], "2015-05-17T10:05:03.000Z");
+    let (doc, _) = run(
+        &builtin("text"),
+        "2024-08-01 14:22:47,5 ERROR connection reset",
+    );
+    assert_eq!(doc["timestamp"], "2024-08-01T14:22:47.500Z");
+    let (doc, parsed) = run(&builtin("text"), "no time here");
+    assert!(parsed);
+    assert_eq!(doc["timestamp"], "2026-11-26T08:30:15.000Z");
+}
+
+#[test]
+fn user_pipelines_from_the_config_file() {
+    let pipelines = declared(
+        r#"
+        [pipelines.app]
+        dissect = "%{date} %{+date} %{level} [%{thread}] %{latency_ms}ms %{ok} %{message}"
+        append_separator = " "
+        time = { field = "date", format = "%Y-%m-%d %H:%M:%S%.f", zone = "Europe/Berlin" }
+        types = { latency_ms = "float", ok = "bool" }
+        rename = { date = "ts" }
+        drop = ["thread"]
+
+        [pipelines.kv]
+        regex = 'user=(?P<user>\w+) status=(?P<status>\S+)'
+        types = { status = "int" }
+        null_values = ["none"]
+        keep_message = true
+        "#,
+    )
+    .unwrap();
+    let app = pipelines.get("app").unwrap();
+    assert_eq!(app.time_field(), Some("ts"));
+    let (doc, parsed) = run(
+        &app,
+        "2024-08-01 14:22:47.25 WARN [main] 12.5ms yes disk almost full",
+    );
+    assert!(parsed);
+    assert_eq!(
+        doc,
+        serde_json::json!({"ts": "2024-08-01T12:22:47.250Z", "level": "WARN",
+            "latency_ms": 12.5, "ok": true, "message": "disk almost full"})
+    );
+    let kv = pipelines.get("kv").unwrap();
+    let (doc, parsed) = run(&kv, "user=ann status=none");
+    assert!(parsed);
+    assert_eq!(doc["user"], "ann");
+    assert!(doc.get("status").is_none());
+    assert_eq!(doc["message"], "user=ann status=none");
+    // A field that does not convert keeps the line whole, naming the field.
+    let (doc, parsed) = run(&kv, "user=ann status=2x0");
+    assert!(!parsed);
+    assert_eq!(
+        doc["pipeline_error"],
+        "field 'status': '2x0' is not an integer"
+    );
+    // The regex must match the whole line.
+    assert!(!run(&kv, "prefix user=ann status=1").1);
+}
+
+#[test]
+fn json_pipelines_convert_top_level_fields() {
+    let pipelines = declared(
+        r#"
+        [pipelines.events]
+        json = true
+        time = { field = "t", format = "epoch_ms" }
+        types = { code = "int" }
+        "#,
+    )
+    .unwrap();
+    let events = pipelines.get("events").unwrap();
+    let (doc, parsed) = run(
+        &events,
+        r#"{"t": 1431856103123, "code": "42", "x": {"y": 1}}"#,
+    );
+    assert!(parsed);
+    assert_eq!(
+        doc,
+        serde_json::json!({"t": "2015-05-17T09:48:23.123Z", "code": 42, "x": {"y": 1}})
+    );
+}
+
+#[test]
+fn bad_definitions_name_the_pipeline_and_the_problem() {
+    let error = |text: &str| declared(text).unwrap_err().to_string();
+    assert!(error("[pipelines.a]\nregex = '(unclosed'").contains("pipeline 'a'"));
+    assert!(error("[pipelines.a]\nregex = 'no groups'").contains("named group"));
+    assert!(error("[pipelines.a]\njson = true\nregex = '(?P<x>.)'").contains("exactly one"));
+    assert!(error("[pipelines.nginx]\njson = true").contains("built in"));
+    assert!(
+        error("[pipelines.a]\njson = true\ntime = { format = 'iso8601', zone = 'Nowhere/City' }")
+            .contains("Nowhere/City")
+    );
+    let unknown = Pipelines::default().get("nginz").unwrap_err().to_string();
+    assert!(unknown.contains("nginz") && unknown.contains("combined"));
+}
+
+#[test]
+fn bytes_that_are_not_utf8_are_escaped() {
+    let processed = builtin("text")
+        .process(b"bad \xff\xfe byte", now())
+        .unwrap();
+    let text = processed.document.to_json_text();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["message"], r"bad \xFF\xFE byte");
+}
+
+proptest! {
+    /// Any line gives a document (or is blank), and a line kept whole is kept exactly.
+    #[test]
+    fn no_line_is_lost(line in "[ -~]{0,120}", name in prop::sample::select(BUILTIN_NAMES)) {
+        let pipeline = builtin(name);
+        match pipeline.process(line.as_bytes(), now()) {
+            None => prop_assert!(line.trim().is_empty()),
+            Some(processed) => {
+                let text = processed.document.to_json_text();
+                let doc: Value = serde_json::from_str(&text).unwrap();
+                if processed.unparsed.is_some() || name == "text" {
+                    prop_assert_eq!(doc["message"].as_str(), Some(line.as_str()));
+                }
+            }
+        }
+    }
+}
