@@ -28,7 +28,7 @@ pub enum EngineError {
     #[error("table {0:?} does not exist")]
     NoSuchTable(String),
     #[error(
-        "invalid table name {0:?}: use letters, digits, '_' and '-', starting with a letter or '_'"
+        "invalid table name {0:?}: use letters, digits, '_', '-' and '.', starting with a letter or '_'"
     )]
     InvalidTableName(String),
     #[error(

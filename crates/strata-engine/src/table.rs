@@ -407,7 +407,9 @@ fn is_same_file(_file: &fs::File, path: &Path) -> bool {
 
 pub(crate) const REJECTS_FILE: &str = "rejects.ndjson";
 
-/// Table names become directory names and SQL identifiers, so they are kept plain.
+/// Table names become directory names and SQL identifiers, so they are kept plain. A `.` is
+/// allowed after the first character because Elasticsearch index names (which `_bulk` makes
+/// tables of) carry dates such as `logs-2024.01.31`; in SQL such a name is quoted.
 pub fn validate_table_name(name: &str) -> Result<(), EngineError> {
     let mut chars = name.chars();
     let first_ok = chars
@@ -415,7 +417,7 @@ pub fn validate_table_name(name: &str) -> Result<(), EngineError> {
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     if first_ok
         && name.len() <= 128
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
     {
         Ok(())
     } else {

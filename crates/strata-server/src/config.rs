@@ -25,6 +25,10 @@
 //! enabled = true
 //! interval_secs = 5
 //! idle_secs = 30
+//! [elasticsearch]
+//! version = "8.17.0"                    # what GET / reports to shippers
+//! [pipelines.app]                       # log pipelines (strata_pipeline::spec)
+//! dissect = "%{ts} %{level} %{message}"
 //! ```
 
 use std::collections::BTreeMap;
@@ -58,6 +62,8 @@ pub struct Config {
     /// `POST /v1/ingest/{table}?pipeline=NAME` and `strata ingest --pipeline NAME`.
     #[serde(default)]
     pub pipelines: BTreeMap<String, PipelineSpec>,
+    #[serde(default)]
+    pub elasticsearch: ElasticPolicy,
 }
 
 #[derive(Clone, Deserialize)]
@@ -191,6 +197,26 @@ impl Default for MergePolicy {
         }
     }
 }
+
+/// The Elasticsearch-compatible endpoints (`crate::http::elastic`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ElasticPolicy {
+    /// The version `GET /` reports: shippers refuse a server older than themselves (Beats) or
+    /// choose their protocol by it (Logstash), so it is set to what they expect.
+    pub version: String,
+}
+
+impl Default for ElasticPolicy {
+    fn default() -> Self {
+        ElasticPolicy {
+            version: DEFAULT_ELASTIC_VERSION.to_owned(),
+        }
+    }
+}
+
+/// What `GET /` reports unless the config file says otherwise.
+pub const DEFAULT_ELASTIC_VERSION: &str = "8.17.0";
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ServerError> {

@@ -30,7 +30,9 @@ use serde::Deserialize;
 use serde_json::json;
 use strata_engine::input::{Compression, Input, StreamInput};
 use strata_engine::settings::parse_key_spec;
-use strata_engine::{EngineError, IngestOptions, IngestProgress, OnConflict, ParsedInput, Reject};
+use strata_engine::{
+    EngineError, IngestOptions, IngestProgress, IngestSummary, OnConflict, ParsedInput, Reject,
+};
 
 use super::ApiError;
 use crate::Shared;
@@ -369,44 +371,8 @@ async fn into_parts(
         max_line_bytes: Some(shared.config.limits.max_line_bytes),
         ..requested
     };
-    let (done, outcome) = tokio::sync::oneshot::channel();
-    let data_dir = shared.data_dir.clone();
-    let table_name = table.clone();
-    let nice = shared.config.limits.background_nice;
-    std::thread::Builder::new()
-        .name("strata-ingest".into())
-        .stack_size(strata_json::DEEP_STACK_BYTES)
-        .spawn(move || {
-            crate::lower_priority(nice);
-            let mut listed = Vec::new();
-            let result = strata_engine::ingest(
-                &data_dir,
-                &table_name,
-                &[input],
-                &options,
-                &mut |_| {},
-                &mut |reject| {
-                    if listed.len() < MAX_LISTED_REJECTS {
-                        listed.push(reject.clone());
-                    }
-                },
-            );
-            let _ = done.send((result, listed));
-        })
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                sqlstate::INTERNAL_ERROR,
-                e.to_string(),
-            )
-        })?;
-    let (result, listed) = outcome.await.map_err(|_| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            sqlstate::INTERNAL_ERROR,
-            "the ingest thread ended without an answer",
-        )
-    })?;
+    let (result, listed) =
+        ingest_on_thread(shared, table.clone(), input, options, MAX_LISTED_REJECTS).await?;
 
     let metrics = &shared.metrics;
     metrics.ingest_requests.fetch_add(1, Ordering::Relaxed);
@@ -445,7 +411,55 @@ async fn into_parts(
     }
 }
 
-fn compression(headers: &HeaderMap) -> Result<Compression, ApiError> {
+/// Runs `strata_engine::ingest` of one input on a thread of its own (deep stack, background
+/// priority) and hands back its result with its first `keep_rejects` rejects.
+pub(crate) async fn ingest_on_thread(
+    shared: &Arc<Shared>,
+    table: String,
+    input: Input,
+    options: IngestOptions,
+    keep_rejects: usize,
+) -> Result<(Result<IngestSummary, EngineError>, Vec<Reject>), ApiError> {
+    let (done, outcome) = tokio::sync::oneshot::channel();
+    let data_dir = shared.data_dir.clone();
+    let nice = shared.config.limits.background_nice;
+    std::thread::Builder::new()
+        .name("strata-ingest".into())
+        .stack_size(strata_json::DEEP_STACK_BYTES)
+        .spawn(move || {
+            crate::lower_priority(nice);
+            let mut kept = Vec::new();
+            let result = strata_engine::ingest(
+                &data_dir,
+                &table,
+                &[input],
+                &options,
+                &mut |_| {},
+                &mut |reject| {
+                    if kept.len() < keep_rejects {
+                        kept.push(reject.clone());
+                    }
+                },
+            );
+            let _ = done.send((result, kept));
+        })
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                sqlstate::INTERNAL_ERROR,
+                e.to_string(),
+            )
+        })?;
+    outcome.await.map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            sqlstate::INTERNAL_ERROR,
+            "the ingest thread ended without an answer",
+        )
+    })
+}
+
+pub(crate) fn compression(headers: &HeaderMap) -> Result<Compression, ApiError> {
     let Some(value) = headers.get(header::CONTENT_ENCODING) else {
         return Ok(Compression::None);
     };

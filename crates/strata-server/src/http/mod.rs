@@ -1,11 +1,13 @@
 //! The HTTP API: `POST /v1/ingest/{table}`, `POST|GET /v1/query`, `GET /v1/tables`,
-//! `GET /health`, `GET /metrics`. Errors are JSON `{"error": message, "code": SQLSTATE}` with a
+//! `GET /health`, `GET /metrics`, and Elasticsearch's `_bulk` with the probes shippers call
+//! (`elastic`). Errors are JSON `{"error": message, "code": SQLSTATE}` with a
 //! 4xx status for the client's mistakes and 5xx for the server's.
 //!
 //! With tokens in the config file every route but `/health` needs `Authorization: Bearer
 //! TOKEN`. Requests beyond `limits.max_connections` at once are refused with `503`.
 
-mod ingest;
+mod elastic;
+pub(crate) mod ingest;
 mod query;
 
 use std::sync::Arc;
@@ -93,6 +95,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/query", post(query::query).get(query::query))
         .route("/v1/tables", get(tables))
         .route("/metrics", get(metrics))
+        .merge(elastic::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             authorize,

@@ -1,0 +1,609 @@
+//! `POST /_bulk` and `POST /{index}/_bulk`: Elasticsearch's bulk API over Strata's ingest.
+//!
+//! The body is NDJSON (plain, gzip or zstd by `Content-Encoding`): an action line, then for
+//! `index` and `create` the document. Each index's documents are loaded by one ingest, so a
+//! request commits once per index; deletes follow, one key at a time. The answer has one item
+//! per action, in order, each with its own status, and `errors` is true when any failed
+//! (pitfalls seen in Quickwit and GreptimeDB: one error for a batch, or none, loses data).
+//!
+//! `_id`s are honoured: an index created here is a table keyed by `_id` (ADR 0016), so a batch a
+//! shipper sends again after a timeout replaces its documents instead of doubling them. An item
+//! without `_id` gets a generated one (20 characters that sort by time of arrival). In a table
+//! that exists without a key, `_id` is stored as a field. `create` of an `_id` present already
+//! replaces it as `index` does (Elasticsearch answers 409; ADR 0018 says why not here); `update`
+//! is refused per item. `_type` (Fluent Bit), `routing`, `pipeline` and other metadata are
+//! ignored. A table created here with documents that carry `@timestamp` (or `timestamp`) gets
+//! it as its time column.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Cursor};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use strata_engine::input::{Compression, Input, StreamInput};
+use strata_engine::{EngineError, IngestOptions, OnConflict, Reject};
+use strata_json::{KeyType, KeyValue};
+
+use super::EsError;
+use crate::Shared;
+use crate::http::ingest::{compression, ingest_on_thread};
+
+/// The metadata field that holds a document's id, and the key of tables `_bulk` creates.
+const ID_FIELD: &str = "_id";
+/// Top-level fields that become the time column of a table `_bulk` creates.
+const TIME_FIELDS: [&str; 2] = ["@timestamp", "timestamp"];
+
+pub async fn bulk(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    respond(run(&shared, None, &headers, body).await)
+}
+
+pub async fn bulk_into(
+    State(shared): State<Arc<Shared>>,
+    Path(index): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(run(&shared, Some(index), &headers, body).await)
+}
+
+fn respond(result: Result<Value, EsError>) -> Response {
+    match result {
+        Ok(answer) => axum::Json(answer).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// What became of one action.
+#[derive(Debug)]
+enum Outcome {
+    Pending,
+    Done {
+        status: u16,
+        result: &'static str,
+    },
+    Failed {
+        status: u16,
+        kind: &'static str,
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+struct Item {
+    action: &'static str,
+    index: String,
+    id: Option<String>,
+    outcome: Outcome,
+}
+
+impl Item {
+    fn fail(&mut self, status: u16, kind: &'static str, reason: impl Into<String>) {
+        self.outcome = Outcome::Failed {
+            status,
+            kind,
+            reason: reason.into(),
+        };
+    }
+
+    fn answer(&self, seq_no: &mut u64) -> Value {
+        let mut body = Map::new();
+        body.insert("_index".into(), json!(self.index));
+        body.insert("_id".into(), json!(self.id));
+        match &self.outcome {
+            Outcome::Done { status, result } => {
+                body.insert("_version".into(), json!(1));
+                body.insert("result".into(), json!(result));
+                body.insert(
+                    "_shards".into(),
+                    json!({"total": 1, "successful": 1, "failed": 0}),
+                );
+                body.insert("_seq_no".into(), json!(*seq_no));
+                body.insert("_primary_term".into(), json!(1));
+                body.insert("status".into(), json!(status));
+                *seq_no += 1;
+            }
+            Outcome::Failed {
+                status,
+                kind,
+                reason,
+            } => {
+                body.insert("status".into(), json!(status));
+                body.insert("error".into(), EsError::body(kind, reason));
+            }
+            Outcome::Pending => {
+                body.insert("status".into(), json!(500));
+                body.insert(
+                    "error".into(),
+                    EsError::body("exception", "the action was not carried out"),
+                );
+            }
+        }
+        json!({ self.action: body })
+    }
+}
+
+/// The documents of one index, as NDJSON lines for its ingest, and the item of each line.
+#[derive(Default)]
+struct IndexWrites {
+    lines: Vec<u8>,
+    items: Vec<usize>,
+    /// The time field of the first document that has one (for a table created here).
+    time_field: Option<&'static str>,
+}
+
+async fn run(
+    shared: &Arc<Shared>,
+    path_index: Option<String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Value, EsError> {
+    let started = Instant::now();
+    let limit = shared.config.limits.max_body_bytes;
+    let body = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
+        .await
+        .map_err(|e| {
+            EsError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "content_too_long_exception",
+                format!("the request body could not be read within limits.max_body_bytes ({limit} bytes): {e}"),
+            )
+        })?;
+    let compression = compression(headers).map_err(|e| {
+        EsError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "illegal_argument_exception",
+            e.message,
+        )
+    })?;
+    let lines = decoded_lines(compression, body)?;
+    let Plan {
+        mut items,
+        writes,
+        deletes,
+    } = plan(&lines, path_index.as_deref())?;
+
+    for (index, writes) in writes {
+        write_index(shared, &index, writes, &mut items).await;
+    }
+    for (index, targets) in deletes {
+        delete_from_index(shared, &index, targets, &mut items).await;
+    }
+
+    let errors = items
+        .iter()
+        .any(|item| !matches!(item.outcome, Outcome::Done { .. }));
+    let mut seq_no = 0;
+    let answers: Vec<Value> = items.iter().map(|item| item.answer(&mut seq_no)).collect();
+    Ok(json!({
+        "took": started.elapsed().as_millis() as u64,
+        "errors": errors,
+        "items": answers,
+    }))
+}
+
+/// The body's lines, decompressed (through ingest's own decompressors).
+fn decoded_lines(compression: Compression, body: Bytes) -> Result<Vec<Vec<u8>>, EsError> {
+    let input = Input::Stream(StreamInput::new(
+        "_bulk body".to_owned(),
+        compression,
+        Box::new(Cursor::new(body)),
+    ));
+    let unreadable = |e: &dyn std::fmt::Display| {
+        EsError::new(
+            StatusCode::BAD_REQUEST,
+            "parse_exception",
+            format!("the request body could not be read: {e}"),
+        )
+    };
+    let mut reader = input.open().map_err(|e| unreadable(&e))?;
+    let mut lines = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        if reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| unreadable(&e))?
+            == 0
+        {
+            break;
+        }
+        while matches!(line.last(), Some(b'\n' | b'\r')) {
+            line.pop();
+        }
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            lines.push(line);
+        }
+    }
+    Ok(lines)
+}
+
+/// A request's actions: its items in order, each index's documents, and each index's deletes
+/// (item and id).
+struct Plan {
+    items: Vec<Item>,
+    writes: BTreeMap<String, IndexWrites>,
+    deletes: BTreeMap<String, Vec<(usize, String)>>,
+}
+
+/// Reads the actions: the items in order, each index's documents, and the deletes. A line that
+/// is not an action, or an action without its document, fails the whole request (as
+/// Elasticsearch does); a bad document fails its item only.
+fn plan(lines: &[Vec<u8>], path_index: Option<&str>) -> Result<Plan, EsError> {
+    let mut items = Vec::new();
+    let mut writes: BTreeMap<String, IndexWrites> = BTreeMap::new();
+    let mut deletes: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    let mut next = 0;
+    while next < lines.len() {
+        let line_number = next + 1;
+        let malformed = |why: &str| {
+            EsError::new(
+                StatusCode::BAD_REQUEST,
+                "illegal_argument_exception",
+                format!("Malformed action/metadata line [{line_number}], {why}"),
+            )
+        };
+        let action: Value = serde_json::from_slice(&lines[next])
+            .map_err(|e| malformed(&format!("it is not JSON: {e}")))?;
+        next += 1;
+        let Some((name, metadata)) = action
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .and_then(|o| o.iter().next())
+        else {
+            return Err(malformed("expected an object with one action"));
+        };
+        let action: &'static str = match name.as_str() {
+            "index" => "index",
+            "create" => "create",
+            "delete" => "delete",
+            "update" => "update",
+            other => {
+                return Err(malformed(&format!(
+                    "expected one of [create, delete, index, update] but found [{other}]"
+                )));
+            }
+        };
+        let metadata = metadata.as_object().cloned().unwrap_or_default();
+        let index = match metadata
+            .get("_index")
+            .and_then(Value::as_str)
+            .or(path_index)
+        {
+            Some(index) => index.to_owned(),
+            None => {
+                return Err(EsError::new(
+                    StatusCode::BAD_REQUEST,
+                    "action_request_validation_exception",
+                    format!(
+                        "Validation Failed: 1: index is missing for the action on line {line_number};"
+                    ),
+                ));
+            }
+        };
+        let id = match metadata.get(ID_FIELD) {
+            Some(Value::String(id)) => Some(id.clone()),
+            Some(Value::Number(id)) => Some(id.to_string()),
+            _ => None,
+        };
+        let source = if action == "delete" {
+            None
+        } else {
+            let source = lines.get(next).ok_or_else(|| {
+                malformed(&format!(
+                    "the {action} action has no document line after it"
+                ))
+            })?;
+            next += 1;
+            Some(source)
+        };
+        let mut item = Item {
+            action,
+            index: index.clone(),
+            id,
+            outcome: Outcome::Pending,
+        };
+        if let Err(e) = strata_engine::table::validate_table_name(&index) {
+            item.fail(400, "invalid_index_name_exception", e.to_string());
+            items.push(item);
+            continue;
+        }
+        match (action, source) {
+            ("delete", _) => match &item.id {
+                Some(id) => deletes
+                    .entry(index)
+                    .or_default()
+                    .push((items.len(), id.clone())),
+                None => item.fail(
+                    400,
+                    "action_request_validation_exception",
+                    "Validation Failed: 1: id is missing;",
+                ),
+            },
+            ("update", _) => item.fail(
+                400,
+                "illegal_argument_exception",
+                "Strata's _bulk does not run partial updates; send the whole document with \
+                 an index action (or UPDATE … SET data = jsonb_set(…) over SQL)",
+            ),
+            (_, Some(source)) => match with_id(source, &mut item) {
+                Ok((document, time_field)) => {
+                    let target = writes.entry(index).or_default();
+                    target.lines.extend_from_slice(&document);
+                    target.lines.push(b'\n');
+                    target.items.push(items.len());
+                    target.time_field = target.time_field.or(time_field);
+                }
+                Err(reason) => item.fail(400, "document_parsing_exception", reason),
+            },
+            (_, None) => item.fail(400, "document_parsing_exception", "no document"),
+        }
+        items.push(item);
+    }
+    Ok(Plan {
+        items,
+        writes,
+        deletes,
+    })
+}
+
+/// The document with its `_id` (given, or generated into the item) as its first field, and
+/// its time field if it has one. The document's own text is kept as it came.
+fn with_id(source: &[u8], item: &mut Item) -> Result<(Vec<u8>, Option<&'static str>), String> {
+    let object = strata_json::parse_document_tree(source)
+        .map_err(|e| format!("failed to parse the document: {e}"))?;
+    if object.contains_key(ID_FIELD) {
+        return Err(
+            "Field [_id] is a metadata field and cannot be added inside a document. Use the \
+             index API request parameters."
+                .to_owned(),
+        );
+    }
+    let time_field = TIME_FIELDS
+        .into_iter()
+        .find(|field| object.get(*field).is_some_and(Value::is_string));
+    let id = item.id.get_or_insert_with(generated_id).clone();
+    let text = std::str::from_utf8(source)
+        .map_err(|e| e.to_string())?
+        .trim();
+    let inner = text
+        .strip_prefix('{')
+        .ok_or_else(|| "the document is not a JSON object".to_owned())?
+        .trim_start();
+    let mut document = format!("{{{}:{}", json!(ID_FIELD), json!(id));
+    if !inner.starts_with('}') {
+        document.push(',');
+    }
+    document.push_str(inner);
+    Ok((document.into_bytes(), time_field))
+}
+
+/// A new document id: 15 bytes (microseconds since 1970, the process id, a counter) written
+/// with a base-64 alphabet in ASCII order, so that ids sort by time of arrival and land after
+/// the key ranges of earlier parts.
+fn generated_id() -> String {
+    const ALPHABET: &[u8; 64] = b"-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    let mut bytes = [0u8; 15];
+    bytes[..8].copy_from_slice(&micros.to_be_bytes());
+    bytes[8..11].copy_from_slice(&std::process::id().to_be_bytes()[1..]);
+    bytes[11..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    let mut id = String::with_capacity(20);
+    for chunk in bytes.chunks(3) {
+        let n = (u32::from(chunk[0]) << 16) | (u32::from(chunk[1]) << 8) | u32::from(chunk[2]);
+        for shift in [18, 12, 6, 0] {
+            id.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
+        }
+    }
+    id
+}
+
+/// Loads one index's documents with one ingest and settles their items.
+async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, items: &mut [Item]) {
+    let exists = shared.data_dir.table_exists(index).unwrap_or(false);
+    let options = IngestOptions {
+        key: (!exists).then(|| (ID_FIELD.to_owned(), KeyType::String)),
+        time_column: if exists {
+            None
+        } else {
+            writes.time_field.map(str::to_owned)
+        },
+        on_conflict: OnConflict::Replace,
+        auto_merge: false,
+        max_line_bytes: Some(shared.config.limits.max_line_bytes),
+        ..IngestOptions::default()
+    };
+    let input = Input::Stream(StreamInput::new(
+        format!("_bulk into {index}"),
+        Compression::None,
+        Box::new(Cursor::new(writes.lines)),
+    ));
+    let outcome = ingest_on_thread(shared, index.to_owned(), input, options, usize::MAX).await;
+    let (result, rejects) = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            for &item in &writes.items {
+                items[item].fail(500, "exception", e.message.clone());
+            }
+            return;
+        }
+    };
+    let mut rejected: BTreeMap<u64, &Reject> = BTreeMap::new();
+    for reject in &rejects {
+        rejected.insert(reject.line, reject);
+    }
+    let failure = result
+        .as_ref()
+        .err()
+        .filter(|e| !matches!(e, EngineError::AllRejected { .. }));
+    if result.is_ok() {
+        shared.merger.ingested(index);
+    }
+    for (line, &item) in writes.items.iter().enumerate() {
+        let item = &mut items[item];
+        if let Some(reject) = rejected.get(&(line as u64 + 1)) {
+            item.fail(400, "document_parsing_exception", reject.reason.clone());
+        } else if let Some(e) = failure {
+            item.fail(500, "exception", e.to_string());
+        } else {
+            item.outcome = Outcome::Done {
+                status: 201,
+                result: "created",
+            };
+        }
+    }
+}
+
+/// Deletes one index's ids, one commit each, and settles their items.
+async fn delete_from_index(
+    shared: &Arc<Shared>,
+    index: &str,
+    targets: Vec<(usize, String)>,
+    items: &mut [Item],
+) {
+    let data_dir = shared.data_dir.clone();
+    let table = index.to_owned();
+    let ids: Vec<String> = targets.iter().map(|(_, id)| id.clone()).collect();
+    let results = tokio::task::spawn_blocking(move || {
+        let exists = data_dir.table_exists(&table).unwrap_or(false);
+        ids.into_iter()
+            .map(|id| {
+                if !exists {
+                    return Ok(0);
+                }
+                strata_engine::delete_keys(&data_dir, &table, vec![KeyValue::String(id)])
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    let results = match results {
+        Ok(results) => results,
+        Err(e) => {
+            for (item, _) in &targets {
+                items[*item].fail(500, "exception", e.to_string());
+            }
+            return;
+        }
+    };
+    let mut deleted_any = false;
+    for ((item, _), result) in targets.iter().zip(results) {
+        let item = &mut items[*item];
+        match result {
+            Ok(0) => {
+                item.outcome = Outcome::Done {
+                    status: 404,
+                    result: "not_found",
+                }
+            }
+            Ok(_) => {
+                deleted_any = true;
+                item.outcome = Outcome::Done {
+                    status: 200,
+                    result: "deleted",
+                };
+            }
+            Err(e) => item.fail(400, "illegal_argument_exception", e.to_string()),
+        }
+    }
+    if deleted_any {
+        shared.merger.ingested(index);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<Vec<u8>> {
+        text.lines().map(|l| l.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn generated_ids_sort_by_time_and_are_unique() {
+        let ids: Vec<String> = (0..1000).map(|_| generated_id()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len());
+        assert!(ids.iter().all(|id| id.len() == 20));
+        assert!(ids.first() < ids.last());
+    }
+
+    #[test]
+    fn every_action_gets_an_item_in_order() {
+        let body = lines(concat!(
+            r#"{"index":{"_index":"logs","_id":"a"}}"#,
+            "\n",
+            r#"{"msg":"one","@timestamp":"2024-01-01T00:00:00Z"}"#,
+            "\n",
+            r#"{"create":{"_type":"_doc"}}"#,
+            "\n",
+            r#"{"msg":"two"}"#,
+            "\n",
+            r#"{"index":{}}"#,
+            "\n",
+            r#"not json"#,
+            "\n",
+            r#"{"update":{"_id":"a"}}"#,
+            "\n",
+            r#"{"doc":{"msg":"x"}}"#,
+            "\n",
+            r#"{"delete":{"_index":"other","_id":7}}"#,
+            "\n",
+            r#"{"index":{"_index":"Bad/Name"}}"#,
+            "\n",
+            r#"{"x":1}"#,
+            "\n",
+            r#"{"index":{}}"#,
+            "\n",
+            r#"{"_id":"inside","x":1}"#,
+            "\n",
+        ));
+        let Plan {
+            items,
+            writes,
+            deletes,
+        } = plan(&body, Some("logs")).unwrap();
+        let actions: Vec<&str> = items.iter().map(|i| i.action).collect();
+        assert_eq!(
+            actions,
+            [
+                "index", "create", "index", "update", "delete", "index", "index"
+            ]
+        );
+        let failed: Vec<bool> = items
+            .iter()
+            .map(|i| matches!(i.outcome, Outcome::Failed { .. }))
+            .collect();
+        assert_eq!(failed, [false, false, true, true, false, true, true]);
+        let logs = &writes["logs"];
+        assert_eq!(logs.items, [0, 1]);
+        assert_eq!(logs.time_field, Some("@timestamp"));
+        let text = String::from_utf8(logs.lines.clone()).unwrap();
+        let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(
+            first,
+            json!({"_id": "a", "msg": "one", "@timestamp": "2024-01-01T00:00:00Z"})
+        );
+        assert_eq!(items[1].id.as_ref().map(String::len), Some(20));
+        assert_eq!(deletes["other"], [(4, "7".to_owned())]);
+    }
+
+    #[test]
+    fn a_broken_action_line_fails_the_request() {
+        assert!(plan(&lines("{\"index\":{}}"), Some("logs")).is_err());
+        assert!(plan(&lines("{\"upsert\":{}}\n{}"), Some("logs")).is_err());
+        assert!(plan(&lines("{\"index\":{}}\n{}"), None).is_err());
+        assert!(plan(&lines("[1]\n{}"), Some("logs")).is_err());
+        let plan = plan(&lines("{\"index\":{}}\n{}"), Some("logs")).unwrap();
+        assert_eq!(plan.items.len(), 1);
+    }
+}

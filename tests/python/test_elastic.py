@@ -1,0 +1,147 @@
+"""Elasticsearch-compatible endpoints (issue 15) driven by the official clients, as shippers and
+applications use them: the Elasticsearch Python client and OpenSearch's, `helpers.bulk` with and
+without `_id`s, per-item errors, deletes, and the probe endpoints. Every line of the real Apache log
+(tests/data/SOURCES.md) arrives once."""
+import gzip
+import json
+import re
+
+import pytest
+from elasticsearch import Elasticsearch, helpers as es_helpers
+from opensearchpy import OpenSearch, helpers as os_helpers
+
+from conftest import DATA
+from server import Server
+
+LOG = DATA / "apache_access_2015-05.log"
+COMBINED = re.compile(
+    r'^(\S+) (\S+) (\S+) \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+|-) "([^"]*)" "([^"]*)"$')
+
+
+def log_documents():
+    """Each line as a shipper would send it: parsed fields when it parses, else the message."""
+    docs = []
+    for line in LOG.read_text().splitlines():
+        m = COMBINED.match(line)
+        if m:
+            docs.append({"client": m.group(1), "request": m.group(5), "status": int(m.group(6)),
+                         "message": line})
+        else:
+            docs.append({"message": line})
+    return docs
+
+
+@pytest.fixture
+def server(tmp_path):
+    with Server(tmp_path / "db") as server:
+        yield server
+
+
+def count(server, table):
+    return server.rows(f'SELECT count(*) AS n FROM "{table}"')[0]["n"]
+
+
+def test_the_elasticsearch_client_ships_the_real_log(server):
+    es = Elasticsearch(server.url, request_timeout=120)
+    info = es.info()
+    assert info["version"]["number"] == "8.17.0" and info["tagline"] == "You Know, for Search"
+    assert es.cluster.health()["status"] == "green"
+    assert not es.indices.exists(index="apache-2015.05")
+    docs = log_documents()
+    ok, errors = es_helpers.bulk(
+        es, ({"_index": "apache-2015.05", "_source": doc} for doc in docs), chunk_size=700)
+    assert (ok, errors) == (len(docs), [])
+    assert es.indices.exists(index="apache-2015.05")
+    assert count(server, "apache-2015.05") == len(docs)
+    # Every line once, exactly as sent.
+    rows = server.rows('SELECT data.message AS m FROM "apache-2015.05"')
+    assert sorted(r["m"] for r in rows) == sorted(LOG.read_text().splitlines())
+    statuses = server.rows('SELECT data.status AS s, count(*) AS n FROM "apache-2015.05" '
+                           "WHERE data.status = 404 GROUP BY 1")
+    assert statuses == [{"s": 404, "n": sum(1 for d in docs if d.get("status") == 404)}]
+
+
+def test_ids_make_a_resent_batch_harmless(server):
+    es = Elasticsearch(server.url, request_timeout=60)
+    docs = log_documents()[:500]
+    actions = [{"_index": "web", "_id": f"line-{i}", "_source": doc} for i, doc in enumerate(docs)]
+    for _ in range(2):  # a shipper that timed out sends the same batch again
+        assert es_helpers.bulk(es, actions) == (500, [])
+    assert count(server, "web") == 500
+    # A newer version of a document replaces the older one.
+    es_helpers.bulk(es, [{"_index": "web", "_id": "line-0", "_source": {"message": "v2"}}])
+    assert server.rows("SELECT data.message AS m FROM web WHERE data._id = 'line-0'") == [{"m": "v2"}]
+    # Deletes by id; a missing id is not found, not an error of the batch.
+    ok, errors = es_helpers.bulk(
+        es, [{"_op_type": "delete", "_index": "web", "_id": "line-1"},
+             {"_op_type": "delete", "_index": "web", "_id": "no-such-id"}],
+        raise_on_error=False)
+    assert count(server, "web") == 499
+    assert [e["delete"]["status"] for e in errors] == [404]
+
+
+def test_each_item_has_its_own_status(server):
+    es = Elasticsearch(server.url, request_timeout=60)
+    actions = [
+        {"_index": "mixed", "_source": {"n": 1}},
+        {"_index": "mixed", "_source": {"_id": "inside", "n": 2}},  # a metadata field: refused
+        {"_op_type": "update", "_index": "mixed", "_id": "a", "doc": {"n": 3}},
+        {"_index": "Bad*Name", "_source": {"n": 4}},
+        {"_index": "mixed", "_source": {"n": 5}},
+    ]
+    ok, errors = es_helpers.bulk(es, actions, raise_on_error=False)
+    assert ok == 2
+    assert sorted(next(iter(e.values()))["status"] for e in errors) == [400, 400, 400]
+    assert count(server, "mixed") == 2
+    # The raw answer: compact JSON, one item per action in order (Vector reads `"errors":true`).
+    body = "".join(json.dumps(line) + "\n" for line in [
+        {"index": {"_index": "mixed"}}, {"n": 6},
+        {"index": {"_index": "mixed"}}, [1, 2],
+        {"create": {"_index": "mixed", "_type": "_doc"}}, {"n": 7},
+    ]).encode()
+    status, headers, answer = server.request(
+        "POST", "/_bulk", gzip.compress(body),
+        headers={"Content-Type": "application/x-ndjson", "Content-Encoding": "gzip"})
+    assert status == 200 and headers["x-elastic-product"] == "Elasticsearch"
+    assert b'"errors":true' in answer
+    items = json.loads(answer)["items"]
+    assert [list(i)[0] for i in items] == ["index", "index", "create"]
+    assert [next(iter(i.values()))["status"] for i in items] == [201, 400, 201]
+    # A broken action line fails the whole request, as Elasticsearch does.
+    status, _, answer = server.request("POST", "/_bulk", b'{"index":{"_index":"x"}}\n',
+                                       headers={"Content-Type": "application/x-ndjson"})
+    assert status == 400 and json.loads(answer)["error"]["type"] == "illegal_argument_exception"
+
+
+def test_probes_shippers_call_first(server):
+    for path, expected in [
+        ("/", 200), ("/_license", 200), ("/_xpack", 200), ("/_nodes/http", 200),
+        ("/_cluster/health", 200), ("/_index_template/logs", 404), ("/_ingest/pipeline/p", 404),
+    ]:
+        status, headers, _ = server.request("GET", path)
+        assert (path, status) == (path, expected)
+        assert headers["x-elastic-product"] == "Elasticsearch"
+    status, _, answer = server.request("PUT", "/_index_template/logs", b'{"index_patterns":["logs-*"]}',
+                                       headers={"Content-Type": "application/json"})
+    assert status == 200 and json.loads(answer)["acknowledged"] is True
+    status, _, _ = server.request("HEAD", "/nothing-here")
+    assert status == 404
+
+
+def test_a_time_field_becomes_the_time_column(server):
+    es = Elasticsearch(server.url, request_timeout=60)
+    docs = [{"@timestamp": f"2024-01-01T00:00:{s:02}Z", "n": s} for s in (5, 1, 3)]
+    es_helpers.bulk(es, ({"_index": "events", "_source": d} for d in docs))
+    tables = server.request("GET", "/v1/tables")[2].decode()
+    assert "@timestamp" in tables
+    rows = server.rows('SELECT data.n AS n FROM events ORDER BY data."@timestamp"')
+    assert [r["n"] for r in rows] == [1, 3, 5]
+
+
+def test_the_opensearch_client(server):
+    client = OpenSearch(hosts=[server.url], timeout=60)
+    assert client.info()["version"]["number"] == "8.17.0"
+    docs = log_documents()[:1000]
+    ok, errors = os_helpers.bulk(client, ({"_index": "os-logs", "_source": d} for d in docs))
+    assert (ok, errors) == (1000, [])
+    assert count(server, "os-logs") == 1000
