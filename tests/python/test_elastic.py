@@ -145,3 +145,56 @@ def test_the_opensearch_client(server):
     ok, errors = os_helpers.bulk(client, ({"_index": "os-logs", "_source": d} for d in docs))
     assert (ok, errors) == (1000, [])
     assert count(server, "os-logs") == 1000
+
+
+def omelasticsearch_installed():
+    import glob
+    import shutil
+    return shutil.which("rsyslogd") and glob.glob("/usr/lib/*/rsyslog/omelasticsearch.so")
+
+
+@pytest.mark.skipif(not omelasticsearch_installed(),
+                    reason="rsyslog with omelasticsearch is not installed (tests/install-clients.sh)")
+def test_rsyslog_ships_the_real_log_once(server, tmp_path):
+    """rsyslog tails the Apache log (imfile) and ships it with its Elasticsearch output in bulk
+    mode, retrying forever: every line must arrive once, byte for byte."""
+    import subprocess
+    import time
+    work = tmp_path / "rsyslog"
+    work.mkdir()
+    errors = work / "es-errors.json"
+    conf = work / "rsyslog.conf"
+    conf.write_text(f"""
+global(workDirectory="{work}")
+module(load="imfile")
+module(load="omelasticsearch")
+template(name="doc" type="list" option.json="on") {{
+  constant(value="{{\\"message\\":\\"")
+  property(name="msg")
+  constant(value="\\"}}")
+}}
+input(type="imfile" File="{LOG}" Tag="apache" ruleset="ship")
+ruleset(name="ship") {{
+  action(type="omelasticsearch" server="127.0.0.1" serverport="{server.http_port}"
+         searchIndex="apache-rsyslog" template="doc" bulkmode="on" maxbytes="1m"
+         errorfile="{errors}" queue.type="linkedlist" queue.dequeuebatchsize="1000"
+         action.resumeretrycount="-1")
+}}
+""")
+    proc = subprocess.Popen(["rsyslogd", "-n", "-f", str(conf), "-i", str(work / "rsyslog.pid")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = LOG.read_text().splitlines()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, _, answer = server.query('SELECT count(*) AS n FROM "apache-rsyslog"')
+            if status == 200 and json.loads(answer)["n"] >= len(lines):
+                break
+            time.sleep(0.5)
+        time.sleep(1)  # anything more would be a duplicate
+        rows = server.rows('SELECT data.message AS m FROM "apache-rsyslog"')
+        assert sorted(r["m"] for r in rows) == sorted(lines)
+        assert not errors.exists() or errors.read_text() == ""
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
