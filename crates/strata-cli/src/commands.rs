@@ -47,6 +47,7 @@ pub fn run(cli: Cli) -> CliResult {
             no_merge,
             pipeline,
             time_column,
+            text_index,
             config,
         } => {
             let pipelines = match &config {
@@ -61,6 +62,7 @@ pub fn run(cli: Cli) -> CliResult {
                 auto_merge: !no_merge,
                 pipeline: pipeline.map(|name| pipelines.get(&name)).transpose()?,
                 time_column,
+                text_index,
                 ..Default::default()
             };
             run_ingest(&data_dir, &table, &files, &options)

@@ -72,6 +72,10 @@ pub enum Command {
         /// given). With --pipeline, the pipeline's time field by default.
         #[arg(long, value_name = "PATH")]
         time_column: Option<String>,
+        /// Paths of a new table whose string values get a text index, for `matches(…)`
+        /// (comma-separated dotted paths; `message` by default with --pipeline text).
+        #[arg(long, value_delimiter = ',', value_name = "PATH,...")]
+        text_index: Option<Vec<String>>,
         /// Config file (TOML) whose [pipelines.NAME] sections declare pipelines.
         #[arg(long)]
         config: Option<PathBuf>,

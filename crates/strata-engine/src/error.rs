@@ -58,6 +58,16 @@ pub enum EngineError {
     },
     #[error("invalid key path {path:?}: {reason}")]
     InvalidKey { path: String, reason: String },
+    #[error("invalid text index path {path:?}: {reason}")]
+    InvalidTextIndex { path: String, reason: String },
+    #[error(
+        "table {table} has a text index on [{existing}]; it is fixed when the table is created (given: [{given}])"
+    )]
+    TextIndexMismatch {
+        table: String,
+        existing: String,
+        given: String,
+    },
     #[error("invalid time column {path:?}: {reason}")]
     InvalidTimeColumn { path: String, reason: String },
     #[error(

@@ -646,12 +646,14 @@ fn merge_group(
     })
 }
 
-/// Deletes a part that no manifest lists, with its checksum and key files (a failure leaves
-/// garbage for a later writer).
+/// Deletes a part that no manifest lists, with its checksum, key and text index files (a
+/// failure leaves garbage for a later writer).
 fn discard_part(table_dir: &Path, file: &str) {
     let path = Manifest::part_path(table_dir, file);
     let keys = Manifest::part_path(table_dir, &strata_format::keys::key_file(file));
+    let text = Manifest::part_path(table_dir, &strata_format::text_index::text_index_file(file));
     for path in [
+        text,
         strata_format::checksum::checksum_path(&keys),
         keys,
         strata_format::checksum::checksum_path(&path),
@@ -906,6 +908,7 @@ mod tests {
             deletes: None,
             keys: None,
             newest_write: None,
+            text_index: None,
         }
     }
 

@@ -31,10 +31,12 @@ pub(crate) fn shred_options(settings: &TableSettings) -> ShredOptions {
     }
 }
 
-/// How parts of a table with these settings are written (a keyed table's get key files).
+/// How parts of a table with these settings are written (a keyed table's get key files; text-
+/// indexed paths get text index files).
 pub(crate) fn part_writer_options(settings: &TableSettings) -> PartWriterOptions {
     PartWriterOptions {
         key_column: settings.key.as_ref().map(|k| k.path.clone()),
+        text_columns: settings.text_index.clone(),
         ..PartWriterOptions::default()
     }
 }

@@ -80,6 +80,16 @@ pub fn validate_time_column(raw: &str) -> Result<String, EngineError> {
         })
 }
 
+/// Checks user-written dotted text-index paths and returns them encoded (as sort-key paths).
+pub fn validate_text_index(paths: &[String]) -> Result<Vec<String>, EngineError> {
+    validate_sort_key(paths).map_err(|e| match e {
+        EngineError::InvalidSortKey { path, reason, .. } => {
+            EngineError::InvalidTextIndex { path, reason }
+        }
+        other => other,
+    })
+}
+
 /// Checks a user-written dotted key path and returns the table's key setting.
 ///
 /// Rejected as sort-key paths are (empty, empty segments, a lone trailing backslash), and a
@@ -239,6 +249,7 @@ mod tests {
             sort_key: keys(&["kind"]),
             max_columns: 1024,
             key: None,
+            text_index: Vec::new(),
         };
         let change = |name: &str, value: &str| SettingChange {
             name: name.into(),

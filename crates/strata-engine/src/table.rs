@@ -479,8 +479,9 @@ pub(crate) fn collect_garbage(
         let name = entry.file_name().to_string_lossy().into_owned();
         // A part's checksum file lives and dies with its part.
         let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
-        // So does its key file (and the key file's checksum file).
+        // So does its key file (and the key file's checksum file), and its text index.
         let part_name = key_file_part(part_name).unwrap_or(part_name);
+        let part_name = strata_format::text_index::text_index_part(part_name).unwrap_or(part_name);
         let listed = manifest.parts.iter().any(|p| p.file == part_name)
             || manifest.retired.iter().any(|r| r.file == part_name)
             || crate::deletes::listed_vectors(manifest).any(|file| file == name);

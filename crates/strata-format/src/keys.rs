@@ -579,6 +579,7 @@ mod tests {
             deletes: None,
             keys: Some(keys.clone()),
             newest_write: None,
+            text_index: None,
         };
         assert!(check_key_file(&parts, &part, &keys).is_empty());
         let wrong_rows = PartEntry {

@@ -19,6 +19,7 @@ pub mod manifest;
 pub mod part;
 pub mod profile;
 pub mod selfcheck;
+pub mod text_index;
 
 pub use checksum::{
     OpenedPart, PartChecksums, PartFile, VerifiedPartReader, check_part, open_part,
@@ -34,6 +35,7 @@ pub use part::{
     read_part_batches, read_part_within, sparse_columns, write_part,
 };
 pub use profile::ColumnProfile;
+pub use text_index::{PartTextIndex, TextIndex, write_text_index};
 
 /// Version of the on-disk format of a table without deletions. Readers accept this version and
 /// [`FORMAT_VERSION_WITH_DELETES`]; a future version bump comes with a migration note in

@@ -38,6 +38,9 @@ pub struct TableSettings {
     /// are; absent for tables without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_column: Option<String>,
+    /// Paths (encoded) whose string values get a text index in every part (ADR 0019).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_index: Vec<String>,
 }
 
 /// A table's primary key: a JSON path (encoded, as sort-key paths are) and its values' type.
@@ -100,6 +103,9 @@ pub struct PartEntry {
     /// unknown: taken as "possibly after any snapshot".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub newest_write: Option<u64>,
+    /// The part's text index (ADR 0019), for tables with text-indexed paths; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_index: Option<crate::text_index::PartTextIndex>,
 }
 
 impl PartEntry {

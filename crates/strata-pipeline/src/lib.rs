@@ -146,6 +146,12 @@ impl Pipeline {
         self.time.as_ref().map(|time| self.stored_name(&time.field))
     }
 
+    /// Whether documents hold the whole line as `message` (the `text` pipeline, and those with
+    /// `keep_message`): a table it creates gets a text index on `message`.
+    pub fn keeps_message(&self) -> bool {
+        self.keep_message
+    }
+
     fn stored_name<'a>(&'a self, field: &'a str) -> &'a str {
         self.rename.get(field).map_or(field, String::as_str)
     }

@@ -21,6 +21,7 @@ pub mod rule;
 pub mod scan;
 pub mod stream;
 pub mod table;
+pub mod text_search;
 pub mod transaction;
 pub mod udf;
 

@@ -10,6 +10,7 @@
 //! - `date_diff(unit, start, end)`: number of `unit` boundaries crossed from `start` to `end`.
 //! - `strata_compare_number(number_text, op, literal)`: exact comparison of JSON numbers with a
 //!   SQL number (emitted by the `TypeComparisonsByLiteral` rule).
+//! - `matches(text, query)`: full-text search (`crate::text_search`).
 
 use std::sync::Arc;
 
@@ -42,6 +43,7 @@ pub fn all_functions() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(crate::jsonb::JsonbConcat::new()),
         ScalarUDF::new_from_impl(crate::jsonb::JsonbSet::new()),
         ScalarUDF::new_from_impl(crate::jsonb::ToJsonb::new()),
+        ScalarUDF::new_from_impl(crate::text_search::Matches::new()),
     ]
 }
 
@@ -63,7 +65,7 @@ fn literal_string<'a>(args: &'a ReturnFieldArgs, index: usize) -> Option<&'a str
     }
 }
 
-fn scalar_string(value: &ColumnarValue) -> Option<String> {
+pub(crate) fn scalar_string(value: &ColumnarValue) -> Option<String> {
     match value {
         ColumnarValue::Scalar(ScalarValue::Utf8(Some(s)))
         | ColumnarValue::Scalar(ScalarValue::Utf8View(Some(s)))

@@ -43,6 +43,10 @@ pub fn of_engine_error(error: &EngineError) -> &'static str {
         | EngineError::InvalidSetting { .. }
         | EngineError::InvalidKey { .. }
         | EngineError::KeyMismatch { .. }
+        | EngineError::InvalidTimeColumn { .. }
+        | EngineError::TimeColumnMismatch { .. }
+        | EngineError::InvalidTextIndex { .. }
+        | EngineError::TextIndexMismatch { .. }
         | EngineError::SortKeyMismatch { .. } => INVALID_PARAMETER,
         EngineError::DuplicateKey { .. } => UNIQUE_VIOLATION,
         EngineError::WriteConflict { .. } => SERIALIZATION_FAILURE,

@@ -33,7 +33,8 @@ use crate::part_writing::{
     spawn_part_writer, write_shredded,
 };
 use crate::settings::{
-    validate_key, validate_max_columns, validate_sort_key, validate_time_column,
+    validate_key, validate_max_columns, validate_sort_key, validate_text_index,
+    validate_time_column,
 };
 use crate::table::{DataDir, collect_garbage, new_part_file};
 
@@ -72,6 +73,10 @@ pub struct IngestOptions {
     /// The table's time column, a dotted path: recorded when the table is created (and then its
     /// sort key unless one is given), checked against it otherwise.
     pub time_column: Option<String>,
+    /// Dotted paths whose string values get a text index (ADR 0019): recorded when the table is
+    /// created, checked against it otherwise. With a pipeline that keeps `message`, that path by
+    /// default.
+    pub text_index: Option<Vec<String>>,
 }
 
 impl Default for IngestOptions {
@@ -87,6 +92,7 @@ impl Default for IngestOptions {
             wal_applied: None,
             pipeline: None,
             time_column: None,
+            text_index: None,
         }
     }
 }
@@ -376,6 +382,10 @@ struct RequestedSettings {
     /// The pipeline's time field: the time column of a table this ingest creates, when none is
     /// given (not checked against an existing table).
     default_time_column: Option<String>,
+    text_index: Option<Vec<String>>,
+    /// `message`, for a pipeline that keeps it: the text index of a table this ingest creates,
+    /// when none is given.
+    default_text_index: Vec<String>,
 }
 
 fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, EngineError> {
@@ -402,6 +412,17 @@ fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, Engi
             .and_then(|pipeline| pipeline.time_field())
             .map(validate_time_column)
             .transpose()?,
+        text_index: options
+            .text_index
+            .as_deref()
+            .map(validate_text_index)
+            .transpose()?,
+        default_text_index: match &options.pipeline {
+            Some(pipeline) if pipeline.keeps_message() => {
+                validate_text_index(&[strata_pipeline::MESSAGE_FIELD.to_owned()])?
+            }
+            _ => Vec::new(),
+        },
     })
 }
 
@@ -443,6 +464,15 @@ fn open_manifest(
                     given,
                 });
             }
+            if let Some(given) = requested.text_index
+                && given != existing.settings.text_index
+            {
+                return Err(EngineError::TextIndexMismatch {
+                    table: table.to_owned(),
+                    existing: existing.settings.text_index.join(", "),
+                    given: given.join(", "),
+                });
+            }
             (existing, false)
         }
         None => {
@@ -454,6 +484,7 @@ fn open_manifest(
                         .or_else(|| time_column.clone().map(|time| vec![time]))
                         .unwrap_or_default(),
                     time_column,
+                    text_index: requested.text_index.unwrap_or(requested.default_text_index),
                     max_columns: requested
                         .max_columns
                         .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),

@@ -91,10 +91,12 @@ fn view_stem() -> String {
     )
 }
 
-/// The files a part named `file` is written as: itself, its key file, their checksum files.
+/// The files a part named `file` is written as: itself, its key file, their checksum files,
+/// its text index.
 fn part_files(file: &str) -> Vec<String> {
     let keys = key_file(file);
     vec![
+        strata_format::text_index::text_index_file(file),
         format!("{file}{CHECKSUM_SUFFIX}"),
         format!("{keys}{CHECKSUM_SUFFIX}"),
         keys,

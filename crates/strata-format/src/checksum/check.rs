@@ -111,5 +111,18 @@ pub fn check_part(path: &Path, entry: &PartEntry) -> (Vec<String>, String) {
         }
         _ => note,
     };
+    let note = match (&entry.text_index, path.parent().and_then(Path::parent)) {
+        (Some(text), Some(table_dir)) => {
+            let found = crate::text_index::check_text_index(table_dir, text);
+            let verified = found.is_empty();
+            problems.extend(found);
+            if verified {
+                format!("{note}; text index {} verified", text.file)
+            } else {
+                note
+            }
+        }
+        _ => note,
+    };
     (problems, note)
 }

@@ -18,6 +18,8 @@ pub struct PartWriterOptions {
     /// The column (encoded path) of the table's key: the part gets a key file built from it
     /// (`crate::keys`). None for tables without a key.
     pub key_column: Option<String>,
+    /// Columns (encoded paths) whose string values get a text index (`crate::text_index`).
+    pub text_columns: Vec<String>,
 }
 
 impl Default for PartWriterOptions {
@@ -25,6 +27,7 @@ impl Default for PartWriterOptions {
         PartWriterOptions {
             zstd_level: 3,
             key_column: None,
+            text_columns: Vec::new(),
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct PartWriter {
     profiles: Vec<ProfileBuilder>,
     /// The key column (name, and its slices of every batch written) when the table has a key.
     key_column: Option<(String, Vec<ArrayRef>)>,
+    /// The text-indexed columns this part can index (name, slices of every batch written): those
+    /// typed as strings with no value of their path in the remainder.
+    text_columns: Vec<(String, Vec<ArrayRef>)>,
 }
 
 /// A column's profile while its part is written.
@@ -136,6 +139,7 @@ impl PartWriter {
         let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
         let writer =
             ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
+        let layout_text_columns = TextColumnLayout::of(&layout);
         let profiles = profiled_columns(&layout, sort_key, hints)
             .map(|(index, column)| ProfileBuilder {
                 carried_plain_bytes: hints.dictionary.get(&column.name).copied(),
@@ -157,6 +161,7 @@ impl PartWriter {
             rows: 0,
             bounds: BTreeMap::new(),
             key_column: options.key_column.clone().map(|name| (name, Vec::new())),
+            text_columns: indexable_text_columns(&layout_text_columns, &options.text_columns),
         })
     }
 
@@ -198,6 +203,15 @@ impl PartWriter {
                 .ok_or_else(|| FormatError::Damaged {
                     path: self.tmp_path.clone(),
                     message: format!("rows written without the key column {name}"),
+                })?;
+            slices.push(column.clone());
+        }
+        for (name, slices) in &mut self.text_columns {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| FormatError::Damaged {
+                    path: self.tmp_path.clone(),
+                    message: format!("rows written without the text column {name}"),
                 })?;
             slices.push(column.clone());
         }
@@ -305,6 +319,26 @@ impl PartWriter {
             }
             None => None,
         };
+        let parts_dir = self.final_path.parent().unwrap_or(Path::new("."));
+        let mut text_columns = Vec::with_capacity(self.text_columns.len());
+        for (name, slices) in std::mem::take(&mut self.text_columns) {
+            let slices: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
+            let column = arrow::compute::concat(&slices).map_err(|source| FormatError::Arrow {
+                path: self.final_path.clone(),
+                source,
+            })?;
+            text_columns.push((name, column));
+        }
+        let text_index = if self.rows > 0 {
+            crate::text_index::write_text_index(
+                parts_dir,
+                &self.file,
+                &text_columns,
+                super::GRANULE_ROWS,
+            )?
+        } else {
+            None
+        };
         let (sort_key_min, sort_key_max) = self
             .bounds
             .into_iter()
@@ -330,8 +364,50 @@ impl PartWriter {
             deletes: None,
             keys,
             newest_write: None,
+            text_index,
         })
     }
+}
+
+/// What a part's layout says about a path's values: typed as a string column, and whether any
+/// may be in the remainder.
+struct TextColumnLayout {
+    string_columns: BTreeSet<String>,
+    in_remainder: BTreeSet<String>,
+    remainder_truncated: bool,
+}
+
+impl TextColumnLayout {
+    fn of(layout: &PartSchema) -> TextColumnLayout {
+        TextColumnLayout {
+            string_columns: layout
+                .columns
+                .iter()
+                .filter(|c| c.kind == Kind::String)
+                .map(|c| c.name.clone())
+                .collect(),
+            in_remainder: layout.remainder_paths.keys().cloned().collect(),
+            remainder_truncated: layout.remainder_paths_truncated,
+        }
+    }
+}
+
+/// The text columns a part can index: every value of the path must be in its typed string
+/// column, so that a granule without a token truly holds no row with it (`crate::text_index`).
+fn indexable_text_columns(
+    layout: &TextColumnLayout,
+    wanted: &[String],
+) -> Vec<(String, Vec<ArrayRef>)> {
+    if layout.remainder_truncated {
+        return Vec::new();
+    }
+    wanted
+        .iter()
+        .filter(|name| {
+            layout.string_columns.contains(*name) && !layout.in_remainder.contains(*name)
+        })
+        .map(|name| (name.clone(), Vec::new()))
+        .collect()
 }
 
 /// The columns a part profiles, with their index in the schema: string-valued ones dense enough

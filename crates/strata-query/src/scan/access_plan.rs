@@ -67,6 +67,10 @@ pub(super) struct PruneCounts {
     pub(super) parts_pruned_by_key_index: usize,
     /// Rows (of parts read) that the key index showed hold none of those keys (ADR 0016).
     pub(super) rows_pruned_by_key_index: usize,
+    /// Granules whose text index filters hold none of a `matches` query's tokens (ADR 0019).
+    pub(super) granules_pruned_by_text_index: usize,
+    /// Rows the plan would have read in those granules.
+    pub(super) rows_pruned_by_text_index: usize,
 }
 
 impl PruneCounts {
@@ -75,7 +79,9 @@ impl PruneCounts {
     }
 
     pub(super) fn granules_pruned(&self) -> usize {
-        self.granules_pruned_by_statistics + self.granules_pruned_by_key_runs
+        self.granules_pruned_by_statistics
+            + self.granules_pruned_by_key_runs
+            + self.granules_pruned_by_text_index
     }
 
     pub(super) fn rows_pruned_by_statistics(&self) -> usize {
@@ -86,6 +92,7 @@ impl PruneCounts {
         self.rows_pruned_by_statistics()
             + self.rows_pruned_by_key_runs
             + self.rows_pruned_by_key_index
+            + self.rows_pruned_by_text_index
     }
 }
 
@@ -205,6 +212,18 @@ pub(super) fn keep_key_rows(
         }
     }
     counts.rows_pruned_by_key_index += keep_only(plan, parquet, &ranges);
+}
+
+/// Narrows `plan` to the granules the text index keeps (`prune::text_index`).
+pub(super) fn keep_text_rows(
+    plan: &mut ParquetAccessPlan,
+    parquet: &ParquetMetaData,
+    kept: &[Range<u64>],
+    granules_pruned: usize,
+    counts: &mut PruneCounts,
+) {
+    counts.granules_pruned_by_text_index += granules_pruned;
+    counts.rows_pruned_by_text_index += keep_only(plan, parquet, kept);
 }
 
 /// Narrows `plan` to the part rows in `kept` (sorted, disjoint); returns how many rows the plan

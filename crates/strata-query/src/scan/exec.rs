@@ -31,8 +31,8 @@ use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
-use super::prune::key_index;
 use super::prune::part::parts_to_scan;
+use super::prune::{key_index, text_index};
 use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
 };
@@ -108,6 +108,17 @@ impl StrataScanExec {
             let mut plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
             if let Some(rows) = &key_rows {
                 access_plan::keep_key_rows(&mut plan, metadata.metadata(), rows, &mut counts);
+            }
+            let text_rows = text_index::text_rows(&dir, entry, &predicate)
+                .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
+            if let Some(text_rows) = &text_rows {
+                access_plan::keep_text_rows(
+                    &mut plan,
+                    metadata.metadata(),
+                    &text_rows.kept,
+                    text_rows.granules_pruned,
+                    &mut counts,
+                );
             }
             let deleted = metadata_cache
                 .deletion_vector(&dir, entry)
@@ -187,6 +198,11 @@ impl StrataScanExec {
             ("rows_deleted", c.rows_deleted),
             ("parts_pruned_by_key_index", c.parts_pruned_by_key_index),
             ("rows_pruned_by_key_index", c.rows_pruned_by_key_index),
+            (
+                "granules_pruned_by_text_index",
+                c.granules_pruned_by_text_index,
+            ),
+            ("rows_pruned_by_text_index", c.rows_pruned_by_text_index),
         ] {
             MetricBuilder::new(&self.metrics)
                 .global_counter(name)

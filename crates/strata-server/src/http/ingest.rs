@@ -58,6 +58,9 @@ pub struct IngestParams {
     pipeline: Option<String>,
     /// The time column of a table the request creates (a dotted path).
     time_column: Option<String>,
+    /// Comma-separated dotted paths whose strings get a text index, for a table the request
+    /// creates.
+    text_index: Option<String>,
 }
 
 pub async fn ingest(
@@ -111,6 +114,10 @@ async fn run(
                 )
             })?,
         time_column: params.time_column.clone(),
+        text_index: params
+            .text_index
+            .as_deref()
+            .map(|paths| paths.split(',').map(str::to_owned).collect()),
         ..IngestOptions::default()
     };
     // Keyed tables load from their lines, which checks each document's key (ADR 0016): they
@@ -118,6 +125,7 @@ async fn run(
     // time column (the WAL's frames hold NDJSON bodies).
     let keyed = requested.pipeline.is_some()
         || requested.time_column.is_some()
+        || requested.text_index.is_some()
         || params.key.is_some()
         || shared
             .data_dir

@@ -19,6 +19,7 @@ pub(super) mod part;
 pub(super) mod row_group;
 #[cfg(test)]
 mod tests;
+pub(super) mod text_index;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -53,6 +54,9 @@ pub(crate) struct ScanPredicate {
     single_column: Vec<(PathColumn, Arc<PruningPredicate>)>,
     /// Virtual columns by name.
     columns: Arc<HashMap<String, PathColumn>>,
+    /// The conjuncts `matches(<path>, '<query>')`: the encoded path and the parsed query, for
+    /// the text index (`text_index`).
+    text_searches: Vec<(String, Arc<strata_text::TextQuery>)>,
 }
 
 /// The schema the filters are written over: the document and those of the virtual columns
@@ -128,11 +132,21 @@ impl ScanPredicate {
         let whole = (!conjuncts.is_empty())
             .then(|| build(conjunction(conjuncts), &schema))
             .flatten();
+        let text_searches = filters
+            .iter()
+            .flat_map(split_conjunction)
+            .filter_map(|conjunct| text_search(conjunct, &by_name))
+            .collect();
         ScanPredicate {
             whole,
             single_column,
             columns: Arc::new(by_name),
+            text_searches,
         }
+    }
+
+    pub(super) fn text_searches(&self) -> &[(String, Arc<strata_text::TextQuery>)] {
+        &self.text_searches
     }
 
     pub(super) fn whole(&self) -> Option<&PruningPredicate> {
@@ -156,6 +170,25 @@ impl fmt::Display for ScanPredicate {
             None => Ok(()),
         }
     }
+}
+
+/// The path and query of a conjunct `matches(<virtual column>, '<constant query>')`.
+fn text_search(
+    conjunct: &Expr,
+    columns: &HashMap<String, PathColumn>,
+) -> Option<(String, Arc<strata_text::TextQuery>)> {
+    let Expr::ScalarFunction(call) = conjunct else {
+        return None;
+    };
+    if call.name() != crate::text_search::MATCHES {
+        return None;
+    }
+    let [Expr::Column(column), query] = &call.args[..] else {
+        return None;
+    };
+    let column = columns.get(&column.name)?;
+    let query = crate::text_search::parse_constant_query(query)?;
+    Some((column.path.clone(), Arc::new(query)))
 }
 
 /// Whether the scan applies `filter` exactly in every part of `manifest`, so that DataFusion

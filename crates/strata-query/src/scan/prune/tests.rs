@@ -80,6 +80,7 @@ fn entry(rows: u64, columns: &[(&str, Kind)]) -> PartEntry {
         deletes: None,
         keys: None,
         newest_write: None,
+        text_index: None,
     }
 }
 
@@ -265,6 +266,7 @@ fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
         parts,
         ..strata_format::Manifest::new(strata_format::TableSettings {
             time_column: None,
+            text_index: Vec::new(),
             sort_key: vec!["k".into()],
             max_columns: 64,
             key: None,

@@ -1,0 +1,333 @@
+//! Text index files (`parts/<part>.text`, ADR 0019): for each indexed string column of a part and
+//! each granule of its rows, a split-block bloom filter (Parquet's own `Sbbf`) of the tokens
+//! (`strata_text::for_each_token`) of the granule's values.
+//!
+//! Layout, little-endian: `"STRATATX"`, `u32` version (1), `u32` granule rows, `u64` rows,
+//! `u16` columns; per column: `u16` path length, the encoded path (UTF-8), `u32` granules, and per
+//! granule `u32` length and that many bytes of `Sbbf::write` output (thrift header and bitset;
+//! length 0: the granule has no token). The manifest entry carries the whole file's XXH64, which a
+//! reader checks before it trusts a byte.
+//!
+//! Invariant: a column is indexed in a part only when every value of its path in that part is in
+//! its typed string column (none in the remainder), so a granule whose filter lacks a token holds
+//! no row with that token.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use parquet::bloom_filter::Sbbf;
+use serde::{Deserialize, Serialize};
+
+use crate::error::FormatError;
+use crate::manifest::{PARTS_DIR, sync_dir};
+
+const MAGIC: &[u8; 8] = b"STRATATX";
+const VERSION: u32 = 1;
+/// What a bloom filter may wrongly say "maybe" to, per token looked up.
+const FALSE_POSITIVE_RATE: f64 = 0.01;
+/// Suffix of a part's text index file.
+pub const TEXT_INDEX_SUFFIX: &str = ".text";
+
+/// A part's text index, as its manifest entry lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartTextIndex {
+    /// File name inside `parts/`.
+    pub file: String,
+    pub bytes: u64,
+    /// XXH64 (seed 0) of the file as 16 lowercase hex digits.
+    pub xxh64: String,
+    /// The encoded paths indexed in this part.
+    pub columns: Vec<String>,
+    pub granule_rows: u32,
+}
+
+/// The text index file name of a part.
+pub fn text_index_file(part: &str) -> String {
+    format!("{part}{TEXT_INDEX_SUFFIX}")
+}
+
+/// The part a text index file belongs to.
+pub fn text_index_part(file: &str) -> Option<&str> {
+    file.strip_suffix(TEXT_INDEX_SUFFIX)
+}
+
+/// Writes the text index of part `part_file` in `parts_dir` from its string columns in row
+/// order (encoded path, values): through a temporary file, fsynced, renamed. None when no column
+/// is given. The caller lists the entry in the manifest commit that lists the part.
+pub fn write_text_index(
+    parts_dir: &Path,
+    part_file: &str,
+    columns: &[(String, ArrayRef)],
+    granule_rows: usize,
+) -> Result<Option<PartTextIndex>, FormatError> {
+    let Some((_, first)) = columns.first() else {
+        return Ok(None);
+    };
+    let rows = first.len();
+    let file = text_index_file(part_file);
+    let final_path = parts_dir.join(&file);
+    let tmp_path = parts_dir.join(format!("{file}.tmp"));
+    let damaged = |message: String| FormatError::Damaged {
+        path: parts_dir.join(part_file),
+        message,
+    };
+    let mut bytes = Vec::with_capacity(64 * 1024);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(granule_rows as u32).to_le_bytes());
+    bytes.extend_from_slice(&(rows as u64).to_le_bytes());
+    bytes.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+    for (path, values) in columns {
+        if values.len() != rows {
+            return Err(damaged(format!(
+                "text column {path} has {} rows, the part {rows}",
+                values.len()
+            )));
+        }
+        let strings = values
+            .as_string_opt::<i32>()
+            .ok_or_else(|| damaged(format!("text column {path} is not a string column")))?;
+        bytes.extend_from_slice(&(path.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(path.as_bytes());
+        let granules = rows.div_ceil(granule_rows);
+        bytes.extend_from_slice(&(granules as u32).to_le_bytes());
+        let mut tokens: HashSet<String> = HashSet::new();
+        for granule in 0..granules {
+            tokens.clear();
+            let end = ((granule + 1) * granule_rows).min(rows);
+            for row in granule * granule_rows..end {
+                if strings.is_valid(row) {
+                    strata_text::for_each_token(strings.value(row), |token| {
+                        if !tokens.contains(token) {
+                            tokens.insert(token.to_owned());
+                        }
+                    });
+                }
+            }
+            if tokens.is_empty() {
+                bytes.extend_from_slice(&0u32.to_le_bytes());
+                continue;
+            }
+            let mut filter = Sbbf::new_with_ndv_fpp(tokens.len() as u64, FALSE_POSITIVE_RATE)
+                .map_err(|e| damaged(e.to_string()))?;
+            for token in &tokens {
+                filter.insert(token.as_bytes());
+            }
+            let mut encoded = Vec::new();
+            filter
+                .write(&mut encoded)
+                .map_err(|e| damaged(e.to_string()))?;
+            bytes.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&encoded);
+        }
+    }
+    let mut out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
+    out.write_all(&bytes)
+        .and_then(|()| out.sync_all())
+        .map_err(|e| FormatError::io(&tmp_path, e))?;
+    drop(out);
+    fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
+    sync_dir(parts_dir)?;
+    Ok(Some(PartTextIndex {
+        file,
+        bytes: bytes.len() as u64,
+        xxh64: format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes)),
+        columns: columns.iter().map(|(path, _)| path.clone()).collect(),
+        granule_rows: granule_rows as u32,
+    }))
+}
+
+/// Whether a token may be in a granule (false: certainly not).
+pub type TokenTest<'a> = dyn Fn(&str) -> bool + 'a;
+
+/// A part's text index, read and verified.
+#[derive(Debug)]
+pub struct TextIndex {
+    granule_rows: usize,
+    rows: u64,
+    /// Per column, per granule: its filter (None: no token in the granule).
+    columns: Vec<(String, Vec<Option<Sbbf>>)>,
+}
+
+impl TextIndex {
+    /// Reads the text index `entry` of a part of the table at `table_dir`, checking its XXH64.
+    pub fn read(table_dir: &Path, entry: &PartTextIndex) -> Result<TextIndex, FormatError> {
+        let path = table_dir.join(PARTS_DIR).join(&entry.file);
+        let bytes = fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
+        let damaged = |message: String| FormatError::Damaged {
+            path: path.clone(),
+            message,
+        };
+        let found = format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes));
+        if found != entry.xxh64 {
+            return Err(damaged(format!(
+                "its XXH64 is {found}, the manifest says {}",
+                entry.xxh64
+            )));
+        }
+        let mut reader = Bytes {
+            bytes: &bytes,
+            at: 0,
+        };
+        let short = || damaged("it ends early".to_owned());
+        if reader.take(8).ok_or_else(short)? != MAGIC {
+            return Err(damaged("it is not a text index".to_owned()));
+        }
+        let version = reader.u32().ok_or_else(short)?;
+        if version != VERSION {
+            return Err(damaged(format!("unknown text index version {version}")));
+        }
+        let granule_rows = reader.u32().ok_or_else(short)? as usize;
+        let rows = reader.u64().ok_or_else(short)?;
+        let column_count = reader.u16().ok_or_else(short)?;
+        let mut columns = Vec::with_capacity(column_count as usize);
+        for _ in 0..column_count {
+            let length = reader.u16().ok_or_else(short)? as usize;
+            let name = std::str::from_utf8(reader.take(length).ok_or_else(short)?)
+                .map_err(|e| damaged(e.to_string()))?
+                .to_owned();
+            let granules = reader.u32().ok_or_else(short)? as usize;
+            let mut filters = Vec::with_capacity(granules);
+            for _ in 0..granules {
+                let length = reader.u32().ok_or_else(short)? as usize;
+                if length == 0 {
+                    filters.push(None);
+                    continue;
+                }
+                let encoded = reader.take(length).ok_or_else(short)?;
+                filters.push(Some(
+                    Sbbf::from_bytes(encoded).map_err(|e| damaged(e.to_string()))?,
+                ));
+            }
+            columns.push((name, filters));
+        }
+        if reader.at != bytes.len() {
+            return Err(damaged("it has bytes after its last filter".to_owned()));
+        }
+        Ok(TextIndex {
+            granule_rows,
+            rows,
+            columns,
+        })
+    }
+
+    pub fn granule_rows(&self) -> usize {
+        self.granule_rows
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// For each granule of `column` (an encoded path): whether `may_match` says it may hold a
+    /// match, given a test of whether a token may be in the granule. None: the column is not
+    /// indexed in this part.
+    pub fn granules_that_may_match(
+        &self,
+        column: &str,
+        may_match: &dyn Fn(&TokenTest) -> bool,
+    ) -> Option<Vec<bool>> {
+        let (_, filters) = self.columns.iter().find(|(name, _)| name == column)?;
+        Some(
+            filters
+                .iter()
+                .map(|filter| match filter {
+                    Some(filter) => may_match(&|token| filter.check(token.as_bytes())),
+                    None => may_match(&|_| false),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A cursor over a file's bytes.
+struct Bytes<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Bytes<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let slice = self.bytes.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(slice)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+/// Checks a part's text index file against its manifest entry (for `strata check`).
+pub fn check_text_index(table_dir: &Path, entry: &PartTextIndex) -> Vec<String> {
+    match TextIndex::read(table_dir, entry) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![format!("text index {}: {e}", entry.file)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::StringArray;
+    use strata_text::TextQuery;
+
+    use super::*;
+
+    #[test]
+    fn granules_without_a_token_are_ruled_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts = dir.path().join(PARTS_DIR);
+        fs::create_dir_all(&parts).unwrap();
+        let values: Vec<Option<String>> = (0..10)
+            .map(|i| match i {
+                3 => None,
+                7 => Some("ERROR connection reset by peer".to_owned()),
+                i => Some(format!("GET /page/{i} 200")),
+            })
+            .collect();
+        let column: ArrayRef = Arc::new(StringArray::from(values));
+        let entry = write_text_index(&parts, "p.parquet", &[("message".into(), column)], 4)
+            .unwrap()
+            .unwrap();
+        assert_eq!(entry.file, "p.parquet.text");
+        let index = TextIndex::read(dir.path(), &entry).unwrap();
+        assert_eq!((index.rows(), index.granule_rows()), (10, 4));
+        let kept = |query: &str| {
+            let query = TextQuery::parse(query).unwrap();
+            index
+                .granules_that_may_match("message", &|contains| query.may_match(contains))
+                .unwrap()
+        };
+        assert_eq!(kept(r#""connection reset""#), [false, true, false]);
+        assert_eq!(kept("get"), [true, true, true]);
+        assert_eq!(kept("page OR error"), [true, true, true]);
+        assert_eq!(kept("NOT get"), [true, true, true]);
+        assert!(index.granules_that_may_match("other", &|_| true).is_none());
+
+        // A flipped byte is found before anything is trusted.
+        let path = parts.join(&entry.file);
+        let mut bytes = fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert!(
+            TextIndex::read(dir.path(), &entry)
+                .unwrap_err()
+                .to_string()
+                .contains("XXH64")
+        );
+    }
+}

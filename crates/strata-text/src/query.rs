@@ -1,0 +1,411 @@
+//! The query language of `matches(text, query)`:
+//!
+//! - `error` — a term: some token of the text is `error` (case-insensitive: the query is
+//!   tokenized as the text is);
+//! - `"connection reset"` — a phrase: these tokens, consecutive and in order; a term that
+//!   tokenizes to several tokens (`10.0.0.1`, `/api/v2`) is a phrase too;
+//! - `time*` — a prefix: some token starts with `time` (a phrase may end with one: `"read tim*"`);
+//! - `a b` or `a AND b` — both; `a OR b` — either; `NOT a` or `-a` — not; parentheses group.
+//!   AND binds tighter than OR; the keywords are upper case (`and` is a term).
+
+use crate::tokenize::{for_each_token, tokens};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("matches() query {query:?}: {reason}")]
+pub struct QueryError {
+    pub query: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TextQuery {
+    /// Consecutive tokens; with `prefix`, the last one need only start the text's token.
+    Phrase {
+        tokens: Vec<String>,
+        prefix: bool,
+    },
+    And(Vec<TextQuery>),
+    Or(Vec<TextQuery>),
+    Not(Box<TextQuery>),
+}
+
+impl TextQuery {
+    pub fn parse(query: &str) -> Result<TextQuery, QueryError> {
+        let error = |reason: String| QueryError {
+            query: query.to_owned(),
+            reason,
+        };
+        let lexemes = lex(query).map_err(error)?;
+        let mut parser = Parser {
+            lexemes: &lexemes,
+            next: 0,
+        };
+        let parsed = parser.or().map_err(error)?;
+        if let Some(extra) = parser.lexemes.get(parser.next) {
+            return Err(error(format!("unexpected {extra}")));
+        }
+        parsed.ok_or_else(|| error("the query has no term".to_owned()))
+    }
+
+    /// Whether `text` matches.
+    pub fn matches(&self, text: &str) -> bool {
+        self.matches_tokens(&tokens(text))
+    }
+
+    /// Whether text of these tokens (from [`tokens`]) matches.
+    pub fn matches_tokens(&self, text: &[String]) -> bool {
+        match self {
+            TextQuery::Phrase { tokens, prefix } => phrase_at_any(text, tokens, *prefix),
+            TextQuery::And(all) => all.iter().all(|q| q.matches_tokens(text)),
+            TextQuery::Or(any) => any.iter().any(|q| q.matches_tokens(text)),
+            TextQuery::Not(inner) => !inner.matches_tokens(text),
+        }
+    }
+
+    /// Whether text whose tokens satisfy `may_contain` (a bloom filter's answer: false means
+    /// certainly absent) could match. Never false where some such text matches.
+    pub fn may_match(&self, may_contain: &dyn Fn(&str) -> bool) -> bool {
+        match self {
+            TextQuery::Phrase { tokens, prefix } => {
+                let exact = if *prefix {
+                    &tokens[..tokens.len() - 1]
+                } else {
+                    &tokens[..]
+                };
+                exact.iter().all(|token| may_contain(token))
+            }
+            TextQuery::And(all) => all.iter().all(|q| q.may_match(may_contain)),
+            TextQuery::Or(any) => any.iter().any(|q| q.may_match(may_contain)),
+            // The text may hold tokens besides those asked for: nothing can be ruled out.
+            TextQuery::Not(_) => true,
+        }
+    }
+}
+
+fn phrase_at_any(text: &[String], phrase: &[String], prefix: bool) -> bool {
+    let Some(last) = phrase.len().checked_sub(1) else {
+        return false;
+    };
+    if text.len() < phrase.len() {
+        return false;
+    }
+    (0..=text.len() - phrase.len()).any(|start| {
+        phrase.iter().enumerate().all(|(i, token)| {
+            let candidate = &text[start + i];
+            if prefix && i == last {
+                candidate.starts_with(token.as_str())
+            } else {
+                candidate == token
+            }
+        })
+    })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Lexeme {
+    Word { text: String, prefix: bool },
+    Quoted { text: String, prefix: bool },
+    And,
+    Or,
+    Not,
+    Open,
+    Close,
+}
+
+impl std::fmt::Display for Lexeme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lexeme::Word { text, .. } => write!(f, "term {text:?}"),
+            Lexeme::Quoted { text, .. } => write!(f, "phrase \"{text}\""),
+            Lexeme::And => f.write_str("AND"),
+            Lexeme::Or => f.write_str("OR"),
+            Lexeme::Not => f.write_str("NOT"),
+            Lexeme::Open => f.write_str("'('"),
+            Lexeme::Close => f.write_str("')'"),
+        }
+    }
+}
+
+fn lex(query: &str) -> Result<Vec<Lexeme>, String> {
+    let mut lexemes = Vec::new();
+    let mut chars = query.chars().peekable();
+    // The character before the one looked at: a '-' that starts a word is NOT.
+    let mut previous: Option<char> = None;
+    while let Some(&c) = chars.peek() {
+        let starts_word = previous.is_none_or(|p| p.is_whitespace() || p == '(');
+        previous = Some(c);
+        match c {
+            c if c.is_whitespace() => {
+                chars.next();
+            }
+            '(' => {
+                chars.next();
+                lexemes.push(Lexeme::Open);
+            }
+            ')' => {
+                chars.next();
+                lexemes.push(Lexeme::Close);
+            }
+            '"' => {
+                chars.next();
+                let mut text = String::new();
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some(c) => text.push(c),
+                        None => return Err("a '\"' is not closed".to_owned()),
+                    }
+                }
+                let prefix = text.ends_with('*');
+                lexemes.push(Lexeme::Quoted {
+                    text: text.trim_end_matches('*').to_owned(),
+                    prefix,
+                });
+            }
+            '-' if starts_word => {
+                chars.next();
+                lexemes.push(Lexeme::Not);
+            }
+            _ => {
+                let mut word = String::new();
+                while let Some(&c) = chars.peek() {
+                    if c.is_whitespace() || matches!(c, '(' | ')' | '"') {
+                        break;
+                    }
+                    word.push(c);
+                    previous = Some(c);
+                    chars.next();
+                }
+                lexemes.push(match word.as_str() {
+                    "AND" => Lexeme::And,
+                    "OR" => Lexeme::Or,
+                    "NOT" => Lexeme::Not,
+                    _ => Lexeme::Word {
+                        prefix: word.ends_with('*'),
+                        text: word.trim_end_matches('*').to_owned(),
+                    },
+                });
+            }
+        }
+    }
+    Ok(lexemes)
+}
+
+struct Parser<'a> {
+    lexemes: &'a [Lexeme],
+    next: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Lexeme> {
+        self.lexemes.get(self.next)
+    }
+
+    /// `and ("OR" and)*`; None for an empty query.
+    fn or(&mut self) -> Result<Option<TextQuery>, String> {
+        let mut any = Vec::new();
+        loop {
+            match self.and()? {
+                Some(query) => any.push(query),
+                None if any.is_empty() && self.peek().is_none() => return Ok(None),
+                None => return Err("OR needs a term on each side".to_owned()),
+            }
+            if self.peek() == Some(&Lexeme::Or) {
+                self.next += 1;
+            } else {
+                break;
+            }
+        }
+        Ok(Some(if any.len() == 1 {
+            any.remove(0)
+        } else {
+            TextQuery::Or(any)
+        }))
+    }
+
+    /// `unary (["AND"] unary)*`; None when no term starts here.
+    fn and(&mut self) -> Result<Option<TextQuery>, String> {
+        let mut all = Vec::new();
+        loop {
+            let explicit = self.peek() == Some(&Lexeme::And);
+            if explicit {
+                if all.is_empty() {
+                    return Err("AND needs a term on each side".to_owned());
+                }
+                self.next += 1;
+            }
+            match self.unary()? {
+                Some(query) => all.push(query),
+                None if explicit => return Err("AND needs a term on each side".to_owned()),
+                None => break,
+            }
+        }
+        Ok(match all.len() {
+            0 => None,
+            1 => all.pop(),
+            _ => Some(TextQuery::And(all)),
+        })
+    }
+
+    fn unary(&mut self) -> Result<Option<TextQuery>, String> {
+        match self.peek() {
+            Some(Lexeme::Not) => {
+                self.next += 1;
+                match self.unary()? {
+                    Some(inner) => Ok(Some(TextQuery::Not(Box::new(inner)))),
+                    None => Err("NOT needs a term after it".to_owned()),
+                }
+            }
+            Some(Lexeme::Open) => {
+                self.next += 1;
+                let inner = self.or()?;
+                if self.peek() != Some(&Lexeme::Close) {
+                    return Err("a '(' is not closed".to_owned());
+                }
+                self.next += 1;
+                inner
+                    .map(Some)
+                    .ok_or_else(|| "empty parentheses".to_owned())
+            }
+            Some(Lexeme::Word { text, prefix } | Lexeme::Quoted { text, prefix }) => {
+                let (text, prefix) = (text.clone(), *prefix);
+                self.next += 1;
+                let mut phrase = Vec::new();
+                for_each_token(&text, |token| phrase.push(token.to_owned()));
+                if phrase.is_empty() {
+                    return Err(format!(
+                        "{text:?} has no letters or digits, so it matches nothing"
+                    ));
+                }
+                Ok(Some(TextQuery::Phrase {
+                    tokens: phrase,
+                    prefix,
+                }))
+            }
+            Some(Lexeme::Close) | Some(Lexeme::And) | Some(Lexeme::Or) | None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn phrase(tokens: &[&str], prefix: bool) -> TextQuery {
+        TextQuery::Phrase {
+            tokens: tokens.iter().map(|t| t.to_string()).collect(),
+            prefix,
+        }
+    }
+
+    #[test]
+    fn parses_terms_phrases_prefixes_and_operators() {
+        assert_eq!(
+            TextQuery::parse("Error").unwrap(),
+            phrase(&["error"], false)
+        );
+        assert_eq!(
+            TextQuery::parse(r#"error AND "connection reset""#).unwrap(),
+            TextQuery::And(vec![
+                phrase(&["error"], false),
+                phrase(&["connection", "reset"], false)
+            ])
+        );
+        assert_eq!(
+            TextQuery::parse("a b OR c").unwrap(),
+            TextQuery::Or(vec![
+                TextQuery::And(vec![phrase(&["a"], false), phrase(&["b"], false)]),
+                phrase(&["c"], false)
+            ])
+        );
+        assert_eq!(
+            TextQuery::parse("-debug (timeout* OR 10.0.0.1)").unwrap(),
+            TextQuery::And(vec![
+                TextQuery::Not(Box::new(phrase(&["debug"], false))),
+                TextQuery::Or(vec![
+                    phrase(&["timeout"], true),
+                    phrase(&["10", "0", "0", "1"], false)
+                ])
+            ])
+        );
+        assert_eq!(
+            TextQuery::parse("x-ray").unwrap(),
+            phrase(&["x", "ray"], false)
+        );
+        assert_eq!(TextQuery::parse("and").unwrap(), phrase(&["and"], false));
+    }
+
+    #[test]
+    fn bad_queries_say_why() {
+        for (query, why) in [
+            ("", "no term"),
+            ("\"open", "not closed"),
+            ("(a", "not closed"),
+            ("a OR", "each side"),
+            ("AND a", "each side"),
+            ("NOT", "after it"),
+            ("a )", "unexpected"),
+            ("--", "matches nothing"),
+            ("-", "after it"),
+            ("!!", "matches nothing"),
+        ] {
+            let error = TextQuery::parse(query).unwrap_err();
+            assert!(error.to_string().contains(why), "{query:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn matches_as_documented() {
+        let line = r#"2024-08-01 ERROR [db] Connection reset by peer 10.0.0.1 after timeouts"#;
+        for (query, expected) in [
+            ("error", true),
+            ("ERROR connection", true),
+            (r#""connection reset""#, true),
+            (r#""reset connection""#, false),
+            ("timeout", false),
+            ("timeout*", true),
+            (r#""by pe*""#, true),
+            ("10.0.0.1", true),
+            ("10.0.0.2", false),
+            ("warn OR reset", true),
+            ("error -db", false),
+            ("error NOT warn", true),
+            ("(warn OR info) error", false),
+        ] {
+            assert_eq!(
+                TextQuery::parse(query).unwrap().matches(line),
+                expected,
+                "{query}"
+            );
+        }
+    }
+
+    fn query_strategy() -> impl Strategy<Value = String> {
+        let term = prop::sample::select(vec!["a", "b", "c", "ab", "a*", "\"a b\"", "\"b c*\""]);
+        let leaf = term.prop_map(str::to_owned);
+        leaf.prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(x, y)| format!("({x} {y})")),
+                (inner.clone(), inner.clone()).prop_map(|(x, y)| format!("({x} OR {y})")),
+                inner.prop_map(|x| format!("NOT {x}")),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Pruning by the tokens a text holds never rules out a text that matches.
+        #[test]
+        fn may_match_never_drops_a_match(
+            query in query_strategy(),
+            text in prop::collection::vec(prop::sample::select(vec!["a", "b", "c", "ab", "abc"]), 0..6),
+        ) {
+            let query = TextQuery::parse(&query).unwrap();
+            let text = text.join(" ");
+            let held = tokens(&text);
+            if query.matches(&text) {
+                prop_assert!(query.may_match(&|token| held.iter().any(|t| t == token)));
+            }
+        }
+    }
+}
