@@ -198,3 +198,59 @@ ruleset(name="ship") {{
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_search_and_count_answer_from_the_same_tables(server):
+    """The read subset: query DSL → SQL, hits with _id and _source, sort, terms and
+    date_histogram aggregations — checked against the documents computed here."""
+    es = Elasticsearch(server.url, request_timeout=60)
+    docs = []
+    for i, line in enumerate(LOG.read_text().splitlines()[:2000]):
+        m = COMBINED.match(line)
+        if not m:
+            continue
+        day, clock = m.group(4).split(":", 1)[0], m.group(4).split(":", 1)[1].split(" ")[0]
+        stamp = f"2015-05-{day[:2]}T{clock}Z"
+        docs.append({"@timestamp": stamp, "status": int(m.group(6)), "method": m.group(5).split(" ")[0],
+                     "message": line})
+    es_helpers.bulk(es, ({"_index": "web-2015.05", "_id": str(i), "_source": d}
+                         for i, d in enumerate(docs)))
+    assert es.count(index="web-*")["count"] == len(docs)
+    n404 = sum(1 for d in docs if d["status"] == 404)
+    assert es.count(index="web-2015.05", query={"term": {"status": 404}})["count"] == n404
+    kibana = sum(1 for d in docs if "kibana" in d["message"].lower())
+    assert es.count(index="web-2015.05", query={"match": {"message": "Kibana"}})["count"] == kibana
+    not_get = sum(1 for d in docs if d["method"] != "GET" and d["status"] < 400)
+    assert es.count(index="web-2015.05", query={"bool": {
+        "must_not": [{"term": {"method": "GET"}}], "filter": [{"range": {"status": {"lt": 400}}}]}})["count"] == not_get
+
+    latest = sorted(docs, key=lambda d: d["@timestamp"], reverse=True)[:5]
+    result = es.search(index="web-2015.05", size=5, sort=[{"@timestamp": {"order": "desc"}}],
+                       query={"range": {"@timestamp": {"gte": "2015-05-17T00:00:00Z"}}},
+                       source=["@timestamp", "status"])
+    assert result["hits"]["total"]["value"] == len(docs)
+    hits = result["hits"]["hits"]
+    assert [h["_source"]["@timestamp"] for h in hits] == [d["@timestamp"] for d in latest]
+    assert set(hits[0]["_source"]) == {"@timestamp", "status"}
+    assert all(h["_id"] is not None and h["_index"] == "web-2015.05" for h in hits)
+
+    phrase = sum(1 for d in docs if "kibana-search" in d["message"])
+    assert es.count(index="web-2015.05",
+                    query={"query_string": {"query": '"kibana search"'}})["count"] == phrase
+
+    aggs = es.search(index="web-2015.05", size=0, aggs={
+        "statuses": {"terms": {"field": "status", "size": 3}},
+        "per_hour": {"date_histogram": {"field": "@timestamp", "fixed_interval": "1h"}},
+    })["aggregations"]
+    from collections import Counter
+    top = Counter(d["status"] for d in docs).most_common(3)
+    assert [(b["key"], b["doc_count"]) for b in aggs["statuses"]["buckets"]] == top
+    hours = Counter(d["@timestamp"][:13] for d in docs)
+    buckets = [b for b in aggs["per_hour"]["buckets"] if b["doc_count"]]
+    assert {b["key_as_string"][:13]: b["doc_count"] for b in buckets} == dict(hours)
+
+    # What is not supported is named, not approximated.
+    from elasticsearch import BadRequestError
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index="web-2015.05", query={"fuzzy": {"message": "kibna"}})
+    assert "fuzzy" in str(refused.value)

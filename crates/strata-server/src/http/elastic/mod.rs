@@ -1,6 +1,7 @@
 //! Elasticsearch-compatible endpoints (issue 15, ADR 0018), so that the shippers and clients
-//! people run already send to Strata unchanged: `_bulk` ([`bulk`]) and the probes they call
-//! first ([`probes`]). An index is a table, created on first use.
+//! people run already send to Strata unchanged: `_bulk` ([`bulk`]), the probes they call
+//! first ([`probes`]), and a read subset, `_search` and `_count` ([`search`], with the query DSL
+//! in [`dsl`]). An index is a table, created on first use.
 //!
 //! Every answer carries `X-Elastic-Product: Elasticsearch` (the official clients and Logstash
 //! refuse a server without it) and is compact JSON (Vector looks for the text
@@ -8,7 +9,9 @@
 //! `{"error": {"root_cause": [...], "type": ..., "reason": ...}, "status": N}`.
 
 mod bulk;
+mod dsl;
 mod probes;
+mod search;
 
 use std::sync::Arc;
 
@@ -28,6 +31,8 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/", get(probes::root).head(probes::ok))
         .route("/_bulk", post(bulk::bulk).put(bulk::bulk))
         .route("/{index}/_bulk", post(bulk::bulk_into).put(bulk::bulk_into))
+        .route("/{index}/_search", get(search::search).post(search::search))
+        .route("/{index}/_count", get(search::count).post(search::count))
         .route("/_license", get(probes::license))
         .route("/_xpack", get(probes::xpack))
         .route("/_cluster/health", get(probes::cluster_health))
