@@ -99,7 +99,7 @@ pub enum Command {
     },
     /// Generate a deterministic benchmark dataset as NDJSON.
     Generate {
-        /// bluesky or gharchive
+        /// bluesky, gharchive (NDJSON documents) or nginx (access-log lines)
         dataset: String,
         #[arg(long, default_value_t = 1_000_000)]
         docs: u64,

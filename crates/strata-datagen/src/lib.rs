@@ -6,7 +6,10 @@
 //! - [`gharchive`]: GitHub Archive 2015 events calibrated to the real 2015-01-01 sample (event-type
 //!   mix, skewed actors and repositories, full payload shapes per type).
 //!
-//! Invariants shared by both: same dataset, seed, count (and quirks) ⇒ byte-identical output,
+//! - [`nginx`]: nginx access-log lines (common format) like the log study's, raw text rather than
+//!   NDJSON (for `strata ingest --pipeline common`).
+//!
+//! Invariants shared by all: same dataset, seed, count (and quirks) ⇒ byte-identical output,
 //! independent of the `rand` crate's version (the `rng` module implements the generator); documents are written
 //! straight into the output as JSON text without intermediate values, which is what lets a single
 //! core produce hundreds of thousands of documents per second.
@@ -16,6 +19,7 @@ mod corpus;
 pub mod gharchive;
 mod json;
 mod names;
+pub mod nginx;
 mod rng;
 
 use std::fmt;
@@ -31,7 +35,7 @@ pub enum DatagenError {
         #[source]
         source: std::io::Error,
     },
-    #[error("unknown dataset {0:?}: use bluesky or gharchive")]
+    #[error("unknown dataset {0:?}: use bluesky, gharchive or nginx")]
     UnknownDataset(String),
 }
 
@@ -39,6 +43,8 @@ pub enum DatagenError {
 pub enum Dataset {
     Bluesky,
     GhArchive,
+    /// Raw access-log lines, not JSON documents.
+    Nginx,
 }
 
 impl FromStr for Dataset {
@@ -47,6 +53,7 @@ impl FromStr for Dataset {
         match s {
             "bluesky" => Ok(Dataset::Bluesky),
             "gharchive" => Ok(Dataset::GhArchive),
+            "nginx" => Ok(Dataset::Nginx),
             other => Err(DatagenError::UnknownDataset(other.to_owned())),
         }
     }
@@ -57,6 +64,7 @@ impl fmt::Display for Dataset {
         f.write_str(match self {
             Dataset::Bluesky => "bluesky",
             Dataset::GhArchive => "gharchive",
+            Dataset::Nginx => "nginx",
         })
     }
 }
@@ -84,6 +92,7 @@ pub fn generate(
         Dataset::GhArchive => {
             gharchive::write_gharchive(&gharchive::GhArchiveOptions { seed, docs }, out)
         }
+        Dataset::Nginx => nginx::write_nginx(&nginx::NginxOptions { seed, lines: docs }, out),
     }
 }
 
@@ -124,7 +133,7 @@ mod tests {
 
     #[test]
     fn dataset_names_round_trip() {
-        for d in [Dataset::Bluesky, Dataset::GhArchive] {
+        for d in [Dataset::Bluesky, Dataset::GhArchive, Dataset::Nginx] {
             assert_eq!(d.to_string().parse::<Dataset>().unwrap(), d);
         }
         assert!(matches!(

@@ -48,7 +48,15 @@ impl TextQuery {
     }
 
     /// Whether `text` matches.
+    ///
+    /// Every token of a text is a substring of the text lowercased as the tokenizer lowercases,
+    /// so a query that cannot match on those substrings cannot match at all: that test, without
+    /// splitting the text, decides most rows of a selective query.
     pub fn matches(&self, text: &str) -> bool {
+        let lower = crate::tokenize::lowercase(text);
+        if !self.may_match(&|token| lower.contains(token)) {
+            return false;
+        }
         self.matches_tokens(&tokens(text))
     }
 
@@ -394,6 +402,20 @@ mod tests {
     }
 
     proptest! {
+        /// The substring test before tokenizing changes no answer.
+        #[test]
+        fn the_quick_test_changes_no_answer(
+            query in query_strategy(),
+            text in prop::collection::vec(
+                prop::sample::select(vec!["a", "B", "c", "ab", "A-b", "ΣΑΣ", "σας", "c*", "b.c"]),
+                0..6,
+            ),
+        ) {
+            let query = TextQuery::parse(&query).unwrap();
+            let text = text.join(" ");
+            prop_assert_eq!(query.matches(&text), query.matches_tokens(&tokens(&text)));
+        }
+
         /// Pruning by the tokens a text holds never rules out a text that matches.
         #[test]
         fn may_match_never_drops_a_match(

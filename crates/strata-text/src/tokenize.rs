@@ -35,6 +35,19 @@ pub fn for_each_token(text: &str, mut on_token: impl FnMut(&str)) {
     }
 }
 
+/// `text` lowercased character by character as tokens are (so every token is a substring of
+/// it; `str::to_lowercase` differs for a final Greek sigma).
+pub(crate) fn lowercase(text: &str) -> String {
+    if text.is_ascii() {
+        return text.to_ascii_lowercase();
+    }
+    let mut lower = String::with_capacity(text.len());
+    for c in text.chars() {
+        lower.extend(c.to_lowercase());
+    }
+    lower
+}
+
 /// The tokens of `text`, in order.
 pub fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -1,0 +1,325 @@
+"""The log benchmark of issue 15 (the GreptimeDB/ClickHouse/Elasticsearch study, benchmarks.md §3):
+nginx access-log lines generated here (`strata generate nginx`, the study's format), in both modes —
+
+- structured: each line parsed into fields (Strata: `--pipeline common`, sorted by time;
+  ClickHouse: MergeTree with the study's key (user, path, status) and a minmax index on time,
+  loaded with its own Regexp input format);
+- full-text: the line as `message` with its time and a text index (Strata: `--pipeline text`;
+  ClickHouse 26.9 through chdb: `INDEX … TYPE text(tokenizer = splitByNonAlpha)`);
+
+and per system and mode: unthrottled ingest (lines/s, peak RSS of the loading process), bytes on
+disk after merging as a share of the raw file, and the study's six queries — count all; keyword
+match on user, method, path, protocol and status; count over the first half of the time range; the
+minute in the middle, 1000 rows; the last minute, 1000 rows newest first; keyword + time range —
+cold (a new process after the OS page cache is dropped, when run as root) and hot (the fastest of
+`--runs` runs in one process). Counts must agree between systems in each mode (the script fails
+otherwise). Elasticsearch and OpenSearch are not driven by this script yet: they are reported as
+not measured, never estimated.
+
+Usage:
+  bench/.venv/bin/python bench/logs.py --strata-bin BIN [--lines 1000000] [--runs 3]
+      [--systems strata,clickhouse] [--work DIR] [--out DIR]
+Prints a table and writes OUT/results.json.
+"""
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from benchlib.procs import dir_bytes, drop_page_cache, run_measured  # noqa: E402
+
+TIME_RE = re.compile(r"Time:\s*([0-9.]+)\s*ms")
+QUERY_NAMES = ["count", "keywords", "half range", "middle minute", "last minute", "keyword+range"]
+# Queries whose answer is a count (compared between systems); the others return 1000 rows.
+COUNTED = {0, 1, 2, 5}
+
+
+def strata(binary, data_dir, *args):
+    return run_measured([binary, "--data-dir", data_dir, *args])
+
+
+def parameters(binary, data_dir):
+    """The keyword values and time bounds, read from the loaded structured table: the most frequent
+    (user, path) with method GET, HTTP/1.1 and status 200; the time range and its middle."""
+    proc = strata(binary, data_dir, "query", "--format", "ndjson",
+                  "SELECT data.user AS user, data.path AS path, count(*) AS n FROM access "
+                  "WHERE data.user IS NOT NULL AND data.method = 'GET' AND data.protocol = 'HTTP/1.1' "
+                  "AND data.status = 200 GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 1").check("parameters")
+    top = json.loads(proc.stdout.decode().splitlines()[0])
+    proc = strata(binary, data_dir, "query", "--format", "ndjson",
+                  "SELECT min(data.timestamp) AS lo, max(data.timestamp) AS hi FROM access").check("range")
+    bounds = json.loads(proc.stdout.decode().splitlines()[0])
+    lo = dt.datetime.fromisoformat(bounds["lo"].replace("Z", "+00:00"))
+    hi = dt.datetime.fromisoformat(bounds["hi"].replace("Z", "+00:00"))
+    middle = lo + (hi - lo) / 2
+    middle = middle.replace(microsecond=0)
+    return {"user": top["user"], "path": top["path"], "lo": lo, "hi": hi, "middle": middle}
+
+
+def iso(t, millis):
+    text = t.strftime("%Y-%m-%dT%H:%M:%S")
+    return text + (".000Z" if millis else "Z")
+
+
+def strata_queries(p, mode):
+    millis = mode == "full-text"
+    lo, mid, hi = p["lo"], p["middle"], p["hi"]
+    minute = dt.timedelta(minutes=1)
+    half = f"data.timestamp >= '{iso(lo, millis)}' AND data.timestamp < '{iso(mid, millis)}'"
+    window = f"data.timestamp >= '{iso(mid, millis)}' AND data.timestamp < '{iso(mid + minute, millis)}'"
+    last = f"data.timestamp >= '{iso(hi - minute, millis)}'"
+    if mode == "structured":
+        table = "access"
+        keywords = (f"data.user = '{p['user']}' AND data.method = 'GET' AND data.path = '{p['path']}' "
+                    "AND data.protocol = 'HTTP/1.1' AND data.status = 200")
+        user = f"data.user = '{p['user']}' AND data.status = 200"
+    else:
+        table = "lines"
+        tokens = " AND ".join(tokens_of(p))
+        keywords = f"matches(data.message, '{tokens}')"
+        user = f"matches(data.message, '{p['user']} AND 200')"
+    return [
+        f"SELECT count(*) FROM {table}",
+        f"SELECT count(*) FROM {table} WHERE {keywords}",
+        f"SELECT count(*) FROM {table} WHERE {half}",
+        f"SELECT data FROM {table} WHERE {window} ORDER BY data.timestamp LIMIT 1000",
+        f"SELECT data FROM {table} WHERE {last} ORDER BY data.timestamp DESC LIMIT 1000",
+        f"SELECT count(*) FROM {table} WHERE {user} AND {half}",
+    ]
+
+
+def tokens_of(p):
+    """The keyword query's tokens: user, GET, the path's words, HTTP/1.1, 200 (letters and digits,
+    as both systems' tokenizers split them)."""
+    words = [p["user"], "GET", *re.findall(r"[A-Za-z0-9]+", p["path"]), "HTTP", "1", "200"]
+    seen = []
+    for w in words:
+        if w not in seen:
+            seen.append(w)
+    return seen
+
+
+def clickhouse_queries(p, mode):
+    lo, mid, hi = p["lo"], p["middle"], p["hi"]
+    minute = dt.timedelta(minutes=1)
+    fmt = "%Y-%m-%d %H:%M:%S"
+    half = f"ts >= '{lo.strftime(fmt)}' AND ts < '{mid.strftime(fmt)}'"
+    window = f"ts >= '{mid.strftime(fmt)}' AND ts < '{(mid + minute).strftime(fmt)}'"
+    last = f"ts >= '{(hi - minute).strftime(fmt)}'"
+    if mode == "structured":
+        table = "access"
+        keywords = (f"user = '{p['user']}' AND method = 'GET' AND path = '{p['path']}' "
+                    "AND protocol = 'HTTP/1.1' AND status = 200")
+        user = f"user = '{p['user']}' AND status = 200"
+    else:
+        table = "lines"
+        keywords = "hasAllTokens(message, [" + ", ".join(f"'{t}'" for t in tokens_of(p)) + "])"
+        user = f"hasAllTokens(message, ['{p['user']}', '200'])"
+    return [
+        f"SELECT count() FROM {table}",
+        f"SELECT count() FROM {table} WHERE {keywords}",
+        f"SELECT count() FROM {table} WHERE {half}",
+        f"SELECT * FROM {table} WHERE {window} ORDER BY ts LIMIT 1000",
+        f"SELECT * FROM {table} WHERE {last} ORDER BY ts DESC LIMIT 1000",
+        f"SELECT count() FROM {table} WHERE {user} AND {half}",
+    ]
+
+
+def first_value(row):
+    return next(iter(row.values())) if row else None
+
+
+def time_strata(binary, data_dir, sql, runs):
+    """(cold seconds, hot seconds, rows of the last run): a new process after dropping the page
+    cache for the cold run, then `runs` runs in one process for the hot one."""
+    drop_page_cache()
+    cold = strata(binary, data_dir, "query", "--format", "ndjson", "--timing", sql).check("strata query")
+    cold_seconds = float(TIME_RE.findall(cold.stderr.decode())[-1]) / 1000
+    script = "; ".join([sql] * runs)
+    hot = strata(binary, data_dir, "query", "--format", "ndjson", "--timing", script).check("strata query")
+    times = [float(t) / 1000 for t in TIME_RE.findall(hot.stderr.decode())]
+    rows = [json.loads(line) for line in hot.stdout.decode().splitlines() if line.strip()]
+    per_run = len(rows) // runs if runs else 0
+    return cold_seconds, min(times), rows[len(rows) - per_run:]
+
+
+def run_strata(binary, work, log_file, params_out, runs):
+    data_dir = work / "strata"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    results = {}
+    for mode, table, pipeline in [("structured", "access", "common"), ("full-text", "lines", "text")]:
+        load = strata(binary, data_dir, "ingest", table, "--pipeline", pipeline, log_file).check("strata ingest")
+        optimize = strata(binary, data_dir, "optimize", table).check("strata optimize")
+        results[mode] = {"load_seconds": load.seconds, "load_peak_rss": load.peak_rss,
+                         "optimize_seconds": optimize.seconds,
+                         "bytes": dir_bytes(data_dir / table)}
+    params_out.update(parameters(binary, data_dir))
+    for mode in results:
+        timings = []
+        for sql in strata_queries(params_out, mode):
+            cold, hot, rows = time_strata(binary, data_dir, sql, runs)
+            answer = first_value(rows[0]) if rows and len(rows) == 1 else len(rows)
+            timings.append({"sql": sql, "cold": cold, "hot": hot, "answer": answer})
+        results[mode]["queries"] = timings
+    return results
+
+
+CLICKHOUSE_WORKER = r"""
+import json, sys, time, resource
+from chdb import session
+job = json.loads(sys.argv[1])
+s = session.Session(job["dir"])
+out = {}
+if job["action"] == "load":
+    started = time.perf_counter()
+    for ddl in job["ddl"]:
+        s.query(ddl)
+    s.query(job["insert"])
+    out["load_seconds"] = time.perf_counter() - started
+    s.query(f"OPTIMIZE TABLE {job['table']} FINAL")
+    out["bytes"] = int(s.query(f"SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND table = '{job['table']}'", "CSV").bytes().decode().strip() or 0)
+    out["version"] = s.query("SELECT version()", "CSV").bytes().decode().strip().strip('"')
+else:
+    times = []
+    for _ in range(job["runs"]):
+        started = time.perf_counter()
+        result = s.query(job["sql"], "JSONEachRow")
+        times.append(time.perf_counter() - started)
+    rows = [json.loads(l) for l in result.bytes().decode().splitlines() if l.strip()]
+    out["times"] = times
+    out["rows"] = len(rows)
+    out["first"] = rows[0] if rows else None
+out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps(out))
+"""
+
+
+def clickhouse(job):
+    proc = run_measured([sys.executable, "-c", CLICKHOUSE_WORKER, json.dumps(job)])
+    proc.check("chdb worker")
+    return json.loads(proc.stdout.decode().strip().splitlines()[-1])
+
+
+def run_clickhouse(work, log_file, params, runs):
+    data_dir = work / "clickhouse"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    regexp = r'^(\\S+) (\\S+) (\\S+) \\[([^\\]]+)\\] \"(\\S+) (\\S+) (\\S+)\" (\\d+) (\\d+)$'
+    loads = {
+        "structured": {
+            "table": "access",
+            "ddl": ["CREATE TABLE access (ip String, user String, ts DateTime, method LowCardinality(String), "
+                    "path String, protocol LowCardinality(String), status UInt16, bytes UInt64, "
+                    "INDEX ts_index ts TYPE minmax GRANULARITY 1) "
+                    "ENGINE = MergeTree ORDER BY (user, path, status)"],
+            "insert": "INSERT INTO access SELECT ip, user, parseDateTime(ts, '%d/%b/%Y:%H:%i:%s %z'), method, "
+                      "path, protocol, status, bytes FROM file('" + str(log_file) + "', 'Regexp', "
+                      "'ip String, ident String, user String, ts String, method String, path String, "
+                      "protocol String, status UInt16, bytes UInt64') SETTINGS format_regexp = '"
+                      + regexp + "', format_regexp_skip_unmatched = 0",
+        },
+        "full-text": {
+            "table": "lines",
+            "ddl": ["CREATE TABLE lines (ts DateTime, message String, "
+                    "INDEX message_index message TYPE text(tokenizer = splitByNonAlpha) GRANULARITY 1) "
+                    "ENGINE = MergeTree ORDER BY ts"],
+            "insert": "INSERT INTO lines SELECT parseDateTime(extract(line, '\\\\[([^\\\\]]+)\\\\]'), "
+                      "'%d/%b/%Y:%H:%i:%s %z'), line FROM file('" + str(log_file) + "', 'LineAsString', 'line String')",
+        },
+    }
+    results = {}
+    for mode, load in loads.items():
+        r = clickhouse({"action": "load", "dir": str(data_dir), **load})
+        results[mode] = {"load_seconds": r["load_seconds"], "load_peak_rss": r["peak_rss"],
+                         "bytes": r["bytes"], "version": r["version"]}
+    for mode in results:
+        timings = []
+        for sql in clickhouse_queries(params, mode):
+            drop_page_cache()
+            cold = clickhouse({"action": "query", "dir": str(data_dir), "sql": sql, "runs": 1})
+            hot = clickhouse({"action": "query", "dir": str(data_dir), "sql": sql, "runs": runs + 1})
+            answer = first_value(hot["first"]) if hot["rows"] == 1 else hot["rows"]
+            timings.append({"sql": sql, "cold": cold["times"][0], "hot": min(hot["times"][1:] or hot["times"]),
+                            "answer": answer})
+        results[mode]["queries"] = timings
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--strata-bin", required=True)
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--systems", default="strata,clickhouse")
+    parser.add_argument("--work", default=str(BENCH / "work" / "logs"))
+    parser.add_argument("--out", default=str(BENCH / "results" / "logs"))
+    args = parser.parse_args()
+    work, out = Path(args.work), Path(args.out)
+    work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+
+    log_file = work / "access.log"
+    subprocess.run([args.strata_bin, "generate", "nginx", "--docs", str(args.lines), "--seed", "1",
+                    "-o", str(log_file)], check=True, capture_output=True)
+    raw = log_file.stat().st_size
+    params = {}
+    results = {"lines": args.lines, "raw_bytes": raw, "runs": args.runs, "systems": {},
+               "cold_runs_drop_page_cache": os.geteuid() == 0,
+               "not_measured": {"elasticsearch": "not driven by bench/logs.py yet",
+                                "opensearch": "not driven by bench/logs.py yet"}}
+    results["systems"]["strata"] = run_strata(args.strata_bin, work, log_file, params, args.runs)
+    if "clickhouse" in systems:
+        try:
+            import chdb  # noqa: F401
+            results["systems"]["clickhouse"] = run_clickhouse(work, log_file, params, args.runs)
+        except ImportError:
+            results["not_measured"]["clickhouse"] = "chdb is not installed (pip install -r bench/requirements.txt)"
+    results["parameters"] = {k: (v.isoformat() if isinstance(v, dt.datetime) else v) for k, v in params.items()}
+
+    # Answers must agree between systems, mode by mode.
+    disagreements = []
+    for mode in ("structured", "full-text"):
+        answers = {name: [q["answer"] for q in r[mode]["queries"]] for name, r in results["systems"].items()}
+        for i in range(len(QUERY_NAMES)):
+            seen = {name: a[i] for name, a in answers.items()}
+            if len(set(map(str, seen.values()))) > 1:
+                disagreements.append(f"{mode} {QUERY_NAMES[i]}: {seen}")
+    results["disagreements"] = disagreements
+
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    print_table(results)
+    if disagreements:
+        print("answers differ:\n  " + "\n  ".join(disagreements))
+        sys.exit(1)
+
+
+def print_table(results):
+    raw, lines = results["raw_bytes"], results["lines"]
+    print(f"\n{lines:,} nginx lines, {raw / 1e6:.1f} MB raw; hot = fastest of {results['runs']} runs, "
+          f"cold = new process{' after dropping the page cache' if results['cold_runs_drop_page_cache'] else ''}")
+    for mode in ("structured", "full-text"):
+        print(f"\n{mode}")
+        header = f"{'':<22}" + "".join(f"{name:>26}" for name in results["systems"])
+        print(header)
+        row = lambda label, f: print(f"{label:<22}" + "".join(f"{f(r[mode]):>26}" for r in results["systems"].values()))
+        row("ingest lines/s", lambda r: f"{lines / r['load_seconds']:,.0f}")
+        row("ingest peak RSS MB", lambda r: f"{r['load_peak_rss'] / 1e6:,.0f}")
+        row("disk % of raw", lambda r: f"{100 * r['bytes'] / raw:.1f}")
+        for i, name in enumerate(QUERY_NAMES):
+            row(f"{name} ms", lambda r, i=i: f"{r['queries'][i]['cold'] * 1000:.0f} / {r['queries'][i]['hot'] * 1000:.1f}")
+    print("\n(query cells: cold / hot ms)")
+    for name, why in results["not_measured"].items():
+        print(f"{name}: not measured ({why})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""bench/logs.py end to end on a small generated log with the binary under test: both modes load
+on Strata (and ClickHouse through chdb when installed), every one of the six queries is timed cold
+and hot, and the systems' answers agree (the script fails otherwise)."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_peers import strata_bin
+
+BENCH = Path(__file__).resolve().parent.parent
+
+
+def test_log_benchmark_times_six_queries_in_both_modes(tmp_path):
+    binary = strata_bin()
+    if not binary.is_file():
+        pytest.skip(f"no Strata binary at {binary}")
+    systems = "strata,clickhouse" if importlib.util.find_spec("chdb") else "strata"
+    proc = subprocess.run([sys.executable, str(BENCH / "logs.py"), "--strata-bin", str(binary),
+                           "--lines", "20000", "--runs", "1", "--systems", systems,
+                           "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["disagreements"] == []
+    assert set(results["systems"]) == set(systems.split(","))
+    for name, system in results["systems"].items():
+        for mode in ("structured", "full-text"):
+            queries = system[mode]["queries"]
+            assert len(queries) == 6, (name, mode)
+            assert queries[0]["answer"] == 20000, (name, mode, queries[0])
+            assert all(q["hot"] > 0 and q["cold"] > 0 for q in queries)
+            assert 0 < system[mode]["bytes"] < results["raw_bytes"]
+    assert "elasticsearch" in results["not_measured"]
