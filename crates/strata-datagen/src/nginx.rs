@@ -83,7 +83,7 @@ const MONTHS: [&str; 12] = [
 ];
 
 pub fn write_nginx(options: &NginxOptions, out: &mut dyn Write) -> Result<GenStats, DatagenError> {
-    let mut rng = Rng::new(options.seed ^ 0x6e67_696e_78);
+    let mut rng = Rng::new(options.seed ^ 0x006e_6769_6e78);
     let clients = Zipf::new(200_000, 1.1, 20.0);
     let users = Zipf::new(20_000, 1.05, 10.0);
     let endpoints = Zipf::new(400, 1.2, 2.0);
@@ -144,7 +144,7 @@ fn weighted<T: Copy>(rng: &mut Rng, items: &[(T, u64)], total: u64) -> T {
 }
 
 fn push_ip(out: &mut Vec<u8>, client: u64) {
-    let h = mix64(client ^ 0x1b_ad_f0_0d);
+    let h = mix64(client ^ 0x1bad_f00d);
     let octets = [
         1 + (h % 223) as u8,
         (h >> 8) as u8,
