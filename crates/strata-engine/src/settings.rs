@@ -62,22 +62,22 @@ pub fn validate_sort_key(paths: &[String]) -> Result<Vec<String>, EngineError> {
     Ok(encoded)
 }
 
+/// One user-written dotted path, checked as sort-key paths are, encoded; the error is why not.
+fn validate_path(raw: &str) -> Result<String, String> {
+    match validate_sort_key(&[raw.to_owned()]) {
+        Ok(mut paths) => paths.pop().ok_or_else(|| "the path is empty".to_owned()),
+        Err(EngineError::InvalidSortKey { reason, .. }) => Err(reason),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
 /// Checks a user-written dotted time-column path and returns it encoded; rejected as sort-key
 /// paths are.
 pub fn validate_time_column(raw: &str) -> Result<String, EngineError> {
-    validate_sort_key(&[raw.to_owned()])
-        .map_err(|e| EngineError::InvalidTimeColumn {
-            path: raw.to_owned(),
-            reason: match e {
-                EngineError::InvalidSortKey { reason, .. } => reason,
-                other => other.to_string(),
-            },
-        })?
-        .pop()
-        .ok_or_else(|| EngineError::InvalidTimeColumn {
-            path: raw.to_owned(),
-            reason: "the path is empty".to_owned(),
-        })
+    validate_path(raw).map_err(|reason| EngineError::InvalidTimeColumn {
+        path: raw.to_owned(),
+        reason,
+    })
 }
 
 /// Checks user-written dotted text-index paths and returns them encoded (as sort-key paths).
@@ -95,16 +95,10 @@ pub fn validate_text_index(paths: &[String]) -> Result<Vec<String>, EngineError>
 /// Rejected as sort-key paths are (empty, empty segments, a lone trailing backslash), and a
 /// path under Strata's reserved prefix, whose values never get a typed column.
 pub fn validate_key(raw: &str, key_type: KeyType) -> Result<KeySetting, EngineError> {
-    let path = validate_sort_key(&[raw.to_owned()])
-        .map_err(|e| EngineError::InvalidKey {
-            path: raw.to_owned(),
-            reason: match e {
-                EngineError::InvalidSortKey { reason, .. } => reason,
-                other => other.to_string(),
-            },
-        })?
-        .pop()
-        .unwrap_or_default();
+    let path = validate_path(raw).map_err(|reason| EngineError::InvalidKey {
+        path: raw.to_owned(),
+        reason,
+    })?;
     if path.starts_with(strata_json::RESERVED_PREFIX) {
         return Err(EngineError::InvalidKey {
             path: raw.to_owned(),

@@ -65,9 +65,10 @@ impl ScalarUDFImpl for Matches {
         let texts = args.args[0].to_array(args.number_rows)?;
         let texts = cast(&texts, &DataType::Utf8)?;
         let texts = texts.as_string::<i32>();
+        let mut matcher = query.matcher();
         let matched: BooleanArray = texts
             .iter()
-            .map(|text| text.map(|text| query.matches(text)))
+            .map(|text| text.map(|text| matcher.matches(text)))
             .collect();
         Ok(ColumnarValue::Array(Arc::new(matched)))
     }

@@ -10,5 +10,5 @@
 mod query;
 mod tokenize;
 
-pub use query::{QueryError, TextQuery};
+pub use query::{Matcher, QueryError, TextQuery};
 pub use tokenize::{for_each_token, tokens};

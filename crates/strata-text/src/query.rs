@@ -8,6 +8,8 @@
 //! - `a b` or `a AND b` — both; `a OR b` — either; `NOT a` or `-a` — not; parentheses group.
 //!   AND binds tighter than OR; the keywords are upper case (`and` is a term).
 
+use std::collections::HashMap;
+
 use crate::tokenize::{for_each_token, tokens};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,17 +49,34 @@ impl TextQuery {
         parsed.ok_or_else(|| error("the query has no term".to_owned()))
     }
 
-    /// Whether `text` matches.
-    ///
-    /// Every token of a text is a substring of the text lowercased as the tokenizer lowercases,
-    /// so a query that cannot match on those substrings cannot match at all: that test, without
-    /// splitting the text, decides most rows of a selective query.
+    /// Whether `text` matches (for many texts, [`TextQuery::matcher`] is faster).
     pub fn matches(&self, text: &str) -> bool {
-        let lower = crate::tokenize::lowercase(text);
-        if !self.may_match(&|token| lower.contains(token)) {
-            return false;
+        self.matcher().matches(text)
+    }
+
+    /// A matcher of this query, for deciding many texts.
+    pub fn matcher(&self) -> Matcher<'_> {
+        let mut finders = HashMap::new();
+        self.collect_tokens(&mut |token| {
+            finders
+                .entry(token.to_owned())
+                .or_insert_with(|| memchr::memmem::Finder::new(token.as_bytes()).into_owned());
+        });
+        Matcher {
+            query: self,
+            finders,
+            lower: String::new(),
         }
-        self.matches_tokens(&tokens(text))
+    }
+
+    fn collect_tokens(&self, on_token: &mut dyn FnMut(&str)) {
+        match self {
+            TextQuery::Phrase { tokens, .. } => tokens.iter().for_each(|t| on_token(t)),
+            TextQuery::And(all) | TextQuery::Or(all) => {
+                all.iter().for_each(|q| q.collect_tokens(on_token))
+            }
+            TextQuery::Not(inner) => inner.collect_tokens(on_token),
+        }
     }
 
     /// Whether text of these tokens (from [`tokens`]) matches.
@@ -87,6 +106,31 @@ impl TextQuery {
             // The text may hold tokens besides those asked for: nothing can be ruled out.
             TextQuery::Not(_) => true,
         }
+    }
+}
+
+/// Decides texts for one query, reusing its searchers and buffer.
+///
+/// Every token of a text is a substring of the text lowercased as the tokenizer lowercases, so a
+/// query that cannot match on those substrings cannot match at all: that test, without splitting
+/// the text, decides most texts of a selective query; the others are tokenized and decided
+/// exactly.
+pub struct Matcher<'a> {
+    query: &'a TextQuery,
+    finders: HashMap<String, memchr::memmem::Finder<'static>>,
+    lower: String,
+}
+
+impl Matcher<'_> {
+    pub fn matches(&mut self, text: &str) -> bool {
+        crate::tokenize::lowercase_into(text, &mut self.lower);
+        let (lower, finders) = (self.lower.as_bytes(), &self.finders);
+        let may = self.query.may_match(&|token| {
+            finders
+                .get(token)
+                .is_none_or(|finder| finder.find(lower).is_some())
+        });
+        may && self.query.matches_tokens(&tokens(text))
     }
 }
 

@@ -35,17 +35,18 @@ pub fn for_each_token(text: &str, mut on_token: impl FnMut(&str)) {
     }
 }
 
-/// `text` lowercased character by character as tokens are (so every token is a substring of
+/// Writes `text` into `lower`, lowercased character by character as tokens are (so every token is a substring of
 /// it; `str::to_lowercase` differs for a final Greek sigma).
-pub(crate) fn lowercase(text: &str) -> String {
+pub(crate) fn lowercase_into(text: &str, lower: &mut String) {
+    lower.clear();
     if text.is_ascii() {
-        return text.to_ascii_lowercase();
+        lower.push_str(text);
+        lower.make_ascii_lowercase();
+        return;
     }
-    let mut lower = String::with_capacity(text.len());
     for c in text.chars() {
         lower.extend(c.to_lowercase());
     }
-    lower
 }
 
 /// The tokens of `text`, in order.
