@@ -20,6 +20,7 @@ pub mod input;
 pub mod merge;
 mod part_writing;
 pub mod priority;
+pub mod retention;
 pub mod selfcheck;
 pub mod settings;
 pub mod table;
@@ -33,6 +34,7 @@ pub use ingest::{
     ingest, ingest_parsed,
 };
 pub use merge::{MergeOptions, MergeScope, MergeSummary, merge_parts};
+pub use retention::{RetentionSummary, drop_expired};
 pub use settings::SettingChange;
 pub use table::{
     DataDir, LockHolder, LockWait, MergeLease, PartCheck, ReadLease, TableCheck, TableInfo,

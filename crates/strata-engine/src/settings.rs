@@ -20,10 +20,16 @@ use crate::error::EngineError;
 pub const MAX_COLUMNS_LIMIT: usize = 100_000;
 
 /// Settings `ALTER TABLE … SET` accepts, with what each does (shown in errors).
-pub const CHANGEABLE_SETTINGS: &[(&str, &str)] = &[(
-    "max_columns",
-    "typed columns per part, for parts written from now on",
-)];
+pub const CHANGEABLE_SETTINGS: &[(&str, &str)] = &[
+    (
+        "max_columns",
+        "typed columns per part, for parts written from now on",
+    ),
+    (
+        "ttl",
+        "retention on the time column, such as '30d', '12h' or 'none'",
+    ),
+];
 
 /// Checks user-written dotted sort-key paths and returns them encoded, in order.
 ///
@@ -138,6 +144,38 @@ pub fn validate_max_columns(value: usize) -> Result<usize, EngineError> {
     Ok(value)
 }
 
+/// A retention period: `30d`, `12h`, `90m`, `3600s`, `2w` (also with a space and the unit
+/// spelt out, `30 days`), or `none`/`0` for none.
+pub fn parse_ttl(text: &str) -> Result<Option<u64>, EngineError> {
+    let invalid = || EngineError::InvalidSetting {
+        setting: "ttl".into(),
+        reason: format!(
+            "{text:?} is not a retention period (write 30d, 12h, 90m, 3600s, 2w, or none)"
+        ),
+    };
+    let trimmed = text.trim();
+    if trimmed.eq_ignore_ascii_case("none") || trimmed == "0" {
+        return Ok(None);
+    }
+    let digits = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(invalid)?;
+    let count: u64 = trimmed[..digits].parse().map_err(|_| invalid())?;
+    let unit = match trimmed[digits..].trim().to_ascii_lowercase().as_str() {
+        "s" | "sec" | "second" | "seconds" => 1,
+        "m" | "min" | "minute" | "minutes" => 60,
+        "h" | "hour" | "hours" => 3_600,
+        "d" | "day" | "days" => 86_400,
+        "w" | "week" | "weeks" => 604_800,
+        _ => return Err(invalid()),
+    };
+    match count.checked_mul(unit) {
+        Some(0) => Ok(None),
+        Some(seconds) => Ok(Some(seconds)),
+        None => Err(invalid()),
+    }
+}
+
 /// One `name = value` of `ALTER TABLE … SET (…)`, the value as written (unquoted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettingChange {
@@ -164,6 +202,18 @@ pub fn apply_changes(
                             reason: format!("{:?} is not a non-negative integer", change.value),
                         })?;
                 settings.max_columns = validate_max_columns(value)?;
+            }
+            "ttl" => {
+                if settings.time_column.is_none() {
+                    return Err(EngineError::InvalidSetting {
+                        setting: "ttl".into(),
+                        reason: format!(
+                            "table {table} has no time column to expire documents by (create it \
+                             with --time-column PATH, or through a pipeline)"
+                        ),
+                    });
+                }
+                settings.ttl_seconds = parse_ttl(&change.value)?;
             }
             "key" => {
                 return Err(EngineError::InvalidSetting {
@@ -244,6 +294,7 @@ mod tests {
             max_columns: 1024,
             key: None,
             text_index: Vec::new(),
+            ttl_seconds: None,
         };
         let change = |name: &str, value: &str| SettingChange {
             name: name.into(),
@@ -256,6 +307,17 @@ mod tests {
         let e = apply_changes("t", &mut settings, &[change("colour", "red")]).unwrap_err();
         assert!(e.to_string().contains("max_columns"), "{e}");
         assert!(apply_changes("t", &mut settings, &[change("max_columns", "-1")]).is_err());
+        // A TTL needs a time column.
+        let e = apply_changes("t", &mut settings, &[change("ttl", "30d")]).unwrap_err();
+        assert!(e.to_string().contains("no time column"), "{e}");
+        settings.time_column = Some("ts".into());
+        apply_changes("t", &mut settings, &[change("ttl", "30 days")]).unwrap();
+        assert_eq!(settings.ttl_seconds, Some(30 * 86_400));
+        apply_changes("t", &mut settings, &[change("ttl", "none")]).unwrap();
+        assert_eq!(settings.ttl_seconds, None);
+        for bad in ["", "d", "30x", "-1d", "99999999999999999999d"] {
+            assert!(parse_ttl(bad).is_err(), "{bad:?}");
+        }
         assert!(apply_changes("t", &mut settings, &[change("max_columns", "1000001")]).is_err());
         assert_eq!(settings.max_columns, 8);
     }

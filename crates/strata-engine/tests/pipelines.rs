@@ -158,3 +158,74 @@ fn a_time_column_is_fixed_when_the_table_is_created() {
         "{bad}"
     );
 }
+
+/// Ingests `lines` through the `text` pipeline (each line as `message`, its ISO time as
+/// `timestamp`, the time column).
+fn load_lines(dir: &DataDir, table: &str, lines: &[&str]) {
+    let tmp = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tmp.path(), lines.join("\n")).unwrap();
+    let (dir, table, path) = (dir.clone(), table.to_owned(), tmp.path().to_owned());
+    let options = IngestOptions {
+        auto_merge: false,
+        ..pipeline("text")
+    };
+    run_with_deep_stack(move || {
+        ingest(
+            &dir,
+            &table,
+            &[Input::File(path)],
+            &options,
+            &mut |_| {},
+            &mut |_| {},
+        )
+    })
+    .unwrap();
+}
+
+#[test]
+fn expired_parts_are_dropped_whole() {
+    use strata_engine::{SettingChange, drop_expired};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    load_lines(
+        &dir,
+        "app",
+        &["2026-01-01T10:00:00Z old a", "2026-01-02T10:00:00Z old b"],
+    );
+    load_lines(&dir, "app", &["2026-11-25T10:00:00Z new c"]);
+    // A part with an old and a new line stays whole.
+    load_lines(
+        &dir,
+        "app",
+        &["2026-01-03T10:00:00Z old d", "2026-11-25T11:00:00Z new e"],
+    );
+    // 2026-11-26T00:00:00Z.
+    let now = 1_795_651_200;
+    // No TTL: nothing goes.
+    assert_eq!(drop_expired(&dir, "app", now).unwrap().parts_dropped, 0);
+    dir.alter_table(
+        "app",
+        &[SettingChange {
+            name: "ttl".into(),
+            value: "7d".into(),
+        }],
+    )
+    .unwrap();
+    let summary = drop_expired(&dir, "app", now).unwrap();
+    assert_eq!((summary.parts_dropped, summary.rows_dropped), (1, 2));
+    let messages: Vec<String> = exported(&dir, "app")
+        .iter()
+        .map(|doc| doc["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(messages.len(), 3);
+    assert!(
+        messages
+            .iter()
+            .all(|m| !m.contains("old a") && !m.contains("old b"))
+    );
+    // Again: nothing more is old enough.
+    assert_eq!(drop_expired(&dir, "app", now).unwrap().parts_dropped, 0);
+    let manifest = dir.manifest("app").unwrap();
+    assert_eq!(manifest.settings.ttl_seconds, Some(7 * 86_400));
+    assert_eq!(manifest.parts.len(), 2);
+}

@@ -41,6 +41,10 @@ pub struct TableSettings {
     /// Paths (encoded) whose string values get a text index in every part (ADR 0019).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub text_index: Vec<String>,
+    /// Retention (ADR 0018): parts whose newest time-column value is older than this many
+    /// seconds are dropped. Absent: kept forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
 }
 
 /// A table's primary key: a JSON path (encoded, as sort-key paths are) and its values' type.

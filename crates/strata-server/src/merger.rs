@@ -144,8 +144,24 @@ fn run(data_dir: &DataDir, policy: &MergePolicy, metrics: &Metrics, events: &Rec
                 state.full_merge_due = false;
                 merge(data_dir, table, MergeScope::All, metrics);
             }
+            expire(data_dir, table);
         }
         tables.retain(|table, _| data_dir.table_exists(table).unwrap_or(false));
+    }
+}
+
+/// Drops the table's parts older than its TTL (`strata_engine::retention`).
+fn expire(data_dir: &DataDir, table: &str) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    match strata_engine::drop_expired(data_dir, table, now) {
+        Ok(summary) if summary.parts_dropped > 0 => eprintln!(
+            "strata: dropped {} parts of {table} ({} documents) older than its ttl",
+            summary.parts_dropped, summary.rows_dropped
+        ),
+        Ok(_) | Err(strata_engine::EngineError::NoSuchTable(_)) => {}
+        Err(e) => eprintln!("strata: retention of {table} failed (will retry): {e}"),
     }
 }
 

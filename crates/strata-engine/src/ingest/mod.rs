@@ -485,6 +485,7 @@ fn open_manifest(
                         .unwrap_or_default(),
                     time_column,
                     text_index: requested.text_index.unwrap_or(requested.default_text_index),
+                    ttl_seconds: None,
                     max_columns: requested
                         .max_columns
                         .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),

@@ -267,6 +267,7 @@ fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
         ..strata_format::Manifest::new(strata_format::TableSettings {
             time_column: None,
             text_index: Vec::new(),
+            ttl_seconds: None,
             sort_key: vec!["k".into()],
             max_columns: 64,
             key: None,
