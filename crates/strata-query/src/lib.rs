@@ -13,6 +13,7 @@ mod dml;
 pub mod group_count;
 pub mod jsonb;
 pub mod literal_typing;
+pub mod memory;
 pub mod number;
 pub mod output;
 pub mod paths;
@@ -31,7 +32,6 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
-use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::optimizer::Analyzer;
@@ -147,7 +147,7 @@ impl Session {
                 .unwrap_or(DEFAULT_MEMORY_LIMIT)
         });
         let runtime = RuntimeEnvBuilder::new()
-            .with_memory_pool(Arc::new(FairSpillPool::new(memory_limit)))
+            .with_memory_pool(Arc::new(memory::StrataMemoryPool::new(memory_limit)))
             .with_disk_manager_builder(
                 DiskManagerBuilder::default().with_mode(DiskManagerMode::OsTmpDirectory),
             )
