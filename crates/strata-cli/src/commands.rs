@@ -112,7 +112,8 @@ pub fn run(cli: Cli) -> CliResult {
         }
         Command::Check { table } => run_check(&data_dir, table.as_deref()),
         Command::Optimize { table } => {
-            let expired = strata_engine::drop_expired(&data_dir, &table, unix_seconds())?;
+            let expired =
+                strata_engine::drop_expired(&data_dir, &table, strata_engine::table::unix_now())?;
             if expired.parts_dropped > 0 {
                 eprintln!(
                     "optimize {table}: dropped {} parts ({} documents) older than the table's ttl",
@@ -160,13 +161,6 @@ pub fn run(cli: Cli) -> CliResult {
         } => crate::statements::run_script(&data_dir, &sql, format, timing),
         Command::Sql => crate::shell::run_shell(&data_dir),
     }
-}
-
-/// Seconds since 1970 now.
-fn unix_seconds() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn run_ingest(

@@ -28,7 +28,7 @@ pub struct RetentionSummary {
 pub fn drop_expired(
     data_dir: &DataDir,
     table: &str,
-    now: i64,
+    now: u64,
 ) -> Result<RetentionSummary, EngineError> {
     let manifest = data_dir.manifest(table)?;
     if expired_parts(&manifest.parts, &manifest.settings, now).is_empty() {
@@ -68,14 +68,14 @@ pub fn drop_expired(
 fn expired_parts(
     parts: &[PartEntry],
     settings: &strata_format::TableSettings,
-    now: i64,
+    now: u64,
 ) -> Vec<String> {
     let (Some(ttl), Some(time_column)) = (settings.ttl_seconds, &settings.time_column) else {
         return Vec::new();
     };
-    let Some(cutoff) = i64::try_from(ttl)
-        .ok()
-        .and_then(|ttl| now.checked_sub(ttl))
+    let Some(cutoff) = now
+        .checked_sub(ttl)
+        .and_then(|seconds| i64::try_from(seconds).ok())
         .and_then(|seconds| DateTime::<Utc>::from_timestamp(seconds, 0))
     else {
         return Vec::new();

@@ -443,7 +443,8 @@ pub(crate) fn new_part_file(manifest_version: u64) -> String {
 /// A table's name with what its manifest says, or why it cannot be read.
 pub type TableListing = (String, Result<TableInfo, EngineError>);
 
-pub(crate) fn unix_now() -> u64 {
+/// Seconds since 1970 now.
+pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -152,10 +152,7 @@ fn run(data_dir: &DataDir, policy: &MergePolicy, metrics: &Metrics, events: &Rec
 
 /// Drops the table's parts older than its TTL (`strata_engine::retention`).
 fn expire(data_dir: &DataDir, table: &str) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    match strata_engine::drop_expired(data_dir, table, now) {
+    match strata_engine::drop_expired(data_dir, table, strata_engine::table::unix_now()) {
         Ok(summary) if summary.parts_dropped > 0 => eprintln!(
             "strata: dropped {} parts of {table} ({} documents) older than its ttl",
             summary.parts_dropped, summary.rows_dropped
