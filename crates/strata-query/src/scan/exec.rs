@@ -109,8 +109,16 @@ impl StrataScanExec {
             if let Some(rows) = &key_rows {
                 access_plan::keep_key_rows(&mut plan, metadata.metadata(), rows, &mut counts);
             }
-            let text_rows = text_index::text_rows(&dir, entry, &predicate)
-                .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
+            let index = if text_index::uses_text_index(entry, &predicate) {
+                metadata_cache
+                    .text_index(&dir, entry)
+                    .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?
+            } else {
+                None
+            };
+            let text_rows = index
+                .as_deref()
+                .and_then(|index| text_index::text_rows(entry, index, &predicate));
             if let Some(text_rows) = &text_rows {
                 access_plan::keep_text_rows(
                     &mut plan,

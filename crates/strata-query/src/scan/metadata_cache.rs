@@ -8,7 +8,7 @@ use arrow::datatypes::DataType;
 use datafusion::execution::cache::lru_queue::LruQueue;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use strata_format::deletes::read_deletion_vector;
-use strata_format::{DeletionVector, Manifest, PartChecksums, PartEntry};
+use strata_format::{DeletionVector, Manifest, PartChecksums, PartEntry, TextIndex};
 
 /// Parsed footers and page indexes of parts, kept across the statements of a session.
 ///
@@ -29,6 +29,9 @@ struct Entries {
     /// manifest version) is never reused for other contents, so an entry is never stale.
     vectors: LruQueue<PathBuf, (Arc<DeletionVector>, usize)>,
     vector_bytes: usize,
+    /// Text indexes by file, immutable like parts (ADR 0019).
+    text_indexes: LruQueue<PathBuf, (Arc<TextIndex>, usize)>,
+    text_index_bytes: usize,
 }
 
 impl std::fmt::Debug for PartMetadataCache {
@@ -62,6 +65,8 @@ impl PartMetadataCache {
                 bytes: 0,
                 vectors: LruQueue::new(),
                 vector_bytes: 0,
+                text_indexes: LruQueue::new(),
+                text_index_bytes: 0,
             }),
             budget_bytes,
         }
@@ -70,6 +75,43 @@ impl PartMetadataCache {
     /// Deletion vectors kept at most, counted by their file sizes (a roaring bitmap takes about
     /// as much memory as its serialization): millions of scattered deleted rows.
     pub const VECTOR_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+    /// Text indexes kept at most, counted by their file sizes (the filters are their bytes).
+    pub const TEXT_INDEX_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+    /// The text index of the part `entry` of the table in `table_dir` (None: it has none), read
+    /// and verified once (`TextIndex::read`), then shared.
+    pub(super) fn text_index(
+        &self,
+        table_dir: &Path,
+        entry: &PartEntry,
+    ) -> std::result::Result<Option<Arc<TextIndex>>, strata_format::FormatError> {
+        let Some(indexed) = &entry.text_index else {
+            return Ok(None);
+        };
+        let path = Manifest::part_path(table_dir, &indexed.file);
+        if let Ok(mut entries) = self.entries.lock()
+            && let Some((found, _)) = entries.text_indexes.get(&path)
+        {
+            return Ok(Some(found.clone()));
+        }
+        let index = Arc::new(TextIndex::read(table_dir, indexed)?);
+        if let Ok(mut entries) = self.entries.lock() {
+            let Entries {
+                text_indexes,
+                text_index_bytes,
+                ..
+            } = &mut *entries;
+            put_within_budget(
+                text_indexes,
+                text_index_bytes,
+                path,
+                (index.clone(), indexed.bytes as usize),
+                Self::TEXT_INDEX_BUDGET_BYTES,
+            );
+        }
+        Ok(Some(index))
+    }
 
     /// The deletion vector of the part `entry` of the table in `table_dir` (None: it has none),
     /// read and checked once (`strata_format::deletes::read_deletion_vector`), then shared.
@@ -250,6 +292,29 @@ mod tests {
             tiny.get_or_load(path, entry).unwrap();
         }
         assert_eq!(tiny.bytes(), sizes[2]);
+    }
+
+    #[test]
+    fn text_indexes_are_read_once_per_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(tmp.path());
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        for n in 0..100 {
+            writeln!(file, r#"{{"message":"line {n}"}}"#).unwrap();
+        }
+        let options = IngestOptions {
+            text_index: Some(vec!["message".into()]),
+            ..IngestOptions::default()
+        };
+        let input = [Input::File(file.path().to_owned())];
+        ingest(&dir, "t", &input, &options, &mut |_| {}, &mut |_| {}).unwrap();
+        let table_dir = dir.table_dir("t").unwrap();
+        let entry = dir.manifest("t").unwrap().parts.remove(0);
+        let cache = PartMetadataCache::default();
+        let first = cache.text_index(&table_dir, &entry).unwrap().unwrap();
+        let again = cache.text_index(&table_dir, &entry).unwrap().unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &again));
+        assert_eq!(first.rows(), 100);
     }
 
     #[test]

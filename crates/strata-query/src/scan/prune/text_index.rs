@@ -5,9 +5,8 @@
 //! decides every row read, so a false positive of a filter costs reading, never an answer.
 
 use std::ops::Range;
-use std::path::Path;
 
-use strata_format::{FormatError, PartEntry, TextIndex};
+use strata_format::{PartEntry, TextIndex};
 
 use super::ScanPredicate;
 
@@ -18,24 +17,32 @@ pub(in crate::scan) struct TextRows {
     pub(in crate::scan) granules_pruned: usize,
 }
 
-/// The rows of `entry` that may match; None when no conjunct can use the part's text index.
+/// Whether a conjunct of `predicate` can use the text index of `entry`.
+pub(in crate::scan) fn uses_text_index(entry: &PartEntry, predicate: &ScanPredicate) -> bool {
+    entry.text_index.as_ref().is_some_and(|indexed| {
+        predicate
+            .text_searches()
+            .iter()
+            .any(|(path, _)| indexed.columns.contains(path))
+    })
+}
+
+/// The rows of `entry` that may match, by its text index `index`; None when no conjunct can
+/// use it.
 pub(in crate::scan) fn text_rows(
-    table_dir: &Path,
     entry: &PartEntry,
+    index: &TextIndex,
     predicate: &ScanPredicate,
-) -> Result<Option<TextRows>, FormatError> {
-    let Some(indexed) = &entry.text_index else {
-        return Ok(None);
-    };
+) -> Option<TextRows> {
+    let indexed = entry.text_index.as_ref()?;
     let searches: Vec<_> = predicate
         .text_searches()
         .iter()
         .filter(|(path, _)| indexed.columns.contains(path))
         .collect();
     if searches.is_empty() {
-        return Ok(None);
+        return None;
     }
-    let index = TextIndex::read(table_dir, indexed)?;
     let granule_rows = index.granule_rows() as u64;
     let granules = entry.rows.div_ceil(granule_rows) as usize;
     let mut kept = vec![true; granules];
@@ -58,8 +65,8 @@ pub(in crate::scan) fn text_rows(
         }
     }
     let pruned = kept.iter().filter(|keep| !**keep).count();
-    Ok(Some(TextRows {
+    Some(TextRows {
         kept: ranges,
         granules_pruned: pruned,
-    }))
+    })
 }
