@@ -29,7 +29,8 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use strata_engine::input::{Compression, Input, StreamInput};
 use strata_engine::{EngineError, IngestOptions, OnConflict, Reject};
-use strata_json::{KeyType, KeyValue};
+use strata_json::kind::Leaf;
+use strata_json::{Field, KeyType, KeyValue};
 
 use super::EsError;
 use crate::Shared;
@@ -355,18 +356,39 @@ fn plan(lines: &[Vec<u8>], path_index: Option<&str>) -> Result<Plan, EsError> {
 /// The document with its `_id` (given, or generated into the item) as its first field, and
 /// its time field if it has one. The document's own text is kept as it came.
 fn with_id(source: &[u8], item: &mut Item) -> Result<(Vec<u8>, Option<&'static str>), String> {
-    let object = strata_json::parse_document_tree(source)
+    // The flat parser ingest uses too; only the top-level keys matter here.
+    let document = strata_json::parse_document(source)
         .map_err(|e| format!("failed to parse the document: {e}"))?;
-    if object.contains_key(ID_FIELD) {
-        return Err(
-            "Field [_id] is a metadata field and cannot be added inside a document. Use the \
-             index API request parameters."
-                .to_owned(),
-        );
+    let mut depth = 0usize;
+    let mut top_strings: Vec<&str> = Vec::new();
+    for field in document.fields() {
+        let top_key = match field {
+            Field::Open(key) => {
+                depth += 1;
+                (depth == 1).then_some(key)
+            }
+            Field::Close => {
+                depth = depth.saturating_sub(1);
+                None
+            }
+            Field::Leaf(key, leaf) => {
+                if depth == 0 && matches!(leaf, Leaf::String(_)) {
+                    top_strings.push(key);
+                }
+                (depth == 0).then_some(key)
+            }
+        };
+        if top_key == Some(ID_FIELD) {
+            return Err(
+                "Field [_id] is a metadata field and cannot be added inside a document. Use \
+                 the index API request parameters."
+                    .to_owned(),
+            );
+        }
     }
     let time_field = TIME_FIELDS
         .into_iter()
-        .find(|field| object.get(*field).is_some_and(Value::is_string));
+        .find(|field| top_strings.contains(field));
     let id = item.id.get_or_insert_with(generated_id).clone();
     let text = std::str::from_utf8(source)
         .map_err(|e| e.to_string())?
