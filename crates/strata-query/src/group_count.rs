@@ -70,7 +70,9 @@ pub struct CountByKeyExec {
     properties: Arc<PlanProperties>,
 }
 
-fn is_count_star(aggregate: &datafusion::physical_expr::aggregate::AggregateFunctionExpr) -> bool {
+pub(crate) fn is_count_star(
+    aggregate: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+) -> bool {
     aggregate.fun().name() == "count"
         && !aggregate.is_distinct()
         && aggregate.order_bys().is_empty()

@@ -7,11 +7,13 @@
 //! ([`scan`]) and a few functions ([`udf`]). DataFusion does the rest: SQL, optimisation,
 //! parallel vectorised execution, spilling aggregation.
 
+pub mod count_matching;
 mod ddl;
 pub mod distinct;
 mod dml;
 pub mod group_count;
 pub mod jsonb;
+pub mod late_documents;
 pub mod literal_typing;
 pub mod memory;
 pub mod number;
@@ -188,6 +190,8 @@ impl Session {
             .with_analyzer_rules(analyzer_rules)
             .with_optimizer_rules(optimizer_rules)
             .with_physical_optimizer_rule(Arc::new(group_count::CountByKey))
+            .with_physical_optimizer_rule(Arc::new(late_documents::BuildDocumentsLate))
+            .with_physical_optimizer_rule(Arc::new(count_matching::CountMatching))
             .build();
         let context = SessionContext::new_with_state(state);
         for function in udf::all_functions() {

@@ -17,7 +17,7 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, Result, ScalarValue, TableReference};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::{Expr, LogicalPlan, TableScan, TableScanBuilder};
+use datafusion::logical_expr::{Expr, LogicalPlan, Projection, Sort, TableScan, TableScanBuilder};
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::paths::{PathColumn, PathMode};
@@ -122,29 +122,89 @@ impl AnalyzerRule for ReadPathsFromColumns {
                         .build()?;
                 return Ok(Transformed::yes(LogicalPlan::TableScan(new_scan)));
             }
-            // A call is replaced only where the node's input carries the path column, i.e.
-            // directly above the (widened) scan or nodes that pass its schema through. Above a
-            // projection (e.g. a Sort on a path that is not selected) the call stays and is
-            // evaluated on the document text: slower, same result.
-            let inputs: Vec<_> = node.inputs().iter().map(|i| i.schema().clone()).collect();
-            let available = |relation: &TableReference, path: &PathColumn| {
-                let column = Column::new(Some(relation.clone()), path.column_name());
-                inputs.iter().any(|schema| schema.has_column(&column))
-            };
-            rewrite_expressions_keeping_names(node, |e| {
-                if let Some((column, path)) = path_call(&e)
-                    && let Some(relation) = column.relation.as_ref()
-                    && available(relation, &path)
-                {
-                    let replacement =
-                        Expr::Column(Column::new(Some(relation.clone()), path.column_name()));
-                    return Ok(Transformed::yes(replacement));
-                }
-                Ok(Transformed::no(e))
-            })
+            if let Some(restructured) = sort_through_projection(&node)? {
+                return Ok(Transformed::yes(restructured));
+            }
+            read_available_paths(node)
         })?;
         Ok(rewritten.data)
     }
+}
+
+/// The column a path call reads once it is replaced: `relation."path:mode"`.
+fn path_column(relation: &TableReference, path: &PathColumn) -> Column {
+    Column::new(Some(relation.clone()), path.column_name())
+}
+
+/// Replaces the path calls of `node` whose column its input carries, i.e. directly above the
+/// (widened) scan or nodes that pass its schema through. Elsewhere the call stays and is
+/// evaluated on the document text: slower, same result.
+fn read_available_paths(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    let inputs: Vec<_> = node.inputs().iter().map(|i| i.schema().clone()).collect();
+    rewrite_expressions_keeping_names(node, |e| {
+        if let Some((column, path)) = path_call(&e)
+            && let Some(relation) = column.relation.as_ref()
+        {
+            let replacement = path_column(relation, &path);
+            if inputs.iter().any(|schema| schema.has_column(&replacement)) {
+                return Ok(Transformed::yes(Expr::Column(replacement)));
+            }
+        }
+        Ok(Transformed::no(e))
+    })
+}
+
+/// `SELECT data … ORDER BY data.time`: the Sort sits above the query's projection, which does
+/// not carry the path column, so the sort key would be parsed out of every document. Instead the
+/// projection carries the column, the Sort reads it, and a projection above the Sort restores
+/// the query's columns. `None` when the node is not such a Sort.
+fn sort_through_projection(node: &LogicalPlan) -> Result<Option<LogicalPlan>> {
+    let LogicalPlan::Sort(sort) = node else {
+        return Ok(None);
+    };
+    let LogicalPlan::Projection(projection) = sort.input.as_ref() else {
+        return Ok(None);
+    };
+    let below = projection.input.schema();
+    let mut carried: Vec<Column> = Vec::new();
+    for sort_expr in &sort.expr {
+        sort_expr.expr.apply(|e| {
+            if let Some((column, path)) = path_call(e)
+                && let Some(relation) = column.relation.as_ref()
+            {
+                let wanted = path_column(relation, &path);
+                let name_taken = projection
+                    .schema
+                    .has_column_with_unqualified_name(&wanted.name);
+                if below.has_column(&wanted) && !name_taken && !carried.contains(&wanted) {
+                    carried.push(wanted);
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+    }
+    if carried.is_empty() {
+        return Ok(None);
+    }
+    let query_columns: Vec<Expr> = projection
+        .schema
+        .columns()
+        .into_iter()
+        .map(Expr::Column)
+        .collect();
+    let mut widened = projection.expr.clone();
+    widened.extend(carried.into_iter().map(Expr::Column));
+    let widened = Projection::try_new(widened, Arc::clone(&projection.input))?;
+    let sort = LogicalPlan::Sort(Sort {
+        expr: sort.expr.clone(),
+        input: Arc::new(LogicalPlan::Projection(widened)),
+        fetch: sort.fetch,
+    });
+    let sort = read_available_paths(sort)?.data;
+    Ok(Some(LogicalPlan::Projection(Projection::try_new(
+        query_columns,
+        Arc::new(sort),
+    )?)))
 }
 
 /// Rewrites every expression of `node` bottom-up with `rewrite`, keeping the names the plan's

@@ -277,3 +277,110 @@ fn whole_part_counts_and_bounds_answer_from_statistics() {
     let plan = explain_analyze(tmp.path(), "SELECT count(*) FROM events WHERE data.n > 5");
     assert!(plan.contains("FilterExec"), "{plan}");
 }
+
+fn query_json(root: &std::path::Path, sql: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let session = Session::open(root).unwrap();
+        let result = session.run(sql).await.unwrap();
+        let mut rows = Vec::new();
+        for batch in &result.batches {
+            let column =
+                arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::Utf8).unwrap();
+            let strings = column
+                .as_any()
+                .downcast_ref::<arrow::array::StringArray>()
+                .unwrap();
+            rows.extend(strings.iter().map(|s| s.unwrap_or("NULL").to_owned()));
+        }
+        rows
+    })
+}
+
+/// Three parts of `n` in 0..1,000, 1,000..41,000 and 41,000..42,000, plus a part whose `n`
+/// lies inside every range below but is missing on half its rows.
+fn ranged_parts(dir: &DataDir) {
+    for (first, rows) in [(0, 1_000), (1_000, 40_000), (41_000, 1_000)] {
+        let lines: Vec<String> = (first..first + rows)
+            .map(|n| format!(r#"{{"kind":"k","n":{n},"text":"row {n}"}}"#))
+            .collect();
+        ingest_lines(dir, "events", &lines);
+    }
+    let lines: Vec<String> = (0..2_000)
+        .map(|i| match i % 2 {
+            0 => format!(r#"{{"kind":"m","n":{}}}"#, 20_000 + i),
+            _ => r#"{"kind":"m","text":"no n"}"#.to_owned(),
+        })
+        .collect();
+    ingest_lines(dir, "events", &lines);
+}
+
+#[test]
+fn counts_over_ranges_take_covered_row_groups_from_statistics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    ranged_parts(&dir);
+    let sql = "SELECT count(*) FROM events WHERE data.n >= 500 AND data.n < 41500";
+    // 500..41,500 of the three ranged parts, and the 1,000 rows of the fourth that have an n.
+    assert_eq!(query_json(tmp.path(), sql), ["42000"]);
+    let plan = explain_analyze(tmp.path(), sql);
+    assert!(plan.contains("CountMatchingExec"), "{plan}");
+    // Only the middle part's row group lies wholly inside the range and has no NULL n.
+    assert!(
+        plan.contains("rows_counted_from_statistics=40.00 K"),
+        "{plan}"
+    );
+    // The same count where only DataFusion evaluates the filter.
+    let unoptimized = "SELECT count(*) FROM events WHERE data.n + 0 >= 500 AND data.n + 0 < 41500";
+    assert_eq!(query_json(tmp.path(), unoptimized), ["42000"]);
+    assert!(!explain_analyze(tmp.path(), unoptimized).contains("CountMatchingExec"));
+    // OR, NOT-equal and a range nothing covers count exactly too.
+    for (filter, expected) in [
+        ("data.n < 100 OR data.n >= 41900", "200"),
+        ("data.n <> 5 AND data.n <= 999", "999"),
+        ("data.n > 50000", "0"),
+    ] {
+        let sql = format!("SELECT count(*) FROM events WHERE {filter}");
+        assert_eq!(query_json(tmp.path(), &sql), [expected], "{filter}");
+    }
+}
+
+#[test]
+fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    ranged_parts(&dir);
+    let sql = "SELECT data FROM events WHERE data.n >= 100 AND data.n < 30000 \
+               ORDER BY data.n DESC LIMIT 3";
+    let expected: Vec<String> = [29_999, 29_998, 29_997]
+        .iter()
+        .map(|n| format!(r#"{{"kind":"k","n":{n},"text":"row {n}"}}"#))
+        .collect();
+    assert_eq!(query_json(tmp.path(), sql), expected);
+    let plan = explain_analyze(tmp.path(), sql);
+    assert!(plan.contains("before building outputs: filter="), "{plan}");
+    assert!(plan.contains("top 3 by output"), "{plan}");
+    // The sort reads the path column, not the documents.
+    assert!(!plan.contains("strata_path(data"), "{plan}");
+    // Ascending with an offset, and a filter alone (no ORDER BY).
+    let sql = "SELECT data FROM events WHERE data.n >= 100 ORDER BY data.n LIMIT 2 OFFSET 1";
+    assert_eq!(
+        query_json(tmp.path(), sql),
+        [
+            r#"{"kind":"k","n":101,"text":"row 101"}"#,
+            r#"{"kind":"k","n":102,"text":"row 102"}"#
+        ]
+    );
+    let sql = "SELECT data FROM events WHERE data.text = 'row 7'";
+    assert_eq!(
+        query_json(tmp.path(), sql),
+        [r#"{"kind":"k","n":7,"text":"row 7"}"#]
+    );
+    assert!(explain_analyze(tmp.path(), sql).contains("before building outputs: filter="));
+    // Descending puts rows without the sort path first (NULLS FIRST, as in PostgreSQL), whole.
+    let sql = "SELECT data FROM events WHERE data.kind = 'm' ORDER BY data.n DESC LIMIT 1";
+    assert_eq!(
+        query_json(tmp.path(), sql),
+        [r#"{"kind":"m","text":"no n"}"#]
+    );
+}

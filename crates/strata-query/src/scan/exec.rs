@@ -7,13 +7,13 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::AsArray;
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::common::{DataFusionError, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::utils::collect_columns;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
@@ -28,6 +28,7 @@ use object_store::ObjectStore;
 use strata_format::Manifest;
 
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
+use super::count::{self, Covering};
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
@@ -36,6 +37,7 @@ use super::prune::{key_index, text_index};
 use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
 };
+use super::reduce::RowReduction;
 use super::statistics::scan_statistics;
 use super::{ScanOutput, part_error};
 use crate::paths::PathColumn;
@@ -48,6 +50,8 @@ pub struct StrataScanExec {
     partitions: Vec<Vec<ScanUnit>>,
     predicate: ScanPredicate,
     limit: Option<usize>,
+    /// Rows dropped before costly outputs are built (`reduce`), set by `BuildDocumentsLate`.
+    reduction: Option<Arc<RowReduction>>,
     counts: PruneCounts,
     metrics: ExecutionPlanMetricsSet,
     properties: Arc<PlanProperties>,
@@ -159,6 +163,7 @@ impl StrataScanExec {
             partitions,
             predicate,
             limit,
+            reduction: None,
             counts,
             metrics,
             properties: Arc::new(properties),
@@ -173,6 +178,30 @@ impl StrataScanExec {
     pub fn with_lease(mut self, lease: Option<Arc<strata_engine::ReadLease>>) -> Self {
         self.lease = lease;
         self
+    }
+
+    /// This scan, dropping rows as `reduction` says before building its costly outputs.
+    pub(crate) fn with_reduction(&self, reduction: RowReduction) -> Self {
+        let scan = StrataScanExec {
+            table: self.table.clone(),
+            outputs: Arc::clone(&self.outputs),
+            schema: Arc::clone(&self.schema),
+            partitions: self.partitions.clone(),
+            predicate: self.predicate.clone(),
+            limit: self.limit,
+            reduction: Some(Arc::new(reduction)),
+            counts: self.counts,
+            metrics: ExecutionPlanMetricsSet::new(),
+            properties: Arc::clone(&self.properties),
+            lease: self.lease.clone(),
+            store: Arc::clone(&self.store),
+        };
+        scan.record_prune_counts();
+        scan
+    }
+
+    pub(crate) fn reduction(&self) -> Option<&RowReduction> {
+        self.reduction.as_deref()
     }
 
     fn record_prune_counts(&self) {
@@ -299,6 +328,9 @@ impl DisplayAs for StrataScanExec {
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
         }
+        if let Some(reduction) = &self.reduction {
+            write!(f, ", before building outputs: {reduction}")?;
+        }
         Ok(())
     }
 }
@@ -350,6 +382,11 @@ impl ExecutionPlan for StrataScanExec {
             }
             None => scan_statistics(self.partitions.iter().flatten(), outputs, schema, limit),
         };
+        // A reduction drops rows the statistics count.
+        let statistics = match self.reduction {
+            Some(_) => statistics.to_inexact(),
+            None => statistics,
+        };
         Ok(Arc::new(statistics))
     }
 
@@ -362,6 +399,7 @@ impl ExecutionPlan for StrataScanExec {
         let outputs = self.outputs.clone();
         let schema = self.schema.clone();
         let limit = self.limit;
+        let reduction = self.reduction.clone();
         let table = self.table.clone();
         let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
@@ -379,12 +417,19 @@ impl ExecutionPlan for StrataScanExec {
                     .map(|o| plan_output(&unit.part.entry, o))
                     .collect();
                 let batches = open_unit(&store, &unit, &plans, &table, &bytes_scanned, None)?;
-                let (table, schema, output_rows) =
-                    (table.clone(), schema.clone(), output_rows.clone());
+                let (table, schema, output_rows, reduction) = (
+                    table.clone(),
+                    schema.clone(),
+                    output_rows.clone(),
+                    reduction.clone(),
+                );
                 Ok::<_, DataFusionError>(batches.map(move |batch| {
                     let out: RecordBatch = batch
                         .map_err(DataFusionError::from)
-                        .and_then(|batch| build_outputs(&batch, &plans, &schema))
+                        .and_then(|batch| match &reduction {
+                            Some(reduction) => reduction.build(&batch, &plans, &schema),
+                            None => build_outputs(&batch, &plans, &schema),
+                        })
                         .map_err(|e| part_error(&table, &unit.part.path, e))?;
                     output_rows.add(out.num_rows());
                     Ok::<_, DataFusionError>(out)
@@ -427,6 +472,75 @@ impl StrataScanExec {
     /// The scan's outputs, in schema order.
     pub(crate) fn outputs(&self) -> &[ScanOutput] {
         &self.outputs
+    }
+
+    /// The first phase of `count(*) … WHERE filter` over this scan, for one partition: one
+    /// batch of `result_schema` with the count once per count aggregate. Row groups `covering`
+    /// proves wholly inside the filter are counted from their statistics (`count`); the others
+    /// are read and `filter` (over the scan's outputs) evaluated.
+    pub(crate) fn execute_count_matching(
+        &self,
+        partition: usize,
+        filter: Arc<dyn PhysicalExpr>,
+        covering: Arc<Covering>,
+        result_schema: SchemaRef,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = self.partitions.get(partition).cloned().unwrap_or_default();
+        let probed: Vec<usize> = collect_columns(&filter).iter().map(|c| c.index()).collect();
+        let reduction = RowReduction {
+            predicate: Some(filter),
+            top: None,
+            probed,
+        };
+        let (outputs, schema, table) = (
+            self.outputs.clone(),
+            self.schema.clone(),
+            self.table.clone(),
+        );
+        let predicate = self.predicate.clone();
+        let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let from_statistics =
+            MetricBuilder::new(&self.metrics).counter("rows_counted_from_statistics", partition);
+        let mut builder = RecordBatchReceiverStreamBuilder::new(result_schema.clone(), 2);
+        let tx = builder.tx();
+        let (lease, store) = (self.lease.clone(), self.store.clone());
+        builder.spawn(async move {
+            let _lease = lease;
+            let mut total = 0u64;
+            for unit in units {
+                let (counted, rest) = count::split_covered(&unit, &covering, &predicate);
+                from_statistics.add(counted as usize);
+                total += counted;
+                let Some(rest) = rest else {
+                    continue;
+                };
+                let plans: Vec<OutputPlan> = outputs
+                    .iter()
+                    .map(|o| plan_output(&rest.part.entry, o))
+                    .collect();
+                let mut batches = open_unit(&store, &rest, &plans, &table, &bytes_scanned, None)?;
+                while let Some(batch) = batches.next().await {
+                    let batch = batch
+                        .map_err(DataFusionError::from)
+                        .and_then(|batch| reduction.build(&batch, &plans, &schema))
+                        .map_err(|e| part_error(&table, &rest.part.path, e))?;
+                    output_rows.add(batch.num_rows());
+                    total += batch.num_rows() as u64;
+                }
+            }
+            let count = i64::try_from(total)
+                .map_err(|_| DataFusionError::Internal(format!("count {total} overflows")))?;
+            let columns: Vec<ArrayRef> = result_schema
+                .fields()
+                .iter()
+                .map(|_| Arc::new(Int64Array::from(vec![count])) as ArrayRef)
+                .collect();
+            let out = RecordBatch::try_new(result_schema, columns)?;
+            let _ = tx.send(Ok(out)).await; // Err: the consumer has gone away
+            Ok(())
+        });
+        Ok(builder.build())
     }
 
     /// The first phase of `GROUP BY <output> ... count(*)` over this scan, for one partition:

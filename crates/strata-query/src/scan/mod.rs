@@ -10,24 +10,33 @@
 //! tokio task and stream per partition (ADR 0012).
 //!
 //! Module map: `exec` (the `ExecutionPlan`), `prune` (one module per level), `access_plan`,
-//! `read` (opening a part, building outputs, the remainder overlay), `group_counter` (grouped
+//! `count` (filtered counts from row-group statistics where they cover the filter),
+//! `read` (opening a part, building outputs, the remainder overlay), `reduce` (rows dropped
+//! before documents are built, for filters and top-k above the scan), `group_counter` (grouped
 //! counts by dictionary key), `metadata_cache` (parsed footers kept across statements).
 
 mod access_plan;
+mod count;
 mod exec;
 mod group_counter;
 mod metadata_cache;
 mod prune;
 mod read;
+mod reduce;
 mod statistics;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use datafusion::common::DataFusionError;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::repartition::RepartitionExec;
 
+pub use count::Covering;
 pub use exec::StrataScanExec;
 pub use metadata_cache::PartMetadataCache;
 pub(crate) use prune::filter_is_exact;
+pub use reduce::{RowReduction, TopRows};
 
 use crate::paths::PathColumn;
 
@@ -40,6 +49,18 @@ pub enum ScanOutput {
     /// The whole document as JSON text.
     Document,
     Path(PathColumn),
+}
+
+/// The Strata scan under `node`, through nodes that pass its rows through unchanged
+/// (repartitioning): where the physical rules find the scan they rewrite.
+pub(crate) fn scan_below(node: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPlan>> {
+    if node.is::<StrataScanExec>() {
+        return Some(node);
+    }
+    if node.is::<RepartitionExec>() {
+        return node.children().first().and_then(|child| scan_below(child));
+    }
+    None
 }
 
 fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {

@@ -1,0 +1,144 @@
+//! Rows dropped before the costly outputs of a batch are built.
+//!
+//! Rebuilding whole documents (`SELECT data`) costs far more per row than reading a typed
+//! column, and a search usually keeps few of the rows it reads: a time window read granule by
+//! granule, a filter on a field, the newest 1000 lines. When the plan above the scan filters
+//! and/or keeps the top rows by one column (the `BuildDocumentsLate` rule), the scan first
+//! builds only the outputs those read, evaluates the filter, keeps each batch's top rows, and
+//! builds every output for the rows left.
+//!
+//! Invariant: the reduction only drops rows that the plan above would drop too — the filter is
+//! the plan's own (and is evaluated again above); the top `fetch` rows of the whole input are
+//! among the top `fetch` rows of the batch they sit in — so results are unchanged (ties at the
+//! limit may be broken differently, as SQL allows).
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, UInt32Array};
+use arrow::compute::{
+    SortOptions, prep_null_mask_filter, sort_to_indices, take, take_record_batch,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::read::{OutputPlan, build_output, build_outputs};
+
+/// Keep only the first `fetch` rows in `options` order of scan output `column`.
+#[derive(Debug, Clone)]
+pub struct TopRows {
+    pub column: usize,
+    pub options: SortOptions,
+    pub fetch: usize,
+}
+
+/// What the scan evaluates before building costly outputs.
+#[derive(Debug, Clone)]
+pub struct RowReduction {
+    /// A predicate over the scan's output schema that reads no costly output.
+    pub predicate: Option<Arc<dyn PhysicalExpr>>,
+    pub top: Option<TopRows>,
+    /// Scan outputs the predicate and the top rows read (built first, for every row).
+    pub probed: Vec<usize>,
+}
+
+impl fmt::Display for RowReduction {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(predicate) = &self.predicate {
+            parts.push(format!("filter={predicate}"));
+        }
+        if let Some(top) = &self.top {
+            let order = if top.options.descending {
+                "desc"
+            } else {
+                "asc"
+            };
+            parts.push(format!(
+                "top {} by output {} {order}",
+                top.fetch, top.column
+            ));
+        }
+        write!(f, "{}", parts.join(", "))
+    }
+}
+
+impl RowReduction {
+    /// The scan's outputs for the rows of `batch` (physical columns) that survive.
+    pub(super) fn build(
+        &self,
+        batch: &RecordBatch,
+        plans: &[OutputPlan],
+        schema: &SchemaRef,
+    ) -> Result<RecordBatch> {
+        let rows = batch.num_rows();
+        let probe = self.probe(batch, plans, schema)?;
+        let mut selected: Option<UInt32Array> = None;
+        if let Some(predicate) = &self.predicate {
+            let mask = predicate.evaluate(&probe)?.into_array(rows)?;
+            if mask.data_type() != &DataType::Boolean {
+                return Err(DataFusionError::Internal(format!(
+                    "scan filter {predicate} is of type {}, not boolean",
+                    mask.data_type()
+                )));
+            }
+            // NULL is not true: the row goes, as FilterExec drops it.
+            let mask = mask.as_boolean();
+            let mask = match mask.nulls() {
+                Some(_) => prep_null_mask_filter(mask),
+                None => mask.clone(),
+            };
+            selected = Some(mask.values().set_indices().map(|i| i as u32).collect());
+        }
+        if let Some(top) = &self.top {
+            let key = probe.column(top.column);
+            let key = match &selected {
+                Some(indices) => take(key.as_ref(), indices, None)?,
+                None => Arc::clone(key),
+            };
+            if key.len() > top.fetch {
+                let order = sort_to_indices(&key, Some(top.options), Some(top.fetch))?;
+                selected = Some(match &selected {
+                    Some(indices) => take(indices, &order, None)?.as_primitive().clone(),
+                    None => order,
+                });
+            }
+        }
+        match selected {
+            Some(indices) if indices.len() < rows => {
+                build_outputs(&take_record_batch(batch, &indices)?, plans, schema)
+            }
+            _ => build_outputs(batch, plans, schema),
+        }
+    }
+
+    /// The outputs the predicate and the top rows read, for every row; NULL for the others,
+    /// which are never read.
+    fn probe(
+        &self,
+        batch: &RecordBatch,
+        plans: &[OutputPlan],
+        schema: &SchemaRef,
+    ) -> Result<RecordBatch> {
+        let rows = batch.num_rows();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(plans.len());
+        for (i, (plan, field)) in plans.iter().zip(schema.fields()).enumerate() {
+            columns.push(if self.probed.contains(&i) {
+                build_output(batch, plan)?
+            } else {
+                arrow::array::new_null_array(field.data_type(), rows)
+            });
+        }
+        let nullable: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        Ok(RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(nullable)),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?)
+    }
+}
