@@ -13,12 +13,21 @@ match on user, method, path, protocol and status; count over the first half of t
 minute in the middle, 1000 rows; the last minute, 1000 rows newest first; keyword + time range —
 cold (a new process after the OS page cache is dropped, when run as root) and hot (the fastest of
 `--runs` runs in one process). Counts must agree between systems in each mode (the script fails
-otherwise). Elasticsearch and OpenSearch are not driven by this script yet: they are reported as
-not measured, never estimated.
+otherwise).
+
+Elasticsearch and OpenSearch (benchlib/logsearch.py: the suite's servers, explicit mappings, the
+queries in the query DSL) are given the documents Strata's pipelines produced, since their
+distributions here cannot parse lines; that and their other settings are described there.
+
+Throttled ingest (`--throttle-rate` lines/s for `--throttle-seconds`, 0 to skip): a fresh
+`strata serve` receives the raw lines over HTTP (`POST /v1/ingest/TABLE?pipeline=…`), and a
+fresh Elasticsearch/OpenSearch the documents over `_bulk`, in batches every 50 ms; the server's
+CPU % and peak RSS are reported. ClickHouse runs embedded here (chdb) and has no server to send to.
 
 Usage:
   bench/.venv/bin/python bench/logs.py --strata-bin BIN [--lines 1000000] [--runs 3]
-      [--systems strata,clickhouse] [--work DIR] [--out DIR]
+      [--systems strata,clickhouse,elasticsearch,opensearch] [--throttle-rate 20000]
+      [--throttle-seconds 60] [--work DIR] [--out DIR]
 Prints a table and writes OUT/results.json.
 """
 import argparse
@@ -34,9 +43,16 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from benchlib.procs import dir_bytes, drop_page_cache, run_measured  # noqa: E402
+from benchlib.logsearch import NOT_COMPARABLE, run_search_engine  # noqa: E402
+from benchlib.procs import dir_bytes, drop_page_cache, log, run_measured  # noqa: E402
+from benchlib.systems.base import NotRunnable  # noqa: E402
+from benchlib.systems.elasticsearch import Elasticsearch, OpenSearch  # noqa: E402
+from benchlib.throttled import throttled_ingest  # noqa: E402
+from server_load import StrataServer  # noqa: E402
 
 TIME_RE = re.compile(r"Time:\s*([0-9.]+)\s*ms")
+SEARCH_ENGINES = ("elasticsearch", "opensearch")
+MODES = {"structured": ("access", "common"), "full-text": ("lines", "text")}
 QUERY_NAMES = ["count", "keywords", "half range", "middle minute", "last minute", "keyword+range"]
 # Queries whose answer is a count (compared between systems); the others return 1000 rows.
 COUNTED = {0, 1, 2, 5}
@@ -151,16 +167,19 @@ def time_strata(binary, data_dir, sql, runs):
     return cold_seconds, min(times), rows[len(rows) - per_run:]
 
 
-def run_strata(binary, work, log_file, params_out, runs):
+def run_strata(binary, work, log_file, params_out, runs, throttle):
     data_dir = work / "strata"
     shutil.rmtree(data_dir, ignore_errors=True)
     results = {}
-    for mode, table, pipeline in [("structured", "access", "common"), ("full-text", "lines", "text")]:
+    for mode, (table, pipeline) in MODES.items():
         load = strata(binary, data_dir, "ingest", table, "--pipeline", pipeline, log_file).check("strata ingest")
         optimize = strata(binary, data_dir, "optimize", table).check("strata optimize")
         results[mode] = {"load_seconds": load.seconds, "load_peak_rss": load.peak_rss,
                          "optimize_seconds": optimize.seconds,
                          "bytes": dir_bytes(data_dir / table)}
+        if throttle:
+            results[mode]["throttled"] = strata_throttled(binary, work / "strata-served", table, pipeline,
+                                                          log_file, throttle)
     params_out.update(parameters(binary, data_dir))
     for mode in results:
         timings = []
@@ -170,6 +189,32 @@ def run_strata(binary, work, log_file, params_out, runs):
             timings.append({"sql": sql, "cold": cold, "hot": hot, "answer": answer})
         results[mode]["queries"] = timings
     return results
+
+
+def strata_throttled(binary, data_dir, table, pipeline, log_file, throttle):
+    """Raw lines at the throttled rate into a fresh `strata serve` over HTTP."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    server = StrataServer(binary, data_dir)
+    try:
+        def send(lines):
+            answer, _ = server.post(f"/v1/ingest/{table}?pipeline={pipeline}", b"\n".join(lines) + b"\n")
+            if answer.get("accepted") != len(lines):
+                raise RuntimeError(f"strata serve accepted {answer.get('accepted')} of {len(lines)} lines: {answer}")
+        return throttled_ingest(send, log_file, throttle[0], throttle[1], server.proc.pid)
+    finally:
+        server.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def export_documents(binary, data_dir, work):
+    """Each mode's table exported as NDJSON: the documents the search engines are sent."""
+    paths = {}
+    for mode, (table, _) in MODES.items():
+        path = work / f"{table}.ndjson"
+        with open(path, "wb") as out:
+            subprocess.run([binary, "--data-dir", data_dir, "export", table], stdout=out, check=True)
+        paths[mode] = path
+    return paths
 
 
 CLICKHOUSE_WORKER = r"""
@@ -258,7 +303,9 @@ def main():
     parser.add_argument("--strata-bin", required=True)
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--systems", default="strata,clickhouse")
+    parser.add_argument("--systems", default="strata,clickhouse,elasticsearch,opensearch")
+    parser.add_argument("--throttle-rate", type=int, default=20_000, help="lines/s of the throttled HTTP ingest")
+    parser.add_argument("--throttle-seconds", type=float, default=60, help="0 skips the throttled ingest")
     parser.add_argument("--work", default=str(BENCH / "work" / "logs"))
     parser.add_argument("--out", default=str(BENCH / "results" / "logs"))
     args = parser.parse_args()
@@ -272,25 +319,39 @@ def main():
                     "-o", str(log_file)], check=True, capture_output=True)
     raw = log_file.stat().st_size
     params = {}
+    throttle = (args.throttle_rate, args.throttle_seconds) if args.throttle_seconds > 0 else None
     results = {"lines": args.lines, "raw_bytes": raw, "runs": args.runs, "systems": {},
-               "cold_runs_drop_page_cache": os.geteuid() == 0,
-               "not_measured": {"elasticsearch": "not driven by bench/logs.py yet",
-                                "opensearch": "not driven by bench/logs.py yet"}}
-    results["systems"]["strata"] = run_strata(args.strata_bin, work, log_file, params, args.runs)
+               "cold_runs_drop_page_cache": os.geteuid() == 0, "throttle": throttle, "not_measured": {}}
+    results["systems"]["strata"] = run_strata(args.strata_bin, work, log_file, params, args.runs, throttle)
     if "clickhouse" in systems:
         try:
             import chdb  # noqa: F401
             results["systems"]["clickhouse"] = run_clickhouse(work, log_file, params, args.runs)
         except ImportError:
             results["not_measured"]["clickhouse"] = "chdb is not installed (pip install -r bench/requirements.txt)"
+    engines = [cls for cls in (Elasticsearch, OpenSearch) if cls.name in systems]
+    if engines:
+        docs = export_documents(args.strata_bin, work / "strata", work)
+        for cls in engines:
+            log(f"{cls.name}: starting")
+            try:
+                results["systems"][cls.name] = run_search_engine(cls, work / cls.name, docs, params,
+                                                                 args.runs, throttle)
+            except NotRunnable as e:
+                results["not_measured"][cls.name] = str(e)
+        for path in docs.values():
+            path.unlink()
     results["parameters"] = {k: (v.isoformat() if isinstance(v, dt.datetime) else v) for k, v in params.items()}
 
     # Answers must agree between systems, mode by mode.
     disagreements = []
+    results["not_compared"] = {f"{name} {mode} {QUERY_NAMES[i]}": why for (mode, i), why in NOT_COMPARABLE.items()
+                               for name in results["systems"] if name in SEARCH_ENGINES}
     for mode in ("structured", "full-text"):
         answers = {name: [q["answer"] for q in r[mode]["queries"]] for name, r in results["systems"].items()}
         for i in range(len(QUERY_NAMES)):
-            seen = {name: a[i] for name, a in answers.items()}
+            seen = {name: a[i] for name, a in answers.items()
+                    if not (name in SEARCH_ENGINES and (mode, i) in NOT_COMPARABLE)}
             if len(set(map(str, seen.values()))) > 1:
                 disagreements.append(f"{mode} {QUERY_NAMES[i]}: {seen}")
     results["disagreements"] = disagreements
@@ -314,11 +375,18 @@ def print_table(results):
         row("ingest lines/s", lambda r: f"{lines / r['load_seconds']:,.0f}")
         row("ingest peak RSS MB", lambda r: f"{r['load_peak_rss'] / 1e6:,.0f}")
         row("disk % of raw", lambda r: f"{100 * r['bytes'] / raw:.1f}")
+        if results.get("throttle"):
+            rate = f"{results['throttle'][0] / 1000:g}k/s"
+            row(f"{rate} HTTP CPU %", lambda r: f"{r['throttled']['cpu_percent']:.0f}" if "throttled" in r else "—")
+            row(f"{rate} HTTP RSS MB", lambda r: f"{r['throttled']['peak_rss'] / 1e6:,.0f}" if "throttled" in r else "—")
         for i, name in enumerate(QUERY_NAMES):
             row(f"{name} ms", lambda r, i=i: f"{r['queries'][i]['cold'] * 1000:.0f} / {r['queries'][i]['hot'] * 1000:.1f}")
-    print("\n(query cells: cold / hot ms)")
+    print("\n(query cells: cold / hot ms; HTTP: server CPU % of one core and peak RSS while ingesting at the "
+          "throttled rate — ClickHouse runs embedded, '—')")
     for name, why in results["not_measured"].items():
         print(f"{name}: not measured ({why})")
+    for what, why in results.get("not_compared", {}).items():
+        print(f"{what}: answer not compared with the others ({why})")
 
 
 if __name__ == "__main__":

@@ -330,6 +330,12 @@ fn counts_over_ranges_take_covered_row_groups_from_statistics() {
         plan.contains("rows_counted_from_statistics=40.00 K"),
         "{plan}"
     );
+    // A range inside the middle part: its pages (granules of 8,192 rows) wholly inside count
+    // from the page index, only the two at the ends are read.
+    let sql = "SELECT count(*) FROM events WHERE data.n >= 10000 AND data.n < 30000";
+    assert_eq!(query_json(tmp.path(), sql), ["21000"]);
+    let plan = explain_analyze(tmp.path(), sql);
+    assert!(plan.contains("rows_counted_from_statistics=8.19 K"), "{plan}");
     // The same count where only DataFusion evaluates the filter.
     let unoptimized = "SELECT count(*) FROM events WHERE data.n + 0 >= 500 AND data.n + 0 < 41500";
     assert_eq!(query_json(tmp.path(), unoptimized), ["42000"]);

@@ -6,11 +6,14 @@
 //! statistics show that no row can satisfy the filter's negation (the pruning predicate of
 //! `NOT filter`, built by [`negate`]) and the filter's columns hold no NULL there (a NULL
 //! satisfies neither). Its planned rows (the access plan's selection: deleted rows excluded)
-//! are counted without reading a page; the other row groups are read and the filter evaluated.
+//! are counted without reading a page. In a row group that is not covered whole, a filter on
+//! one column is judged page by page (the page index) the same way, so only the pages at a
+//! range's ends are read and the filter evaluated there.
 //!
 //! Invariant: a row group is counted from statistics only when its statistics describe exactly
 //! the values the filter reads (`column_source` is `Physical` for every column, as for pruning).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
@@ -18,6 +21,7 @@ use arrow::datatypes::{SchemaRef, UInt64Type};
 use datafusion::common::Column;
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
+use parquet::arrow::arrow_reader::RowSelection;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::BinaryExpr;
@@ -26,6 +30,7 @@ use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicate
 use super::access_plan::ScanUnit;
 use super::prune::ScanPredicate;
 use super::prune::keep;
+use super::prune::page::{covered_pages, intersect};
 use super::prune::row_group::RowGroupStatistics;
 
 /// The filter's negation for pruning, and the columns it reads (which must hold no NULL).
@@ -117,9 +122,44 @@ pub(super) fn split_covered(
         };
         if !may_fail.get(rg).copied().unwrap_or(true) && no_nulls(rg) {
             counted += rows;
-        } else {
+            continue;
+        }
+        // Not covered whole: the pages of a single-column filter may be.
+        let group_rows = parquet.row_group(rg).num_rows() as usize;
+        let covered = match covering.columns.as_slice() {
+            [name] => predicate.column(name).map_or_else(Vec::new, |column| {
+                covered_pages(
+                    &unit.part.entry,
+                    parquet.as_ref(),
+                    statistics.schema,
+                    rg,
+                    column,
+                    &covering.negation,
+                )
+            }),
+            _ => Vec::new(),
+        };
+        if covered.is_empty() {
             rest.set(rg, access.clone());
             rest_rows += rows;
+            continue;
+        }
+        let selected = match access {
+            RowGroupAccess::Selection(selection) => selected_ranges(selection),
+            _ => vec![0..group_rows],
+        };
+        let counted_here = rows_in(&intersect(&selected, &covered));
+        let to_read = intersect(&selected, &complement(&covered, group_rows));
+        counted += counted_here as u64;
+        if !to_read.is_empty() {
+            rest_rows += rows_in(&to_read) as u64;
+            rest.set(
+                rg,
+                RowGroupAccess::Selection(RowSelection::from_consecutive_ranges(
+                    to_read.into_iter(),
+                    group_rows,
+                )),
+            );
         }
     }
     let rest = (rest_rows > 0).then(|| ScanUnit {
@@ -128,4 +168,51 @@ pub(super) fn split_covered(
         rows: rest_rows,
     });
     (counted, rest)
+}
+
+/// The row ranges a selection reads.
+fn selected_ranges(selection: &RowSelection) -> Vec<Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut row = 0;
+    for selector in selection.iter() {
+        if !selector.skip {
+            ranges.push(row..row + selector.row_count);
+        }
+        row += selector.row_count;
+    }
+    ranges
+}
+
+/// The rows of `0..rows` outside the sorted, disjoint `ranges`.
+fn complement(ranges: &[Range<usize>], rows: usize) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for range in ranges {
+        if range.start > start {
+            out.push(start..range.start);
+        }
+        start = start.max(range.end);
+    }
+    if start < rows {
+        out.push(start..rows);
+    }
+    out
+}
+
+fn rows_in(ranges: &[Range<usize>]) -> usize {
+    ranges.iter().map(|r| r.len()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complement_and_selection_ranges() {
+        assert_eq!(complement(&[2..4, 6..8], 10), vec![0..2, 4..6, 8..10]);
+        assert_eq!(complement(&[0..10], 10), Vec::<Range<usize>>::new());
+        assert_eq!(complement(&[], 3), vec![0..3]);
+        let selection = RowSelection::from_consecutive_ranges([1..3, 5..6].into_iter(), 8);
+        assert_eq!(selected_ranges(&selection), vec![1..3, 5..6]);
+    }
 }

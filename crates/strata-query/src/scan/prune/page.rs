@@ -9,8 +9,8 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray};
-use arrow::datatypes::Schema;
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::datatypes::{Schema, UInt64Type};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::physical_optimizer::pruning::PruningPredicate;
@@ -104,16 +104,16 @@ impl PruningStatistics for PageStatistics<'_> {
     }
 }
 
-/// Row ranges of row group `rg` whose pages may satisfy one conjunct; None when the column's
-/// pages say nothing about it.
-fn conjunct_selection(
+/// The pages of `column` in row group `rg`: each page's row range, whether `predicate` may hold
+/// there, and its NULL count (None when unknown); None when the column's pages say nothing.
+fn pages_judged(
     entry: &PartEntry,
     parquet: &ParquetMetaData,
     schema: &Schema,
     rg: usize,
     column: &PathColumn,
     predicate: &PruningPredicate,
-) -> Option<Vec<Range<usize>>> {
+) -> Option<Vec<(Range<usize>, bool, Option<u64>)>> {
     let ColumnSource::Physical(name) = column_source(entry, column) else {
         return None;
     };
@@ -131,21 +131,72 @@ fn conjunct_selection(
         row_group: [rg],
         pages: locations.len(),
     };
-    let mut ranges: Vec<Range<usize>> = Vec::new();
-    for (page, kept) in keep(predicate, &statistics).into_iter().enumerate() {
-        if !kept {
-            continue;
-        }
-        let start = locations[page].first_row_index as usize;
-        let end = locations
-            .get(page + 1)
-            .map_or(rows, |next| next.first_row_index as usize);
-        match ranges.last_mut() {
-            Some(last) if last.end == start => last.end = end,
-            _ => ranges.push(start..end),
+    let nulls = statistics
+        .null_counts(&Column::new_unqualified(column.column_name()))
+        .and_then(|a| a.as_primitive_opt::<UInt64Type>().cloned());
+    let judged = keep(predicate, &statistics)
+        .into_iter()
+        .enumerate()
+        .map(|(page, kept)| {
+            let start = locations[page].first_row_index as usize;
+            let end = locations
+                .get(page + 1)
+                .map_or(rows, |next| next.first_row_index as usize);
+            let null_count = nulls
+                .as_ref()
+                .filter(|n| n.len() > page && n.is_valid(page))
+                .map(|n| n.value(page));
+            (start..end, kept, null_count)
+        })
+        .collect();
+    Some(judged)
+}
+
+/// Consecutive ranges merged.
+fn merged(ranges: impl Iterator<Item = Range<usize>>) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for range in ranges {
+        match out.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => out.push(range),
         }
     }
-    Some(ranges)
+    out
+}
+
+/// Row ranges of row group `rg` whose pages may satisfy one conjunct; None when the column's
+/// pages say nothing about it.
+fn conjunct_selection(
+    entry: &PartEntry,
+    parquet: &ParquetMetaData,
+    schema: &Schema,
+    rg: usize,
+    column: &PathColumn,
+    predicate: &PruningPredicate,
+) -> Option<Vec<Range<usize>>> {
+    let pages = pages_judged(entry, parquet, schema, rg, column, predicate)?;
+    Some(merged(
+        pages.into_iter().filter(|(_, kept, _)| *kept).map(|(r, _, _)| r),
+    ))
+}
+
+/// Row ranges of row group `rg` whose pages `negation` rules out and that hold no NULL of
+/// `column`: every row there satisfies the filter `negation` negates (`scan::count`).
+pub(in crate::scan) fn covered_pages(
+    entry: &PartEntry,
+    parquet: &ParquetMetaData,
+    schema: &Schema,
+    rg: usize,
+    column: &PathColumn,
+    negation: &PruningPredicate,
+) -> Vec<Range<usize>> {
+    let pages = pages_judged(entry, parquet, schema, rg, column, negation).unwrap_or_default();
+    merged(
+        pages
+            .into_iter()
+            .filter(|(_, may_fail, nulls)| !*may_fail && *nulls == Some(0))
+            .map(|(r, _, _)| r),
+    )
 }
 
 /// Row ranges of row group `rg` whose pages (granules) may match every single-column conjunct;
