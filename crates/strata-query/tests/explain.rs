@@ -335,7 +335,10 @@ fn counts_over_ranges_take_covered_row_groups_from_statistics() {
     let sql = "SELECT count(*) FROM events WHERE data.n >= 10000 AND data.n < 30000";
     assert_eq!(query_json(tmp.path(), sql), ["21000"]);
     let plan = explain_analyze(tmp.path(), sql);
-    assert!(plan.contains("rows_counted_from_statistics=8.19 K"), "{plan}");
+    assert!(
+        plan.contains("rows_counted_from_statistics=8.19 K"),
+        "{plan}"
+    );
     // The same count where only DataFusion evaluates the filter.
     let unoptimized = "SELECT count(*) FROM events WHERE data.n + 0 >= 500 AND data.n + 0 < 41500";
     assert_eq!(query_json(tmp.path(), unoptimized), ["42000"]);

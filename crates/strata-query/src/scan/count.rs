@@ -21,11 +21,11 @@ use arrow::datatypes::{SchemaRef, UInt64Type};
 use datafusion::common::Column;
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
-use parquet::arrow::arrow_reader::RowSelection;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::BinaryExpr;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
+use parquet::arrow::arrow_reader::RowSelection;
 
 use super::access_plan::ScanUnit;
 use super::prune::ScanPredicate;
@@ -146,7 +146,7 @@ pub(super) fn split_covered(
         }
         let selected = match access {
             RowGroupAccess::Selection(selection) => selected_ranges(selection),
-            _ => vec![0..group_rows],
+            _ => std::iter::once(0..group_rows).collect(),
         };
         let counted_here = rows_in(&intersect(&selected, &covered));
         let to_read = intersect(&selected, &complement(&covered, group_rows));
@@ -210,7 +210,8 @@ mod tests {
     #[test]
     fn complement_and_selection_ranges() {
         assert_eq!(complement(&[2..4, 6..8], 10), vec![0..2, 4..6, 8..10]);
-        assert_eq!(complement(&[0..10], 10), Vec::<Range<usize>>::new());
+        let whole: Vec<Range<usize>> = std::iter::once(0..10).collect();
+        assert_eq!(complement(&whole, 10), Vec::<Range<usize>>::new());
         assert_eq!(complement(&[], 3), vec![0..3]);
         let selection = RowSelection::from_consecutive_ranges([1..3, 5..6].into_iter(), 8);
         assert_eq!(selected_ranges(&selection), vec![1..3, 5..6]);

@@ -521,12 +521,12 @@ impl StrataScanExec {
                     .collect();
                 let mut batches = open_unit(&store, &rest, &plans, &table, &bytes_scanned, None)?;
                 while let Some(batch) = batches.next().await {
-                    let batch = batch
+                    let rows = batch
                         .map_err(DataFusionError::from)
-                        .and_then(|batch| reduction.build(&batch, &plans, &schema))
+                        .and_then(|batch| reduction.surviving_rows(&batch, &plans, &schema))
                         .map_err(|e| part_error(&table, &rest.part.path, e))?;
-                    output_rows.add(batch.num_rows());
-                    total += batch.num_rows() as u64;
+                    output_rows.add(rows);
+                    total += rows as u64;
                 }
             }
             let count = i64::try_from(total)

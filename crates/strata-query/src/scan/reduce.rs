@@ -72,6 +72,33 @@ impl RowReduction {
         plans: &[OutputPlan],
         schema: &SchemaRef,
     ) -> Result<RecordBatch> {
+        match self.select(batch, plans, schema)? {
+            Some(indices) if indices.len() < batch.num_rows() => {
+                build_outputs(&take_record_batch(batch, &indices)?, plans, schema)
+            }
+            _ => build_outputs(batch, plans, schema),
+        }
+    }
+
+    /// How many rows of `batch` survive, without building any output for them.
+    pub(super) fn surviving_rows(
+        &self,
+        batch: &RecordBatch,
+        plans: &[OutputPlan],
+        schema: &SchemaRef,
+    ) -> Result<usize> {
+        Ok(self
+            .select(batch, plans, schema)?
+            .map_or(batch.num_rows(), |indices| indices.len()))
+    }
+
+    /// The rows of `batch` that survive, in output order (None: all, in their order).
+    fn select(
+        &self,
+        batch: &RecordBatch,
+        plans: &[OutputPlan],
+        schema: &SchemaRef,
+    ) -> Result<Option<UInt32Array>> {
         let rows = batch.num_rows();
         let probe = self.probe(batch, plans, schema)?;
         let mut selected: Option<UInt32Array> = None;
@@ -105,12 +132,7 @@ impl RowReduction {
                 });
             }
         }
-        match selected {
-            Some(indices) if indices.len() < rows => {
-                build_outputs(&take_record_batch(batch, &indices)?, plans, schema)
-            }
-            _ => build_outputs(batch, plans, schema),
-        }
+        Ok(selected)
     }
 
     /// The outputs the predicate and the top rows read, for every row; NULL for the others,

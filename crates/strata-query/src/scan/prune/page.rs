@@ -104,8 +104,16 @@ impl PruningStatistics for PageStatistics<'_> {
     }
 }
 
-/// The pages of `column` in row group `rg`: each page's row range, whether `predicate` may hold
-/// there, and its NULL count (None when unknown); None when the column's pages say nothing.
+/// One data page judged by a pruning predicate: its rows, whether the predicate may hold
+/// there, and its NULL count (None when unknown).
+struct JudgedPage {
+    rows: Range<usize>,
+    may_hold: bool,
+    nulls: Option<u64>,
+}
+
+/// The pages of `column` in row group `rg`, judged by `predicate`; None when the column's pages
+/// say nothing.
 fn pages_judged(
     entry: &PartEntry,
     parquet: &ParquetMetaData,
@@ -113,7 +121,7 @@ fn pages_judged(
     rg: usize,
     column: &PathColumn,
     predicate: &PruningPredicate,
-) -> Option<Vec<(Range<usize>, bool, Option<u64>)>> {
+) -> Option<Vec<JudgedPage>> {
     let ColumnSource::Physical(name) = column_source(entry, column) else {
         return None;
     };
@@ -146,7 +154,11 @@ fn pages_judged(
                 .as_ref()
                 .filter(|n| n.len() > page && n.is_valid(page))
                 .map(|n| n.value(page));
-            (start..end, kept, null_count)
+            JudgedPage {
+                rows: start..end,
+                may_hold: kept,
+                nulls: null_count,
+            }
         })
         .collect();
     Some(judged)
@@ -176,7 +188,10 @@ fn conjunct_selection(
 ) -> Option<Vec<Range<usize>>> {
     let pages = pages_judged(entry, parquet, schema, rg, column, predicate)?;
     Some(merged(
-        pages.into_iter().filter(|(_, kept, _)| *kept).map(|(r, _, _)| r),
+        pages
+            .into_iter()
+            .filter(|page| page.may_hold)
+            .map(|page| page.rows),
     ))
 }
 
@@ -194,8 +209,8 @@ pub(in crate::scan) fn covered_pages(
     merged(
         pages
             .into_iter()
-            .filter(|(_, may_fail, nulls)| !*may_fail && *nulls == Some(0))
-            .map(|(r, _, _)| r),
+            .filter(|page| !page.may_hold && page.nulls == Some(0))
+            .map(|page| page.rows),
     )
 }
 
