@@ -17,7 +17,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::utils::collect_columns;
@@ -30,7 +30,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
 
-use crate::group_count::is_count_star;
+use crate::group_count::{is_count_star, replace_nodes};
 use crate::scan::{Covering, ScanOutput, StrataScanExec, scan_below};
 
 /// The physical optimizer rule; see the module documentation.
@@ -43,13 +43,7 @@ impl PhysicalOptimizerRule for CountMatching {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            Ok(match CountMatchingExec::replacing(&node) {
-                Some(replacement) => Transformed::yes(Arc::new(replacement) as _),
-                None => Transformed::no(node),
-            })
-        })
-        .data()
+        replace_nodes(plan, CountMatchingExec::replacing)
     }
 
     fn name(&self) -> &str {

@@ -42,13 +42,7 @@ impl PhysicalOptimizerRule for CountByKey {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            Ok(match CountByKeyExec::replacing(&node) {
-                Some(replacement) => Transformed::yes(Arc::new(replacement) as _),
-                None => Transformed::no(node),
-            })
-        })
-        .data()
+        replace_nodes(plan, CountByKeyExec::replacing)
     }
 
     fn name(&self) -> &str {
@@ -58,6 +52,21 @@ impl PhysicalOptimizerRule for CountByKey {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// `plan` with every node that `replacing` has a replacement for replaced, bottom-up: the
+/// physical rules that swap a partial aggregation over a Strata scan for a node of their own.
+pub(crate) fn replace_nodes<E: ExecutionPlan + 'static>(
+    plan: Arc<dyn ExecutionPlan>,
+    replacing: impl Fn(&Arc<dyn ExecutionPlan>) -> Option<E>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_up(|node| {
+        Ok(match replacing(&node) {
+            Some(replacement) => Transformed::yes(Arc::new(replacement) as _),
+            None => Transformed::no(node),
+        })
+    })
+    .data()
 }
 
 /// The partial phase of `GROUP BY <string path> ... count(*)` over a Strata scan.
