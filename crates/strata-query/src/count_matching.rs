@@ -17,20 +17,14 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::error::DataFusionError;
-use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::utils::collect_columns;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 
-use crate::group_count::{is_count_star, replace_nodes};
+use crate::partial_count::{CountInScan, PartialCountExec, is_count_star, replace_nodes};
 use crate::scan::{Covering, ScanOutput, StrataScanExec, scan_below};
 
 /// The physical optimizer rule; see the module documentation.
@@ -43,7 +37,7 @@ impl PhysicalOptimizerRule for CountMatching {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        replace_nodes(plan, CountMatchingExec::replacing)
+        replace_nodes(plan, replacing)
     }
 
     fn name(&self) -> &str {
@@ -56,124 +50,78 @@ impl PhysicalOptimizerRule for CountMatching {
 }
 
 /// The partial phase of `count(*) … WHERE filter` over a Strata scan.
+pub type CountMatchingExec = PartialCountExec<Matching>;
+
+/// Counting the rows that satisfy a filter, from statistics where they cover it.
 #[derive(Debug)]
-pub struct CountMatchingExec {
-    scan: Arc<dyn ExecutionPlan>,
+pub struct Matching {
     /// The filter, over the scan's outputs.
     filter: Arc<dyn PhysicalExpr>,
     covering: Arc<Covering>,
-    schema: SchemaRef,
-    properties: Arc<PlanProperties>,
 }
 
-impl CountMatchingExec {
-    fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<CountMatchingExec> {
-        let aggregate = node.downcast_ref::<AggregateExec>()?;
-        let simple = *aggregate.mode() == AggregateMode::Partial
-            && aggregate.limit_options().is_none()
-            && aggregate.group_expr().is_empty()
-            && aggregate.filter_expr().iter().all(Option::is_none)
-            && aggregate.aggr_expr().iter().all(|a| is_count_star(a));
-        let schema = aggregate.schema();
-        let counts_are_int64 = schema.fields().len() == aggregate.aggr_expr().len()
-            && schema
-                .fields()
-                .iter()
-                .all(|f| f.data_type() == &DataType::Int64);
-        if !simple || !counts_are_int64 {
-            return None;
-        }
-        let filter = aggregate.input().downcast_ref::<FilterExec>()?;
-        let scan_node = Arc::clone(scan_below(filter.input())?);
-        let scan = scan_node.downcast_ref::<StrataScanExec>()?;
-        if scan.limit().is_some() || scan.reduction().is_some() {
-            return None;
-        }
-        let reads_paths_only = collect_columns(filter.predicate())
-            .iter()
-            .all(|c| matches!(scan.outputs().get(c.index()), Some(ScanOutput::Path(_))));
-        if !reads_paths_only {
-            return None;
-        }
-        let covering = Covering::new(filter.predicate(), &scan.schema())?;
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            scan.properties().output_partitioning().clone(),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        );
-        Some(CountMatchingExec {
-            scan: scan_node,
-            filter: Arc::clone(filter.predicate()),
-            covering: Arc::new(covering),
-            schema,
-            properties: Arc::new(properties),
-        })
-    }
-}
+impl CountInScan for Matching {
+    const NAME: &'static str = "CountMatchingExec";
 
-impl DisplayAs for CountMatchingExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+    fn describe(&self, schema: &SchemaRef, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "CountMatchingExec: filter={}, counts={}",
+            "filter={}, counts={}",
             self.filter,
-            self.schema.fields().len()
+            schema.fields().len()
         )
-    }
-}
-
-impl ExecutionPlan for CountMatchingExec {
-    fn name(&self) -> &str {
-        "CountMatchingExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.scan]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let scan = children.into_iter().next().ok_or_else(|| {
-            DataFusionError::Internal("CountMatchingExec needs its scan".to_owned())
-        })?;
-        Ok(Arc::new(CountMatchingExec {
-            scan,
-            filter: Arc::clone(&self.filter),
-            covering: Arc::clone(&self.covering),
-            schema: self.schema.clone(),
-            properties: self.properties.clone(),
-        }))
     }
 
     fn execute(
         &self,
+        scan: &StrataScanExec,
         partition: usize,
-        _context: Arc<TaskContext>,
+        schema: SchemaRef,
     ) -> Result<SendableRecordBatchStream> {
-        let scan = self.scan.downcast_ref::<StrataScanExec>().ok_or_else(|| {
-            DataFusionError::Internal(
-                "CountMatchingExec over a plan that is not a Strata scan".to_owned(),
-            )
-        })?;
         scan.execute_count_matching(
             partition,
             Arc::clone(&self.filter),
             Arc::clone(&self.covering),
-            self.schema.clone(),
+            schema,
         )
     }
+}
+
+/// The replacement for `node`, when it is a partial `count(*)` without grouping over a filter
+/// over a Strata scan, the filter reading only path columns and having a negation pruning can
+/// use.
+fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<CountMatchingExec> {
+    let aggregate = node.downcast_ref::<AggregateExec>()?;
+    let simple = *aggregate.mode() == AggregateMode::Partial
+        && aggregate.limit_options().is_none()
+        && aggregate.group_expr().is_empty()
+        && aggregate.filter_expr().iter().all(Option::is_none)
+        && aggregate.aggr_expr().iter().all(|a| is_count_star(a));
+    let schema = aggregate.schema();
+    let counts_are_int64 = schema.fields().len() == aggregate.aggr_expr().len()
+        && schema
+            .fields()
+            .iter()
+            .all(|f| f.data_type() == &DataType::Int64);
+    if !simple || !counts_are_int64 {
+        return None;
+    }
+    let filter = aggregate.input().downcast_ref::<FilterExec>()?;
+    let scan_node = Arc::clone(scan_below(filter.input())?);
+    let scan = scan_node.downcast_ref::<StrataScanExec>()?;
+    if scan.limit().is_some() || scan.reduction().is_some() {
+        return None;
+    }
+    let reads_paths_only = collect_columns(filter.predicate())
+        .iter()
+        .all(|c| matches!(scan.outputs().get(c.index()), Some(ScanOutput::Path(_))));
+    if !reads_paths_only {
+        return None;
+    }
+    let covering = Covering::new(filter.predicate(), &scan.schema())?;
+    let matching = Matching {
+        filter: Arc::clone(filter.predicate()),
+        covering: Arc::new(covering),
+    };
+    Some(PartialCountExec::new(scan_node, matching, schema))
 }

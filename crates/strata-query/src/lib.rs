@@ -18,6 +18,7 @@ pub mod literal_typing;
 pub mod memory;
 pub mod number;
 pub mod output;
+pub mod partial_count;
 pub mod paths;
 pub mod planner;
 pub mod rule;

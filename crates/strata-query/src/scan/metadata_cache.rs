@@ -1,5 +1,5 @@
-//! Parsed footers and page indexes of parts, and their deletion vectors, shared by the
-//! statements of a session.
+//! Parsed footers and page indexes of parts, and their deletion vectors and text indexes,
+//! shared by the statements of a session.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,11 +27,25 @@ struct Entries {
     bytes: usize,
     /// Deletion vectors by file: like parts, a vector file is immutable and its name (part and
     /// manifest version) is never reused for other contents, so an entry is never stale.
-    vectors: LruQueue<PathBuf, (Arc<DeletionVector>, usize)>,
-    vector_bytes: usize,
+    vectors: SideFiles<DeletionVector>,
     /// Text indexes by file, immutable like parts (ADR 0019).
-    text_indexes: LruQueue<PathBuf, (Arc<TextIndex>, usize)>,
-    text_index_bytes: usize,
+    text_indexes: SideFiles<TextIndex>,
+}
+
+/// Files read beside parts (deletion vectors, text indexes), by path, least recently used
+/// first out once their file sizes pass a budget.
+struct SideFiles<V> {
+    queue: LruQueue<PathBuf, (Arc<V>, usize)>,
+    bytes: usize,
+}
+
+impl<V> SideFiles<V> {
+    fn new() -> Self {
+        SideFiles {
+            queue: LruQueue::new(),
+            bytes: 0,
+        }
+    }
 }
 
 impl std::fmt::Debug for PartMetadataCache {
@@ -63,10 +77,8 @@ impl PartMetadataCache {
             entries: std::sync::Mutex::new(Entries {
                 parts: LruQueue::new(),
                 bytes: 0,
-                vectors: LruQueue::new(),
-                vector_bytes: 0,
-                text_indexes: LruQueue::new(),
-                text_index_bytes: 0,
+                vectors: SideFiles::new(),
+                text_indexes: SideFiles::new(),
             }),
             budget_bytes,
         }
@@ -90,27 +102,14 @@ impl PartMetadataCache {
             return Ok(None);
         };
         let path = Manifest::part_path(table_dir, &indexed.file);
-        if let Ok(mut entries) = self.entries.lock()
-            && let Some((found, _)) = entries.text_indexes.get(&path)
-        {
-            return Ok(Some(found.clone()));
-        }
-        let index = Arc::new(TextIndex::read(table_dir, indexed)?);
-        if let Ok(mut entries) = self.entries.lock() {
-            let Entries {
-                text_indexes,
-                text_index_bytes,
-                ..
-            } = &mut *entries;
-            put_within_budget(
-                text_indexes,
-                text_index_bytes,
-                path,
-                (index.clone(), indexed.bytes as usize),
-                Self::TEXT_INDEX_BUDGET_BYTES,
-            );
-        }
-        Ok(Some(index))
+        self.side_file(
+            |entries| &mut entries.text_indexes,
+            path,
+            indexed.bytes as usize,
+            Self::TEXT_INDEX_BUDGET_BYTES,
+            || TextIndex::read(table_dir, indexed),
+        )
+        .map(Some)
     }
 
     /// The deletion vector of the part `entry` of the table in `table_dir` (None: it has none),
@@ -124,28 +123,43 @@ impl PartMetadataCache {
             return Ok(None);
         };
         let path = Manifest::part_path(table_dir, &deletes.file);
+        self.side_file(
+            |entries| &mut entries.vectors,
+            path,
+            deletes.bytes as usize,
+            Self::VECTOR_BUDGET_BYTES,
+            || read_deletion_vector(table_dir, deletes, entry.rows),
+        )
+        .map(Some)
+    }
+
+    /// The file at `path` from the side-file cache `files` picks, or `read` once and kept
+    /// (counted as `size` bytes against `budget`).
+    fn side_file<V>(
+        &self,
+        files: impl Fn(&mut Entries) -> &mut SideFiles<V>,
+        path: PathBuf,
+        size: usize,
+        budget: usize,
+        read: impl FnOnce() -> std::result::Result<V, strata_format::FormatError>,
+    ) -> std::result::Result<Arc<V>, strata_format::FormatError> {
         if let Ok(mut entries) = self.entries.lock()
-            && let Some((found, _)) = entries.vectors.get(&path)
+            && let Some((found, _)) = files(&mut entries).queue.get(&path)
         {
-            return Ok(Some(found.clone()));
+            return Ok(found.clone());
         }
-        let vector = Arc::new(read_deletion_vector(table_dir, deletes, entry.rows)?);
-        let size = deletes.bytes as usize;
+        let value = Arc::new(read()?);
         if let Ok(mut entries) = self.entries.lock() {
-            let Entries {
-                vectors,
-                vector_bytes,
-                ..
-            } = &mut *entries;
+            let cached = files(&mut entries);
             put_within_budget(
-                vectors,
-                vector_bytes,
+                &mut cached.queue,
+                &mut cached.bytes,
                 path,
-                (vector.clone(), size),
-                Self::VECTOR_BUDGET_BYTES,
+                (value.clone(), size),
+                budget,
             );
         }
-        Ok(Some(vector))
+        Ok(value)
     }
 
     /// Bytes of parsed metadata held now.
