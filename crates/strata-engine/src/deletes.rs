@@ -15,7 +15,7 @@ use std::path::Path;
 use strata_format::deletes::{
     DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
 };
-use strata_format::{Manifest, RetiredPart, find_keys};
+use strata_format::{Manifest, find_keys};
 use strata_json::KeyValue;
 
 use crate::error::EngineError;
@@ -154,13 +154,7 @@ pub(crate) fn stage_deletions_named(
             retired.push(old.file);
         }
     }
-    let now = unix_now();
-    manifest
-        .retired
-        .extend(retired.into_iter().map(|file| RetiredPart {
-            file,
-            retired_at: now,
-        }));
+    manifest.retire(retired, unix_now());
     Ok(deleted)
 }
 

@@ -28,8 +28,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use serde_json::Value;
 use strata_format::{
     ColumnHints, ColumnProfile, FooterColumns, FormatError, Manifest, PartEntry, PartSchema,
-    PartWriter, ROW_GROUP_ROWS, RetiredPart, footer_columns, profiled_columns, read_part,
-    read_part_within, sparse_columns, verify_file_hash,
+    PartWriter, ROW_GROUP_ROWS, footer_columns, profiled_columns, read_part, read_part_within,
+    sparse_columns, verify_file_hash,
 };
 use strata_json::conform::{ColumnCount, Conformer, merged_layout, merged_remainder_paths};
 use strata_json::reconstruct::reconstruct;
@@ -321,22 +321,14 @@ impl Round {
             }
         }
         manifest.parts = parts;
-        let now = unix_now();
         summary.inputs_merged += groups.iter().map(Vec::len).sum::<usize>();
         // An input's deletion vector goes with it.
         let merged: Vec<String> = groups
             .iter()
             .flatten()
-            .flat_map(|p| {
-                std::iter::once(p.file.clone()).chain(p.deletes.iter().map(|d| d.file.clone()))
-            })
+            .flat_map(PartEntry::own_files)
             .collect();
-        manifest
-            .retired
-            .extend(merged.into_iter().map(|file| RetiredPart {
-                file,
-                retired_at: now,
-            }));
+        manifest.retire(merged, unix_now());
         manifest.version += 1;
     }
 }

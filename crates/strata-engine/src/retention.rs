@@ -10,7 +10,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use strata_format::{PartEntry, RetiredPart};
+use strata_format::PartEntry;
 
 use crate::error::EngineError;
 use crate::table::{DataDir, unix_now};
@@ -49,16 +49,10 @@ pub fn drop_expired(
         }
         summary.parts_dropped += 1;
         summary.rows_dropped += part.rows;
-        retired.push(part.file.clone());
-        retired.extend(part.deletes.iter().map(|d| d.file.clone()));
+        retired.extend(part.own_files());
         false
     });
-    let retired_at = unix_now();
-    manifest.retired.extend(
-        retired
-            .into_iter()
-            .map(|file| RetiredPart { file, retired_at }),
-    );
+    manifest.retire(retired, unix_now());
     manifest.version += 1;
     manifest.commit(&table_dir)?;
     Ok(summary)

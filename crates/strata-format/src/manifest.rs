@@ -113,6 +113,11 @@ pub struct PartEntry {
 }
 
 impl PartEntry {
+    /// The files that go when the part goes: the part and its deletion vector.
+    pub fn own_files(&self) -> impl Iterator<Item = String> + '_ {
+        std::iter::once(self.file.clone()).chain(self.deletes.iter().map(|d| d.file.clone()))
+    }
+
     /// Rows of the part that are not deleted.
     pub fn live_rows(&self) -> u64 {
         self.rows - self.deletes.as_ref().map_or(0, |d| d.rows.min(self.rows))
@@ -175,6 +180,16 @@ impl Manifest {
             retired: Vec::new(),
             wal_applied: None,
         }
+    }
+
+    /// Lists `files` as retired at `at` (seconds since 1970): no longer part of the table,
+    /// deleted by garbage collection once no reader holds a lease from before.
+    pub fn retire(&mut self, files: impl IntoIterator<Item = String>, at: u64) {
+        self.retired
+            .extend(files.into_iter().map(|file| RetiredPart {
+                file,
+                retired_at: at,
+            }));
     }
 
     /// Documents in the table: rows of its parts that are not deleted.
