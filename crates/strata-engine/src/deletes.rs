@@ -9,6 +9,7 @@
 //!
 //! This is the primitive that keyed upserts, `DELETE` and `UPDATE` build on (issue 14).
 
+use crate::commit::commit_manifest;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -50,10 +51,10 @@ fn commit_deletions(
         return Ok(0);
     }
     manifest.version = version;
-    manifest.commit(table_dir)?;
+    commit_manifest(manifest, table_dir)?;
     if collect_garbage(table_dir, manifest)? {
         manifest.version += 1;
-        manifest.commit(table_dir)?;
+        commit_manifest(manifest, table_dir)?;
     }
     Ok(deleted)
 }

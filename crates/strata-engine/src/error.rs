@@ -6,6 +6,12 @@ use std::path::PathBuf;
 pub enum EngineError {
     #[error(transparent)]
     Format(#[from] strata_format::FormatError),
+    #[error("table {table}: cannot publish it as an Iceberg table: {source}")]
+    Iceberg {
+        table: String,
+        #[source]
+        source: strata_iceberg::IcebergError,
+    },
     #[error("table {table}: {source}")]
     Json {
         table: String,

@@ -13,6 +13,7 @@
 //! - readers work on one manifest snapshot under a read lease; parts that a merge replaced stay
 //!   on disk until no lease is held, so those snapshots stay readable (see [`table`]).
 
+mod commit;
 pub mod deletes;
 pub mod error;
 pub mod ingest;

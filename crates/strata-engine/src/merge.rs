@@ -17,6 +17,7 @@
 //! which keeps the parts other writers committed meanwhile and gives up when one of its inputs
 //! is no longer listed; `strata ingest`'s own follow-up merge runs under the ingest's lock.
 
+use crate::commit::commit_manifest;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -172,7 +173,7 @@ fn merge_parts_observed(
             break (lock, manifest);
         }
         round.apply(&mut manifest, summary);
-        manifest.commit(&table_dir)?;
+        commit_manifest(&manifest, &table_dir)?;
         // The outputs are listed now: garbage collection may look at unlisted files again.
         drop(merging);
         if options.scope == MergeScope::Tiered {
@@ -183,7 +184,7 @@ fn merge_parts_observed(
     // Also retries parts that earlier merges had to keep for readers.
     if collect_garbage(&table_dir, &mut manifest)? {
         manifest.version += 1;
-        manifest.commit(&table_dir)?;
+        commit_manifest(&manifest, &table_dir)?;
     }
     drop(lock);
     let mut summary = summary.unwrap_or_default();
@@ -206,7 +207,7 @@ pub(crate) fn merge_locked(
     let mut settled: HashSet<String> = HashSet::new();
     while let Some(round) = write_round(table, table_dir, manifest, options, &mut settled)? {
         round.apply(manifest, &mut summary);
-        manifest.commit(table_dir)?;
+        commit_manifest(manifest, table_dir)?;
         if options.scope == MergeScope::Tiered {
             break;
         }
@@ -214,7 +215,7 @@ pub(crate) fn merge_locked(
     // Also retries parts that earlier merges had to keep for readers.
     if collect_garbage(table_dir, manifest)? {
         manifest.version += 1;
-        manifest.commit(table_dir)?;
+        commit_manifest(manifest, table_dir)?;
     }
     summary.parts_after = manifest.parts.len();
     summary.retired_kept = manifest.retired.len();

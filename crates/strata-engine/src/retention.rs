@@ -8,6 +8,7 @@
 //! are retired like a merge's inputs, so queries that started before keep reading them; garbage
 //! collection deletes them once no reader holds a lease.
 
+use crate::commit::commit_manifest;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use strata_format::PartEntry;
@@ -54,7 +55,7 @@ pub fn drop_expired(
     });
     manifest.retire(retired, unix_now());
     manifest.version += 1;
-    manifest.commit(&table_dir)?;
+    commit_manifest(&manifest, &table_dir)?;
     Ok(summary)
 }
 

@@ -29,6 +29,10 @@ pub const CHANGEABLE_SETTINGS: &[(&str, &str)] = &[
         "ttl",
         "retention on the time column, such as '30d', '12h' or 'none'",
     ),
+    (
+        "iceberg",
+        "true to publish the table as an Iceberg table under TABLE/metadata on every commit",
+    ),
 ];
 
 /// Checks user-written dotted sort-key paths and returns them encoded, in order.
@@ -176,6 +180,18 @@ pub fn parse_ttl(text: &str) -> Result<Option<u64>, EngineError> {
     }
 }
 
+/// A boolean setting's value: `true`/`false`, `on`/`off`, `1`/`0` (any case).
+fn parse_bool(setting: &str, text: &str) -> Result<bool, EngineError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "on" | "1" => Ok(true),
+        "false" | "off" | "0" => Ok(false),
+        _ => Err(EngineError::InvalidSetting {
+            setting: setting.into(),
+            reason: format!("{text:?} is not a boolean (write true or false)"),
+        }),
+    }
+}
+
 /// One `name = value` of `ALTER TABLE … SET (…)`, the value as written (unquoted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettingChange {
@@ -215,6 +231,7 @@ pub fn apply_changes(
                 }
                 settings.ttl_seconds = parse_ttl(&change.value)?;
             }
+            "iceberg" => settings.iceberg = parse_bool("iceberg", &change.value)?,
             "key" => {
                 return Err(EngineError::InvalidSetting {
                     setting: "key".into(),
@@ -295,6 +312,7 @@ mod tests {
             key: None,
             text_index: Vec::new(),
             ttl_seconds: None,
+            iceberg: false,
         };
         let change = |name: &str, value: &str| SettingChange {
             name: name.into(),
@@ -320,5 +338,11 @@ mod tests {
         }
         assert!(apply_changes("t", &mut settings, &[change("max_columns", "1000001")]).is_err());
         assert_eq!(settings.max_columns, 8);
+        apply_changes("t", &mut settings, &[change("iceberg", "TRUE")]).unwrap();
+        assert!(settings.iceberg);
+        apply_changes("t", &mut settings, &[change("iceberg", "off")]).unwrap();
+        assert!(!settings.iceberg);
+        let e = apply_changes("t", &mut settings, &[change("iceberg", "yes please")]).unwrap_err();
+        assert!(e.to_string().contains("not a boolean"), "{e}");
     }
 }

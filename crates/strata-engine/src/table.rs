@@ -369,6 +369,14 @@ impl DataDir {
         apply_changes(table, &mut manifest.settings, changes)?;
         manifest.version += 1;
         manifest.commit(&dir)?;
+        // Unlike other commits, a failed publication is this statement's error: turning Iceberg
+        // on is what the user asked for (the settings change itself is committed either way).
+        crate::commit::keep_iceberg_in_step(&manifest, &dir).map_err(|source| {
+            EngineError::Iceberg {
+                table: table.to_owned(),
+                source,
+            }
+        })?;
         Ok(manifest.settings)
     }
 }
@@ -509,8 +517,20 @@ fn reclaim_retired(table_dir: &Path, manifest: &mut Manifest) -> Result<Vec<Stri
     }
     // Readers that start from now on wait for this lock and then read the committed manifest,
     // which lists none of these parts; the caller's next commit only drops them from `retired`.
+    // Iceberg readers take no lease: on a table published as Iceberg, a part stays for a grace
+    // period after it was retired, for the readers that planned over a version listing it.
     let parts_dir = table_dir.join(PARTS_DIR);
-    let retired: Vec<String> = manifest.retired.drain(..).map(|r| r.file).collect();
+    let now = unix_now();
+    let grace = if manifest.settings.iceberg {
+        strata_iceberg::READER_GRACE_SECONDS
+    } else {
+        0
+    };
+    let (waiting, due): (Vec<_>, Vec<_>) = std::mem::take(&mut manifest.retired)
+        .into_iter()
+        .partition(|r| r.retired_at.saturating_add(grace) > now);
+    manifest.retired = waiting;
+    let retired: Vec<String> = due.into_iter().map(|r| r.file).collect();
     for file in &retired {
         remove_if_exists(&parts_dir.join(file))?;
     }

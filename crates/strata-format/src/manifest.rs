@@ -45,6 +45,10 @@ pub struct TableSettings {
     /// seconds are dropped. Absent: kept forever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<u64>,
+    /// Publish the table as an Iceberg table (ADR 0021): every commit also writes the Iceberg
+    /// metadata under `metadata/`. Omitted when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub iceberg: bool,
 }
 
 /// A table's primary key: a JSON path (encoded, as sort-key paths are) and its values' type.

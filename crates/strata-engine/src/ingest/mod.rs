@@ -17,6 +17,7 @@ mod prepared;
 mod reader;
 mod rejects;
 
+use crate::commit::commit_manifest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -237,7 +238,7 @@ fn ingest_sources(
     let (mut manifest, created) = open_manifest(table, &table_dir, requested)?;
     if collect_garbage(&table_dir, &mut manifest)? && !created {
         manifest.version += 1;
-        manifest.commit(&table_dir)?;
+        commit_manifest(&manifest, &table_dir)?;
     }
     let settings = manifest.settings.clone();
     let shred_options = shred_options(&settings);
@@ -486,6 +487,7 @@ fn open_manifest(
                     time_column,
                     text_index: requested.text_index.unwrap_or(requested.default_text_index),
                     ttl_seconds: None,
+                    iceberg: false,
                     max_columns: requested
                         .max_columns
                         .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
@@ -553,7 +555,7 @@ fn commit_parts(
         progress.ignored += resolution.ignored;
     }
     manifest.version += 1;
-    manifest.commit(table_dir)?;
+    commit_manifest(&manifest, table_dir)?;
 
     // Committed: from here on nothing may turn the ingest into a failure, or a retry would
     // load the same documents twice.

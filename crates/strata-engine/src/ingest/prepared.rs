@@ -8,6 +8,7 @@
 //! result is always that of one [`super::ingest_parsed`] under the lock. Nothing is written to
 //! the table's directory before [`PreparedIngest::commit`].
 
+use crate::commit::commit_manifest;
 use strata_format::{PartEntry, TableSettings};
 use strata_json::Shredder;
 
@@ -125,7 +126,7 @@ impl<'a> PreparedIngest<'a> {
         }
         if collect_garbage(&table_dir, &mut manifest)? && !created {
             manifest.version += 1;
-            manifest.commit(&table_dir)?;
+            commit_manifest(&manifest, &table_dir)?;
         }
         let mut rejects = RejectLog::new(&table_dir, data_dir.rejects_path(&table)?);
         for reject in inputs.iter().flat_map(|input| input.rejects()) {

@@ -13,6 +13,7 @@
 //! are unlisted files until it is applied, and garbage collection runs only under the writer
 //! lock, after recovery: they are never collected first.
 
+use crate::commit::commit_manifest;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -99,7 +100,7 @@ pub(crate) fn recover_table(root: &Path, table: &str) -> Result<(), EngineError>
         if let Some(current) = Manifest::load(&table_dir)?
             && current.version == mine.base_version
         {
-            mine.manifest.commit(&table_dir)?;
+            commit_manifest(&mine.manifest, &table_dir)?;
         }
         if all_applied(root, &record)? {
             remove(&path)?;
@@ -225,7 +226,7 @@ mod tests {
         ];
         let record = write(dir.path(), &tables).unwrap();
         // Killed after committing the first table only.
-        tables[0].manifest.commit(&tables[0].table_dir).unwrap();
+        commit_manifest(&tables[0].manifest, &tables[0].table_dir).unwrap();
         drop(tables);
         assert_eq!(rows(&data_dir, "transfers"), 1);
         assert_eq!(

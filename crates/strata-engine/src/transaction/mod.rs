@@ -30,6 +30,7 @@ mod group;
 pub mod intent;
 pub mod view;
 
+use crate::commit::commit_manifest;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
@@ -247,11 +248,11 @@ fn write_and_commit<'a>(
     let _visible = visibility().write().unwrap_or_else(PoisonError::into_inner);
     match &staged[..] {
         [] => {}
-        [one] => one.manifest.commit(&one.table_dir)?,
+        [one] => commit_manifest(&one.manifest, &one.table_dir)?,
         several => {
             let record = intent::write(data_dir.root(), several)?;
             for table in several {
-                table.manifest.commit(&table.table_dir)?;
+                commit_manifest(&table.manifest, &table.table_dir)?;
             }
             intent::remove(&record)?;
         }

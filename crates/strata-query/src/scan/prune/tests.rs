@@ -268,6 +268,7 @@ fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
             time_column: None,
             text_index: Vec::new(),
             ttl_seconds: None,
+            iceberg: false,
             sort_key: vec!["k".into()],
             max_columns: 64,
             key: None,
