@@ -53,6 +53,26 @@ def bluesky_100k(tmp_path_factory):
     return path
 
 
+def maven_jar(group: str, artifact: str, version: str) -> Path:
+    """A jar from Maven Central, cached in tests/.cache and checked against Maven's SHA-1."""
+    import hashlib
+    import urllib.request
+
+    cache = REPO / "tests" / ".cache"
+    cache.mkdir(exist_ok=True)
+    jar = cache / f"{artifact}-{version}.jar"
+    if not jar.exists():
+        url = (f"https://repo1.maven.org/maven2/{group.replace('.', '/')}/{artifact}/{version}/"
+               f"{artifact}-{version}.jar")
+        data = urllib.request.urlopen(url, timeout=300).read()
+        expected = urllib.request.urlopen(url + ".sha1", timeout=60).read().decode().split()[0]
+        assert hashlib.sha1(data).hexdigest() == expected, f"{url} does not match its SHA-1"
+        partial = jar.with_suffix(".part")
+        partial.write_bytes(data)
+        partial.rename(jar)
+    return jar
+
+
 def copy_sample(name, dest: Path) -> Path:
     target = dest / name
     shutil.copy(DATA / name, target)

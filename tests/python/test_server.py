@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import zstandard
 
-from conftest import strata_bin
+from conftest import maven_jar, strata_bin
 from server import Server, ndjson
 
 
@@ -568,24 +568,7 @@ PGJDBC_VERSION = "42.7.4"
 
 
 def pgjdbc_jar():
-    """PgJDBC from Maven Central, cached in tests/.cache and checked against Maven's SHA-1."""
-    import hashlib
-    import urllib.request
-    from pathlib import Path
-
-    cache = Path(__file__).resolve().parents[1] / ".cache"
-    cache.mkdir(exist_ok=True)
-    jar = cache / f"postgresql-{PGJDBC_VERSION}.jar"
-    if not jar.exists():
-        base = (f"https://repo1.maven.org/maven2/org/postgresql/postgresql/{PGJDBC_VERSION}/"
-                f"postgresql-{PGJDBC_VERSION}.jar")
-        data = urllib.request.urlopen(base, timeout=120).read()
-        expected = urllib.request.urlopen(base + ".sha1", timeout=60).read().decode().split()[0]
-        assert hashlib.sha1(data).hexdigest() == expected, "PgJDBC download does not match its SHA-1"
-        partial = jar.with_suffix(".part")
-        partial.write_bytes(data)
-        partial.rename(jar)
-    return jar
+    return maven_jar("org.postgresql", "postgresql", PGJDBC_VERSION)
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="Java is not installed (apt-get install openjdk-17-jdk-headless)")
