@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,23 +55,11 @@ def bluesky_100k(tmp_path_factory):
 
 
 def maven_jar(group: str, artifact: str, version: str) -> Path:
-    """A jar from Maven Central, cached in tests/.cache and checked against Maven's SHA-1."""
-    import hashlib
-    import urllib.request
+    """A jar from Maven Central, cached in tests/.cache (bench/benchlib/maven.py)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from benchlib.maven import maven_jar as fetch
 
-    cache = REPO / "tests" / ".cache"
-    cache.mkdir(exist_ok=True)
-    jar = cache / f"{artifact}-{version}.jar"
-    if not jar.exists():
-        url = (f"https://repo1.maven.org/maven2/{group.replace('.', '/')}/{artifact}/{version}/"
-               f"{artifact}-{version}.jar")
-        data = urllib.request.urlopen(url, timeout=300).read()
-        expected = urllib.request.urlopen(url + ".sha1", timeout=60).read().decode().split()[0]
-        assert hashlib.sha1(data).hexdigest() == expected, f"{url} does not match its SHA-1"
-        partial = jar.with_suffix(".part")
-        partial.write_bytes(data)
-        partial.rename(jar)
-    return jar
+    return fetch(REPO / "tests" / ".cache", group, artifact, version)
 
 
 def copy_sample(name, dest: Path) -> Path:

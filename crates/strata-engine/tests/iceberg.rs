@@ -131,6 +131,49 @@ fn listed_files(metadata: &Value) -> Vec<(i64, String, i64)> {
     files
 }
 
+/// Each data file's sort-key bounds: location → (field id → (lower, upper) bytes).
+fn data_file_bounds(metadata: &Value) -> BTreeMap<String, BTreeMap<i32, (Vec<u8>, Vec<u8>)>> {
+    let list = local(metadata["snapshots"][0]["manifest-list"].as_str().unwrap());
+    let data_manifest = avro_records(&list)
+        .into_iter()
+        .find(|m| long(&m["content"]) == 0)
+        .unwrap();
+    let by_id = |value: &Avro| -> BTreeMap<i32, Vec<u8>> {
+        let Avro::Union(1, inner) = value else {
+            return BTreeMap::new();
+        };
+        let Avro::Array(items) = inner.as_ref() else {
+            panic!("bounds are not an array: {inner:?}");
+        };
+        items
+            .iter()
+            .map(|item| match item {
+                Avro::Record(kv) => match (&kv[0].1, &kv[1].1) {
+                    (Avro::Int(id), Avro::Bytes(bytes)) => (*id, bytes.clone()),
+                    other => panic!("not a bound: {other:?}"),
+                },
+                other => panic!("not a bound: {other:?}"),
+            })
+            .collect()
+    };
+    avro_records(&local(&string(&data_manifest["manifest_path"])))
+        .into_iter()
+        .map(|entry| {
+            let Avro::Record(data_file) = &entry["data_file"] else {
+                panic!("data_file is not a record");
+            };
+            let field = |name: &str| &data_file.iter().find(|(n, _)| n == name).unwrap().1;
+            let lower = by_id(field("lower_bounds"));
+            let upper = by_id(field("upper_bounds"));
+            let bounds = lower
+                .into_iter()
+                .map(|(id, low)| (id, (low, upper[&id].clone())))
+                .collect();
+            (string(field("file_path")), bounds)
+        })
+        .collect()
+}
+
 fn schema_fields(metadata: &Value) -> Vec<(i64, String, Value)> {
     let schema = metadata["schemas"]
         .as_array()
@@ -201,6 +244,23 @@ fn every_part_and_every_deleted_row_is_published_with_each_commit() {
     assert_eq!(fields[2].2["type"], "map");
     // Every column a part has is named by the mapping, the remainder's children under both
     // the names Arrow writes and the ones Iceberg readers look up.
+    // The sort key's bounds, exact, in Iceberg's single-value serialization (a long: 8 bytes
+    // little-endian), so readers skip parts a filter on `id` rules out.
+    let id_field = i32::try_from(fields[0].0).unwrap();
+    let bounds = data_file_bounds(&metadata);
+    for part in &manifest.parts {
+        let (low, high) = if part.rows == 100 { (0i64, 99i64) } else { (100, 249) };
+        let part_bounds = &bounds[&format!("{parts_location}/{}", part.file)];
+        assert_eq!(
+            part_bounds.keys().copied().collect::<Vec<_>>(),
+            [id_field],
+            "only sort-key columns"
+        );
+        assert_eq!(
+            part_bounds[&id_field],
+            (low.to_le_bytes().to_vec(), high.to_le_bytes().to_vec())
+        );
+    }
     let mapping = name_mapping(&metadata);
     assert_eq!(mapping.len(), 3);
     assert_eq!(

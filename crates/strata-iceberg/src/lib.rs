@@ -117,6 +117,8 @@ pub fn publish_at(
             location: format!("{parts_location}/{}", part.file),
             records: part.rows,
             bytes: part.bytes,
+            lower_bounds: bounds(&schema, &part.sort_key_min),
+            upper_bounds: bounds(&schema, &part.sort_key_max),
         })
         .collect();
     let mut delete_files = Vec::new();
@@ -137,6 +139,7 @@ pub fn publish_at(
             location: format!("{metadata_location}/{name}"),
             records: deletes.rows,
             bytes,
+            ..FileEntry::default()
         });
     }
 
@@ -285,6 +288,25 @@ pub fn unpublish(table_dir: &Path) -> Result<bool, IcebergError> {
     }
     std::fs::remove_dir_all(&metadata_dir).map_err(|e| IcebergError::io(&metadata_dir, e))?;
     Ok(true)
+}
+
+/// Bounds of a part's sort-key columns from its manifest entry (the min and max of each typed
+/// column, exact), for the columns the schema holds. Other columns get none: a part's footer
+/// has them, but reading every footer on every commit would cost more than the pruning saves
+/// on tables sorted by the paths filters use.
+fn bounds(
+    schema: &PublishedSchema,
+    values: &BTreeMap<String, serde_json::Value>,
+) -> Vec<(i32, Vec<u8>)> {
+    let mut out: Vec<(i32, Vec<u8>)> = values
+        .iter()
+        .filter_map(|(path, value)| {
+            let (id, ty) = schema.columns.get(path)?;
+            Some((*id, ty.bound(value)?))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn manifest_file(version: u64, content: Content) -> String {

@@ -28,7 +28,21 @@ const MANIFEST_ENTRY_SCHEMA: &str = r#"{
         {"name": "file_format", "type": "string", "field-id": 101},
         {"name": "partition", "field-id": 102, "type": {"type": "record", "name": "r102", "fields": []}},
         {"name": "record_count", "type": "long", "field-id": 103},
-        {"name": "file_size_in_bytes", "type": "long", "field-id": 104}
+        {"name": "file_size_in_bytes", "type": "long", "field-id": 104},
+        {"name": "lower_bounds", "field-id": 125, "default": null, "type": ["null", {
+          "type": "array", "logicalType": "map",
+          "items": {"type": "record", "name": "k126_v127", "fields": [
+            {"name": "key", "type": "int", "field-id": 126},
+            {"name": "value", "type": "bytes", "field-id": 127}
+          ]}
+        }]},
+        {"name": "upper_bounds", "field-id": 128, "default": null, "type": ["null", {
+          "type": "array", "logicalType": "map",
+          "items": {"type": "record", "name": "k129_v130", "fields": [
+            {"name": "key", "type": "int", "field-id": 129},
+            {"name": "value", "type": "bytes", "field-id": 130}
+          ]}
+        }]}
       ]
     }}
   ]
@@ -83,12 +97,16 @@ impl Content {
 }
 
 /// One Parquet file a manifest lists.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FileEntry {
     /// Absolute location (`file:///…`), as readers open it.
     pub location: String,
     pub records: u64,
     pub bytes: u64,
+    /// Field id → smallest and largest value in the file, serialized as Iceberg's single values;
+    /// readers skip files whose bounds rule a filter out. Only exact bounds are listed.
+    pub lower_bounds: Vec<(i32, Vec<u8>)>,
+    pub upper_bounds: Vec<(i32, Vec<u8>)>,
 }
 
 /// A written manifest, as its manifest list entry describes it.
@@ -119,7 +137,8 @@ pub fn write_manifest(
     schema_json: &str,
     schema_id: i32,
 ) -> Result<WrittenManifest, IcebergError> {
-    let schema = AvroSchema::parse_str(MANIFEST_ENTRY_SCHEMA).map_err(|e| avro(path, e))?;
+    let mut schema = AvroSchema::parse_str(MANIFEST_ENTRY_SCHEMA).map_err(|e| avro(path, e))?;
+    mark_arrays_as_maps(&mut schema).map_err(|e| avro(path, e))?;
     let mut writer = new_writer(&schema, path)?;
     for (key, value) in [
         ("schema", schema_json.to_owned()),
@@ -147,6 +166,8 @@ pub fn write_manifest(
                 "file_size_in_bytes".into(),
                 AvroValue::Long(to_long(file.bytes)),
             ),
+            ("lower_bounds".into(), bounds(&file.lower_bounds)),
+            ("upper_bounds".into(), bounds(&file.upper_bounds)),
         ]);
         // Status 1 (added) with the sequence numbers left to inherit from the manifest list:
         // each published snapshot lists the whole table (the module docs of `publish`).
@@ -254,6 +275,53 @@ fn new_writer<'a>(
         apache_avro::Codec::Deflate(apache_avro::DeflateSettings::default()),
     )
     .map_err(|e| avro(path, e))
+}
+
+/// Puts `"logicalType": "map"` back on the schema's arrays, which `apache-avro`'s parser drops
+/// (it keeps logical types it knows only): Iceberg readers take an array of key/value records
+/// for a map only with it, and refuse the array otherwise. Every array in the manifest schemas
+/// here is such a map.
+fn mark_arrays_as_maps(schema: &mut AvroSchema) -> apache_avro::AvroResult<()> {
+    match schema {
+        AvroSchema::Record(record) => {
+            for field in &mut record.fields {
+                mark_arrays_as_maps(&mut field.schema)?;
+            }
+        }
+        AvroSchema::Union(union) => {
+            let mut variants = union.variants().to_vec();
+            for variant in &mut variants {
+                mark_arrays_as_maps(variant)?;
+            }
+            *union = apache_avro::schema::UnionSchema::new(variants)?;
+        }
+        AvroSchema::Array(array) => {
+            array
+                .attributes
+                .insert("logicalType".into(), "map".into());
+            mark_arrays_as_maps(&mut array.items)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A bounds map as Iceberg writes maps with non-string keys in Avro: an array of key/value
+/// records (null when empty).
+fn bounds(values: &[(i32, Vec<u8>)]) -> AvroValue {
+    if values.is_empty() {
+        return AvroValue::Union(0, Box::new(AvroValue::Null));
+    }
+    let items = values
+        .iter()
+        .map(|(id, bytes)| {
+            AvroValue::Record(vec![
+                ("key".into(), AvroValue::Int(*id)),
+                ("value".into(), AvroValue::Bytes(bytes.clone())),
+            ])
+        })
+        .collect();
+    AvroValue::Union(1, Box::new(AvroValue::Array(items)))
 }
 
 fn to_long(value: u64) -> i64 {

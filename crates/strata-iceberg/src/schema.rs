@@ -55,6 +55,18 @@ impl IcebergType {
         }
     }
 
+    /// Iceberg's single-value serialization of `value` as a bound of this type (`None` when the
+    /// JSON value is not of the type: no bound is better than a wrong one).
+    pub fn bound(self, value: &Value) -> Option<Vec<u8>> {
+        match (self, value) {
+            (IcebergType::String, Value::String(s)) => Some(s.as_bytes().to_vec()),
+            (IcebergType::Long, Value::Number(n)) => n.as_i64().map(|v| v.to_le_bytes().to_vec()),
+            (IcebergType::Double, Value::Number(n)) => n.as_f64().map(|v| v.to_le_bytes().to_vec()),
+            (IcebergType::Boolean, Value::Bool(b)) => Some(vec![u8::from(*b)]),
+            _ => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             IcebergType::String => "string",
@@ -83,6 +95,8 @@ pub struct PublishedSchema {
     pub name_mapping: Vec<NameMappingEntry>,
     /// The highest id ever handed out, this version's included.
     pub last_column_id: i32,
+    /// The schema's path columns by name: id and type.
+    pub columns: BTreeMap<String, (i32, IcebergType)>,
 }
 
 impl PublishedSchema {
@@ -167,6 +181,10 @@ impl PublishedSchema {
         });
 
         PublishedSchema {
+            columns: columns
+                .iter()
+                .map(|&(id, name, ty)| (name.to_owned(), (id, ty)))
+                .collect(),
             fields,
             excluded: excluded
                 .iter()
