@@ -58,6 +58,7 @@ def spark_runs(table_dir, queries, runs, jar_cache):
              .config("spark.jars", str(maven_jar(jar_cache, *ICEBERG_SPARK_RUNTIME)))
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "4g")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

@@ -131,8 +131,11 @@ fn listed_files(metadata: &Value) -> Vec<(i64, String, i64)> {
     files
 }
 
-/// Each data file's sort-key bounds: location → (field id → (lower, upper) bytes).
-fn data_file_bounds(metadata: &Value) -> BTreeMap<String, BTreeMap<i32, (Vec<u8>, Vec<u8>)>> {
+/// Field id → (lower, upper) bound, serialized.
+type Bounds = BTreeMap<i32, (Vec<u8>, Vec<u8>)>;
+
+/// Each data file's sort-key bounds, by location.
+fn data_file_bounds(metadata: &Value) -> BTreeMap<String, Bounds> {
     let list = local(metadata["snapshots"][0]["manifest-list"].as_str().unwrap());
     let data_manifest = avro_records(&list)
         .into_iter()
@@ -249,7 +252,11 @@ fn every_part_and_every_deleted_row_is_published_with_each_commit() {
     let id_field = i32::try_from(fields[0].0).unwrap();
     let bounds = data_file_bounds(&metadata);
     for part in &manifest.parts {
-        let (low, high) = if part.rows == 100 { (0i64, 99i64) } else { (100, 249) };
+        let (low, high) = if part.rows == 100 {
+            (0i64, 99i64)
+        } else {
+            (100, 249)
+        };
         let part_bounds = &bounds[&format!("{parts_location}/{}", part.file)];
         assert_eq!(
             part_bounds.keys().copied().collect::<Vec<_>>(),

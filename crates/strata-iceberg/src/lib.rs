@@ -121,27 +121,13 @@ pub fn publish_at(
             upper_bounds: bounds(&schema, &part.sort_key_max),
         })
         .collect();
-    let mut delete_files = Vec::new();
-    for part in &manifest.parts {
-        let Some(deletes) = &part.deletes else {
-            continue;
-        };
-        let name = position_delete_file(&deletes.file);
-        let path = metadata_dir.join(&name);
-        let bytes = match std::fs::metadata(&path) {
-            Ok(existing) => existing.len(),
-            Err(_) => {
-                let vector = read_deletion_vector(&table_dir, deletes, part.rows)?;
-                write_position_deletes(&path, &format!("{parts_location}/{}", part.file), &vector)?
-            }
-        };
-        delete_files.push(FileEntry {
-            location: format!("{metadata_location}/{name}"),
-            records: deletes.rows,
-            bytes,
-            ..FileEntry::default()
-        });
-    }
+    let delete_files = position_delete_entries(
+        &table_dir,
+        &metadata_dir,
+        manifest,
+        &parts_location,
+        &metadata_location,
+    )?;
 
     let mut manifests: Vec<WrittenManifest> = Vec::new();
     for (content, files) in [
@@ -176,35 +162,7 @@ pub fn publish_at(
             to_json(&metadata_dir, &schema.excluded)?,
         );
     }
-    let deleted_rows: u64 = manifest
-        .parts
-        .iter()
-        .filter_map(|p| p.deletes.as_ref())
-        .map(|d| d.rows)
-        .sum();
-    let summary = BTreeMap::from([
-        ("operation".to_owned(), "overwrite".to_owned()),
-        ("strata.manifest-version".to_owned(), version.to_string()),
-        ("total-data-files".to_owned(), data_files.len().to_string()),
-        (
-            "total-delete-files".to_owned(),
-            delete_files.len().to_string(),
-        ),
-        (
-            "total-records".to_owned(),
-            manifest
-                .parts
-                .iter()
-                .map(|p| p.rows)
-                .sum::<u64>()
-                .to_string(),
-        ),
-        (
-            "total-position-deletes".to_owned(),
-            deleted_rows.to_string(),
-        ),
-        ("total-files-size".to_owned(), manifest.bytes().to_string()),
-    ]);
+    let summary = snapshot_summary(manifest, version, data_files.len(), delete_files.len());
     let table_metadata = TableMetadata {
         format_version: 2,
         table_uuid: previous
@@ -288,6 +246,75 @@ pub fn unpublish(table_dir: &Path) -> Result<bool, IcebergError> {
     }
     std::fs::remove_dir_all(&metadata_dir).map_err(|e| IcebergError::io(&metadata_dir, e))?;
     Ok(true)
+}
+
+/// The position delete files of the table's deletion vectors, each written the first time a
+/// publication meets its vector (a vector file never changes, so neither does its copy).
+fn position_delete_entries(
+    table_dir: &Path,
+    metadata_dir: &Path,
+    manifest: &Manifest,
+    parts_location: &str,
+    metadata_location: &str,
+) -> Result<Vec<FileEntry>, IcebergError> {
+    let mut entries = Vec::new();
+    for part in &manifest.parts {
+        let Some(deletes) = &part.deletes else {
+            continue;
+        };
+        let name = position_delete_file(&deletes.file);
+        let path = metadata_dir.join(&name);
+        let bytes = match std::fs::metadata(&path) {
+            Ok(existing) => existing.len(),
+            Err(_) => {
+                let vector = read_deletion_vector(table_dir, deletes, part.rows)?;
+                let data_location = format!("{parts_location}/{}", part.file);
+                write_position_deletes(&path, &data_location, &vector)?
+            }
+        };
+        entries.push(FileEntry {
+            location: format!("{metadata_location}/{name}"),
+            records: deletes.rows,
+            bytes,
+            ..FileEntry::default()
+        });
+    }
+    Ok(entries)
+}
+
+/// The snapshot's summary: Iceberg's totals, and the Strata manifest version it describes.
+fn snapshot_summary(
+    manifest: &Manifest,
+    version: u64,
+    data_files: usize,
+    delete_files: usize,
+) -> BTreeMap<String, String> {
+    let deleted_rows: u64 = manifest
+        .parts
+        .iter()
+        .filter_map(|p| p.deletes.as_ref())
+        .map(|d| d.rows)
+        .sum();
+    BTreeMap::from([
+        ("operation".to_owned(), "overwrite".to_owned()),
+        ("strata.manifest-version".to_owned(), version.to_string()),
+        ("total-data-files".to_owned(), data_files.to_string()),
+        ("total-delete-files".to_owned(), delete_files.to_string()),
+        (
+            "total-records".to_owned(),
+            manifest
+                .parts
+                .iter()
+                .map(|p| p.rows)
+                .sum::<u64>()
+                .to_string(),
+        ),
+        (
+            "total-position-deletes".to_owned(),
+            deleted_rows.to_string(),
+        ),
+        ("total-files-size".to_owned(), manifest.bytes().to_string()),
+    ])
 }
 
 /// Bounds of a part's sort-key columns from its manifest entry (the min and max of each typed

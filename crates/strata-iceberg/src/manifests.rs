@@ -296,9 +296,7 @@ fn mark_arrays_as_maps(schema: &mut AvroSchema) -> apache_avro::AvroResult<()> {
             *union = apache_avro::schema::UnionSchema::new(variants)?;
         }
         AvroSchema::Array(array) => {
-            array
-                .attributes
-                .insert("logicalType".into(), "map".into());
+            array.attributes.insert("logicalType".into(), "map".into());
             mark_arrays_as_maps(&mut array.items)?;
         }
         _ => {}
