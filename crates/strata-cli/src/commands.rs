@@ -48,6 +48,8 @@ pub fn run(cli: Cli) -> CliResult {
             pipeline,
             time_column,
             text_index,
+            ttl,
+            iceberg,
             config,
         } => {
             let pipelines = match &config {
@@ -63,6 +65,8 @@ pub fn run(cli: Cli) -> CliResult {
                 pipeline: pipeline.map(|name| pipelines.get(&name)).transpose()?,
                 time_column,
                 text_index,
+                ttl,
+                iceberg,
                 ..Default::default()
             };
             run_ingest(&data_dir, &table, &files, &options)

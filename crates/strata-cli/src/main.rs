@@ -76,6 +76,14 @@ pub enum Command {
         /// (comma-separated dotted paths; `message` by default with --pipeline text).
         #[arg(long, value_delimiter = ',', value_name = "PATH,...")]
         text_index: Option<Vec<String>>,
+        /// Retention of a new table on its time column (30d, 12h, 90m, 2w, none); expired parts
+        /// are dropped by `strata optimize` and the server. Later: ALTER TABLE … SET (ttl = …).
+        #[arg(long, value_name = "PERIOD")]
+        ttl: Option<String>,
+        /// Publish a new table as an Iceberg table in TABLE/metadata, kept in step on every
+        /// commit (Spark, Trino, DuckDB, PyIceberg read it). Later: ALTER TABLE … SET (iceberg = …).
+        #[arg(long)]
+        iceberg: bool,
         /// Config file (TOML) whose [pipelines.NAME] sections declare pipelines.
         #[arg(long)]
         config: Option<PathBuf>,

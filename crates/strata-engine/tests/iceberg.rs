@@ -412,3 +412,37 @@ fn retired_parts_wait_for_iceberg_readers_and_turning_it_off_removes_the_metadat
         assert!(!parts.join(&part.file).exists(), "{} was kept", part.file);
     }
 }
+
+#[test]
+fn an_ingest_can_create_a_published_table_but_not_publish_an_existing_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("db"));
+    let path = tmp.path().join("in.ndjson");
+    std::fs::write(&path, "{\"id\": 1}\n").unwrap();
+    let load = |table: &str, iceberg: bool| {
+        let options = IngestOptions {
+            iceberg,
+            ..Default::default()
+        };
+        ingest(
+            &dir,
+            table,
+            &[Input::File(path.clone())],
+            &options,
+            &mut |_| {},
+            &mut |_| {},
+        )
+    };
+    load("published", true).unwrap();
+    assert!(dir.manifest("published").unwrap().settings.iceberg);
+    assert!(
+        dir.table_dir("published")
+            .unwrap()
+            .join("metadata/version-hint.text")
+            .exists()
+    );
+    load("published", false).unwrap();
+    load("plain", false).unwrap();
+    let e = load("plain", true).unwrap_err().to_string();
+    assert!(e.contains("ALTER TABLE plain SET (iceberg"), "{e}");
+}

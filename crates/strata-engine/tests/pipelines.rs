@@ -229,3 +229,47 @@ fn expired_parts_are_dropped_whole() {
     assert_eq!(manifest.settings.ttl_seconds, Some(7 * 86_400));
     assert_eq!(manifest.parts.len(), 2);
 }
+
+#[test]
+fn a_table_gets_its_retention_when_an_ingest_creates_it_and_keeps_it_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    let file = tmp.path().join("lines.log");
+    std::fs::write(&file, "2026-11-25T10:00:00Z a\n").unwrap();
+    let load = |table: &str, options: IngestOptions| {
+        let (dir, table, file) = (dir.clone(), table.to_owned(), file.clone());
+        run_with_deep_stack(move || {
+            ingest(
+                &dir,
+                &table,
+                &[Input::File(file)],
+                &options,
+                &mut |_| {},
+                &mut |_| {},
+            )
+        })
+    };
+    let with_ttl = |ttl: &str| IngestOptions {
+        ttl: Some(ttl.to_owned()),
+        ..pipeline("text")
+    };
+    load("app", with_ttl("30d")).unwrap();
+    assert_eq!(
+        dir.manifest("app").unwrap().settings.ttl_seconds,
+        Some(30 * 86_400)
+    );
+    // The same retention again, or none given: loads. Another one: refused, naming ALTER TABLE.
+    load("app", with_ttl("30 days")).unwrap();
+    load("app", pipeline("text")).unwrap();
+    let e = load("app", with_ttl("7d")).unwrap_err().to_string();
+    assert!(e.contains("ALTER TABLE app SET (ttl"), "{e}");
+    assert!(load("app", with_ttl("soon")).is_err());
+    // Without a time column there is nothing to expire by: no table is created.
+    let json = IngestOptions {
+        ttl: Some("30d".into()),
+        ..pipeline("json")
+    };
+    let e = load("plain", json).unwrap_err().to_string();
+    assert!(e.contains("no time column"), "{e}");
+    assert!(dir.manifest("plain").is_err());
+}

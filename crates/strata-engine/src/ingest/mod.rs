@@ -34,7 +34,7 @@ use crate::part_writing::{
     spawn_part_writer, write_shredded,
 };
 use crate::settings::{
-    validate_key, validate_max_columns, validate_sort_key, validate_text_index,
+    parse_ttl, validate_key, validate_max_columns, validate_sort_key, validate_text_index,
     validate_time_column,
 };
 use crate::table::{DataDir, collect_garbage, new_part_file};
@@ -78,6 +78,12 @@ pub struct IngestOptions {
     /// created, checked against it otherwise. With a pipeline that keeps `message`, that path by
     /// default.
     pub text_index: Option<Vec<String>>,
+    /// Retention of a table this ingest creates, as `ALTER TABLE … SET (ttl = …)` takes it
+    /// (`30d`, `12h`, `none`); needs a time column. Checked against an existing table.
+    pub ttl: Option<String>,
+    /// Publish a table this ingest creates as an Iceberg table (ADR 0021). Checked against an
+    /// existing table.
+    pub iceberg: bool,
 }
 
 impl Default for IngestOptions {
@@ -94,6 +100,8 @@ impl Default for IngestOptions {
             pipeline: None,
             time_column: None,
             text_index: None,
+            ttl: None,
+            iceberg: false,
         }
     }
 }
@@ -387,6 +395,9 @@ struct RequestedSettings {
     /// `message`, for a pipeline that keeps it: the text index of a table this ingest creates,
     /// when none is given.
     default_text_index: Vec<String>,
+    /// Retention asked for (`Some(None)`: none), and whether to publish as Iceberg.
+    ttl_seconds: Option<Option<u64>>,
+    iceberg: bool,
 }
 
 fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, EngineError> {
@@ -424,6 +435,8 @@ fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, Engi
             }
             _ => Vec::new(),
         },
+        ttl_seconds: options.ttl.as_deref().map(parse_ttl).transpose()?,
+        iceberg: options.iceberg,
     })
 }
 
@@ -474,10 +487,43 @@ fn open_manifest(
                     given: given.join(", "),
                 });
             }
+            // Settings that can change do so through ALTER TABLE, never as a side effect of
+            // loading documents.
+            let changeable =
+                |setting: &str, existing: String, given: String| EngineError::InvalidSetting {
+                    setting: setting.to_owned(),
+                    reason: format!(
+                        "table {table} has {setting} {existing}, not {given}; change it with \
+                         ALTER TABLE {table} SET ({setting} = …)"
+                    ),
+                };
+            if let Some(given) = requested.ttl_seconds
+                && given != existing.settings.ttl_seconds
+            {
+                let text = |ttl: Option<u64>| ttl.map_or("none".to_owned(), |s| format!("{s}s"));
+                return Err(changeable(
+                    "ttl",
+                    text(existing.settings.ttl_seconds),
+                    text(given),
+                ));
+            }
+            if requested.iceberg && !existing.settings.iceberg {
+                return Err(changeable("iceberg", "false".into(), "true".into()));
+            }
             (existing, false)
         }
         None => {
             let time_column = requested.time_column.or(requested.default_time_column);
+            let ttl_seconds = requested.ttl_seconds.flatten();
+            if ttl_seconds.is_some() && time_column.is_none() {
+                return Err(EngineError::InvalidSetting {
+                    setting: "ttl".into(),
+                    reason: format!(
+                        "table {table} would have no time column to expire documents by (give \
+                         --time-column PATH, or a pipeline)"
+                    ),
+                });
+            }
             (
                 Manifest::new(TableSettings {
                     sort_key: requested
@@ -486,8 +532,8 @@ fn open_manifest(
                         .unwrap_or_default(),
                     time_column,
                     text_index: requested.text_index.unwrap_or(requested.default_text_index),
-                    ttl_seconds: None,
-                    iceberg: false,
+                    ttl_seconds,
+                    iceberg: requested.iceberg,
                     max_columns: requested
                         .max_columns
                         .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
