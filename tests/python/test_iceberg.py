@@ -207,3 +207,31 @@ def test_the_publication_follows_commits_and_merges(published, tmp_path):
 
     published.run("query", "ALTER TABLE mixed SET (iceberg = false)")
     assert not (table_dir(published, "mixed") / "metadata").exists()
+
+
+def test_the_server_keeps_the_publication_in_step(tmp_path):
+    """Documents the server acknowledges reach Iceberg readers once its flusher commits them, and
+    its background merges republish the table (no lost or doubled document on the way)."""
+    import time
+
+    from server import Server, ndjson
+
+    with Server(tmp_path / "db") as server:
+        status, _ = server.ingest("events", ndjson([{"n": n, "k": "a"} for n in range(100)]))
+        assert status == 200
+        status, _, answer = server.query("ALTER TABLE events SET (iceberg = true)")
+        assert status == 200, answer
+        for start in range(100, 1000, 100):
+            status, _ = server.ingest("events", ndjson([{"n": n, "k": "b"} for n in range(start, start + 100)]))
+            assert status == 200
+        expected = server.rows("SELECT count(*) AS c, sum(data.n::bigint) AS s FROM events")[0]
+        assert expected == {"c": 1000, "s": sum(range(1000))}
+        strata = Strata(tmp_path / "db")
+        deadline = time.monotonic() + 60
+        while True:
+            rows = pyiceberg_table(strata, "events").scan(selected_fields=("n",)).to_arrow()
+            got = sorted(rows.column("n").to_pylist())
+            if got == list(range(1000)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert got == list(range(1000))
