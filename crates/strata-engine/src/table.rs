@@ -650,6 +650,9 @@ pub fn check_table(data_dir: &DataDir, table: &str) -> Result<TableCheck, Engine
         }
     };
     check.manifest_problems = manifest.problems(&dir);
+    check
+        .manifest_problems
+        .extend(strata_iceberg::verify::problems(&dir, &manifest));
     for part in &manifest.parts {
         let path = Manifest::part_path(&dir, &part.file);
         let (problems, note) = check_part(&path, part);

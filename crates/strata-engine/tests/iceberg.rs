@@ -446,3 +446,43 @@ fn an_ingest_can_create_a_published_table_but_not_publish_an_existing_one() {
     let e = load("plain", true).unwrap_err().to_string();
     assert!(e.contains("ALTER TABLE plain SET (iceberg"), "{e}");
 }
+
+#[test]
+fn check_finds_a_stale_or_damaged_publication() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("db"));
+    add_part(&dir, tmp.path(), "a", &ids(0..10));
+    set_iceberg(&dir, true);
+    let problems = |dir: &DataDir| {
+        strata_engine::check_table(dir, "t")
+            .unwrap()
+            .manifest_problems
+    };
+    assert_eq!(problems(&dir), Vec::<String>::new());
+
+    // A commit whose publication did not happen (as when it failed): the check says so.
+    let mut manifest = dir.manifest("t").unwrap();
+    manifest.version += 1;
+    manifest.commit(&dir.table_dir("t").unwrap()).unwrap();
+    let found = problems(&dir);
+    assert!(
+        found.iter().any(|p| p.contains("describes version")),
+        "{found:?}"
+    );
+    // The next commit publishes the table again.
+    add_part(&dir, tmp.path(), "b", &ids(10..20));
+    assert_eq!(problems(&dir), Vec::<String>::new());
+
+    // A manifest of the publication lost or changed.
+    let metadata = current_metadata(&dir);
+    let list = local(metadata["snapshots"][0]["manifest-list"].as_str().unwrap());
+    let data_manifest = local(&string(&avro_records(&list)[0]["manifest_path"]));
+    std::fs::write(&data_manifest, b"not avro").unwrap();
+    let found = problems(&dir);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("bytes, the Iceberg metadata lists")),
+        "{found:?}"
+    );
+}

@@ -29,6 +29,7 @@ pub mod manifests;
 pub mod metadata;
 pub mod position_deletes;
 pub mod schema;
+pub mod verify;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -432,7 +433,7 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), IcebergError> 
 
 /// The `file://` location of a local directory, as Iceberg readers open it (the path verbatim:
 /// readers do not percent-decode it).
-fn location_of(dir: &Path) -> Result<String, IcebergError> {
+pub(crate) fn location_of(dir: &Path) -> Result<String, IcebergError> {
     let text = dir.to_str().ok_or_else(|| IcebergError::Location {
         path: dir.to_owned(),
         message: "the path is not UTF-8".into(),
