@@ -8,6 +8,8 @@
 //!   the manifest; every read of a part's bytes is verified against them (ADR 0008).
 //! - [`manifest`]: the table's list of visible parts; replacing it (write, fsync, rename) is the
 //!   single atomic step that makes an ingest or a merge visible.
+//! - [`manifest_log`]: the same manifests on object storage, where there is no rename: a log of
+//!   versions each created once (ADR 0022; not yet used by the engine).
 //!
 //! `docs/format.md` specifies both; the golden tests under `tests/` keep them stable.
 
@@ -16,6 +18,7 @@ pub mod deletes;
 pub mod error;
 pub mod keys;
 pub mod manifest;
+pub mod manifest_log;
 pub mod part;
 pub mod profile;
 pub mod selfcheck;
