@@ -9,7 +9,6 @@
 //!
 //! This is the primitive that keyed upserts, `DELETE` and `UPDATE` build on (issue 14).
 
-use crate::commit::commit_manifest;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -19,6 +18,7 @@ use strata_format::deletes::{
 use strata_format::{Manifest, find_keys};
 use strata_json::KeyValue;
 
+use crate::commit::commit_manifest;
 use crate::error::EngineError;
 use crate::table::{DataDir, collect_garbage, unix_now};
 

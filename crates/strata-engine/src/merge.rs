@@ -17,7 +17,6 @@
 //! which keeps the parts other writers committed meanwhile and gives up when one of its inputs
 //! is no longer listed; `strata ingest`'s own follow-up merge runs under the ingest's lock.
 
-use crate::commit::commit_manifest;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -37,6 +36,7 @@ use strata_json::reconstruct::reconstruct;
 use strata_json::shred::MAX_LISTED_REMAINDER_PATHS;
 use strata_json::{Document, JsonPath, Kind, Shredder};
 
+use crate::commit::commit_manifest;
 use crate::error::EngineError;
 use crate::part_writing::{
     DEFAULT_PART_TARGET_BYTES, full_part, part_writer_options, shred_options, write_shredded,

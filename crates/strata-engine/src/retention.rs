@@ -8,11 +8,11 @@
 //! are retired like a merge's inputs, so queries that started before keep reading them; garbage
 //! collection deletes them once no reader holds a lease.
 
-use crate::commit::commit_manifest;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use strata_format::PartEntry;
 
+use crate::commit::commit_manifest;
 use crate::error::EngineError;
 use crate::table::{DataDir, unix_now};
 

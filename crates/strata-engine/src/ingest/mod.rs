@@ -17,7 +17,6 @@ mod prepared;
 mod reader;
 mod rejects;
 
-use crate::commit::commit_manifest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -26,6 +25,7 @@ use strata_format::{KeySetting, Manifest, PartEntry, TableSettings};
 use strata_json::{KeyType, Shredder};
 use strata_pipeline::Pipeline;
 
+use crate::commit::commit_manifest;
 use crate::error::EngineError;
 use crate::input::Input;
 use crate::merge::{MergeOptions, MergeScope, MergeSummary, merge_locked};

@@ -8,7 +8,6 @@
 //! result is always that of one [`super::ingest_parsed`] under the lock. Nothing is written to
 //! the table's directory before [`PreparedIngest::commit`].
 
-use crate::commit::commit_manifest;
 use strata_format::{PartEntry, TableSettings};
 use strata_json::Shredder;
 
@@ -19,6 +18,7 @@ use super::{
     IngestOptions, IngestProgress, IngestSummary, Source, Written, commit_parts, ingest_sources,
     open_manifest, parsed_into_keyed_table, requested_settings,
 };
+use crate::commit::commit_manifest;
 use crate::error::EngineError;
 use crate::part_writing::{full_part, shred_options, write_shredded};
 use crate::table::{DataDir, collect_garbage, new_part_file};

@@ -13,7 +13,6 @@
 //! are unlisted files until it is applied, and garbage collection runs only under the writer
 //! lock, after recovery: they are never collected first.
 
-use crate::commit::commit_manifest;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +23,7 @@ use strata_format::Manifest;
 use strata_format::manifest::{sync_dir, write_durably};
 
 use super::StagedTable;
+use crate::commit::commit_manifest;
 use crate::error::EngineError;
 
 /// The directory of intent records in a data directory (not a valid table name).

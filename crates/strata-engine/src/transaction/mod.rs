@@ -30,7 +30,6 @@ mod group;
 pub mod intent;
 pub mod view;
 
-use crate::commit::commit_manifest;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
@@ -38,6 +37,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use strata_format::Manifest;
 use strata_json::{KeyValue, Shredder, parse_document};
 
+use crate::commit::commit_manifest;
 use crate::deletes::{live_key_rows, stage_deletions};
 use crate::error::EngineError;
 use crate::part_writing::{shred_options, write_shredded};
