@@ -133,9 +133,19 @@ pub fn run(cli: Cli) -> CliResult {
                 summary.outputs_written
             );
             if summary.retired_kept > 0 {
+                // Iceberg readers take no lease: on a published table, replaced parts wait for
+                // them a fixed time (ADR 0021).
+                let after = if data_dir.manifest(&table)?.settings.iceberg {
+                    format!(
+                        "an ingest or optimize of {table} {} s from now or later",
+                        strata_iceberg::READER_GRACE_SECONDS
+                    )
+                } else {
+                    format!("the next ingest or optimize of {table}")
+                };
                 eprintln!(
                     "{} replaced parts stay on disk while queries that started before may read \
-                     them; the next ingest or optimize of {table} deletes them",
+                     them; {after} deletes them",
                     summary.retired_kept
                 );
             }
