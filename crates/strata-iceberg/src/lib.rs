@@ -82,7 +82,7 @@ pub fn publish_at(
     now_ms: i64,
 ) -> Result<Published, IcebergError> {
     let table_dir = std::fs::canonicalize(table_dir).map_err(|e| IcebergError::io(table_dir, e))?;
-    let table_location = location_of(&table_dir)?;
+    let locations = Locations::of(&table_dir)?;
     let metadata_dir = table_dir.join(METADATA_DIR);
     std::fs::create_dir_all(&metadata_dir).map_err(|e| IcebergError::io(&metadata_dir, e))?;
     let previous = TableMetadata::load_current(&metadata_dir)?;
@@ -109,26 +109,18 @@ pub fn publish_at(
     };
     let schema_json = to_json(&metadata_dir, &iceberg_schema)?;
 
-    let metadata_location = format!("{table_location}/{METADATA_DIR}");
-    let parts_location = format!("{table_location}/{}", strata_format::manifest::PARTS_DIR);
     let data_files: Vec<FileEntry> = manifest
         .parts
         .iter()
         .map(|part| FileEntry {
-            location: format!("{parts_location}/{}", part.file),
+            location: locations.part(&part.file),
             records: part.rows,
             bytes: part.bytes,
             lower_bounds: bounds(&schema, &part.sort_key_min),
             upper_bounds: bounds(&schema, &part.sort_key_max),
         })
         .collect();
-    let delete_files = position_delete_entries(
-        &table_dir,
-        &metadata_dir,
-        manifest,
-        &parts_location,
-        &metadata_location,
-    )?;
+    let delete_files = position_delete_entries(&table_dir, &metadata_dir, manifest, &locations)?;
 
     let mut manifests: Vec<WrittenManifest> = Vec::new();
     for (content, files) in [
@@ -141,7 +133,7 @@ pub fn publish_at(
         let name = manifest_file(version, content);
         manifests.push(manifests::write_manifest(
             &metadata_dir.join(&name),
-            &format!("{metadata_location}/{name}"),
+            &locations.metadata(&name),
             content,
             files,
             snapshot,
@@ -169,7 +161,7 @@ pub fn publish_at(
         table_uuid: previous
             .as_ref()
             .map_or_else(random_uuid, |p| p.table_uuid.clone()),
-        location: table_location.clone(),
+        location: locations.table.clone(),
         last_sequence_number: sequence,
         last_updated_ms: now_ms,
         last_column_id: schema.last_column_id,
@@ -200,7 +192,7 @@ pub fn publish_at(
             snapshot_id: snapshot.snapshot_id,
             sequence_number: snapshot.sequence_number,
             timestamp_ms: now_ms,
-            manifest_list: format!("{metadata_location}/{list_name}"),
+            manifest_list: locations.metadata(&list_name),
             summary,
             schema_id,
         }],
@@ -255,8 +247,7 @@ fn position_delete_entries(
     table_dir: &Path,
     metadata_dir: &Path,
     manifest: &Manifest,
-    parts_location: &str,
-    metadata_location: &str,
+    locations: &Locations,
 ) -> Result<Vec<FileEntry>, IcebergError> {
     let mut entries = Vec::new();
     for part in &manifest.parts {
@@ -269,12 +260,11 @@ fn position_delete_entries(
             Ok(existing) => existing.len(),
             Err(_) => {
                 let vector = read_deletion_vector(table_dir, deletes, part.rows)?;
-                let data_location = format!("{parts_location}/{}", part.file);
-                write_position_deletes(&path, &data_location, &vector)?
+                write_position_deletes(&path, &locations.part(&part.file), &vector)?
             }
         };
         entries.push(FileEntry {
-            location: format!("{metadata_location}/{name}"),
+            location: locations.metadata(&name),
             records: deletes.rows,
             bytes,
             ..FileEntry::default()
@@ -431,14 +421,39 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), IcebergError> 
     std::fs::rename(&tmp, path).map_err(|e| IcebergError::io(path, e))
 }
 
-/// The `file://` location of a local directory, as Iceberg readers open it (the path verbatim:
-/// readers do not percent-decode it).
-pub(crate) fn location_of(dir: &Path) -> Result<String, IcebergError> {
-    let text = dir.to_str().ok_or_else(|| IcebergError::Location {
-        path: dir.to_owned(),
-        message: "the path is not UTF-8".into(),
-    })?;
-    Ok(format!("file://{}", text.trim_end_matches('/')))
+/// Where a published table's files are, as Iceberg readers open them: `file://` locations under
+/// the table directory (the path verbatim: readers do not percent-decode it). Publication writes
+/// them and `verify` expects them, so both take them from here.
+pub(crate) struct Locations {
+    /// The table directory's location (the metadata's `location`).
+    pub(crate) table: String,
+}
+
+impl Locations {
+    /// The locations of the table in `table_dir` (canonical).
+    pub(crate) fn of(table_dir: &Path) -> Result<Locations, IcebergError> {
+        let text = table_dir.to_str().ok_or_else(|| IcebergError::Location {
+            path: table_dir.to_owned(),
+            message: "the path is not UTF-8".into(),
+        })?;
+        Ok(Locations {
+            table: format!("file://{}", text.trim_end_matches('/')),
+        })
+    }
+
+    /// A part (or any file of `parts/`).
+    pub(crate) fn part(&self, file: &str) -> String {
+        format!(
+            "{}/{}/{file}",
+            self.table,
+            strata_format::manifest::PARTS_DIR
+        )
+    }
+
+    /// A file of `metadata/`.
+    pub(crate) fn metadata(&self, name: &str) -> String {
+        format!("{}/{METADATA_DIR}/{name}", self.table)
+    }
 }
 
 fn to_json(context: &Path, value: &impl serde::Serialize) -> Result<String, IcebergError> {

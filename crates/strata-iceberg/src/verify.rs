@@ -16,7 +16,7 @@ use strata_format::Manifest;
 
 use crate::metadata::TableMetadata;
 use crate::position_deletes::position_delete_file;
-use crate::{METADATA_DIR, location_of};
+use crate::{Locations, METADATA_DIR};
 
 /// What is wrong with the publication of the table in `table_dir` (empty: nothing).
 pub fn problems(table_dir: &Path, manifest: &Manifest) -> Vec<String> {
@@ -57,7 +57,8 @@ fn check(
         })?;
     let table_dir =
         std::fs::canonicalize(table_dir).map_err(|e| format!("{}: {e}", table_dir.display()))?;
-    let location = location_of(&table_dir).map_err(|e| e.to_string())?;
+    let locations = Locations::of(&table_dir).map_err(|e| e.to_string())?;
+    let location = &locations.table;
     let mut problems = Vec::new();
     let expected_version = i64::try_from(manifest.version.max(1)).unwrap_or(i64::MAX);
     if metadata.current_snapshot_id != expected_version {
@@ -66,7 +67,7 @@ fn check(
             metadata.current_snapshot_id, manifest.version
         ));
     }
-    if metadata.location != location {
+    if metadata.location != *location {
         problems.push(format!(
             "the Iceberg metadata is published at {}, the table is at {location} {stale}",
             metadata.location
@@ -108,18 +109,16 @@ fn check(
             };
         }
     }
-    let parts = |file: &str| format!("{location}/{}/{file}", strata_format::manifest::PARTS_DIR);
-    let expected_data: BTreeSet<String> = manifest.parts.iter().map(|p| parts(&p.file)).collect();
+    let expected_data: BTreeSet<String> = manifest
+        .parts
+        .iter()
+        .map(|p| locations.part(&p.file))
+        .collect();
     let expected_deletes: BTreeSet<String> = manifest
         .parts
         .iter()
         .filter_map(|p| p.deletes.as_ref())
-        .map(|d| {
-            format!(
-                "{location}/{METADATA_DIR}/{}",
-                position_delete_file(&d.file)
-            )
-        })
+        .map(|d| locations.metadata(&position_delete_file(&d.file)))
         .collect();
     for (what, listed, expected) in [
         ("data files", &data_files, &expected_data),
