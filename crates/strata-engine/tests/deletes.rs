@@ -4,37 +4,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use strata_engine::input::Input;
-use strata_engine::{
-    DataDir, EngineError, IngestOptions, MergeOptions, delete_rows, export_table, ingest,
-    merge_parts,
-};
+use strata_engine::{DataDir, EngineError, MergeOptions, delete_rows, export_table, merge_parts};
 
 /// Ingests ids `range` as one part sorted by id, so row i of the part holds the i-th id.
 fn add_part(dir: &DataDir, scratch: &Path, range: std::ops::Range<u64>) {
-    let path = scratch.join(format!("in{}.ndjson", range.start));
+    let name = format!("in{}", range.start);
     let text: String = range
         .map(|id| format!("{{\"id\":{id},\"name\":\"n{id}\"}}\n"))
         .collect();
-    std::fs::write(&path, text).unwrap();
-    let options = IngestOptions {
-        sort_key: Some(vec!["id".to_owned()]),
-        auto_merge: false,
-        ..Default::default()
-    };
-    ingest(
-        dir,
-        "t",
-        &[Input::File(path)],
-        &options,
-        &mut |_| {},
-        &mut |r| panic!("unexpected reject: {r:?}"),
-    )
-    .unwrap();
+    common::add_part_sorted_by_id(dir, scratch, &name, &text);
 }
 
 fn ids(dir: &DataDir) -> Vec<u64> {

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -18,23 +20,8 @@ use strata_engine::{
 };
 
 fn add_part(dir: &DataDir, scratch: &Path, name: &str, lines: &[Value]) {
-    let path = scratch.join(format!("{name}.ndjson"));
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, text).unwrap();
-    let options = IngestOptions {
-        sort_key: Some(vec!["id".to_owned()]),
-        auto_merge: false,
-        ..Default::default()
-    };
-    ingest(
-        dir,
-        "t",
-        &[Input::File(path)],
-        &options,
-        &mut |_| {},
-        &mut |r| panic!("unexpected reject: {r:?}"),
-    )
-    .unwrap();
+    common::add_part_sorted_by_id(dir, scratch, name, &text);
 }
 
 fn ids(range: std::ops::Range<u64>) -> Vec<Value> {
