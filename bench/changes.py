@@ -17,18 +17,14 @@ queries do not read it. Usage:
 import argparse
 import json
 import random
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from benchlib.strata_cli import query_runs, run
+
 BENCH = Path(__file__).resolve().parent
 SORT_KEY = "kind,commit.operation,commit.collection,did,time_us"
-
-
-def run(args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=True, **kw)
 
 
 def queries():
@@ -38,12 +34,7 @@ def queries():
 
 def timings(binary, data_dir, statements, runs):
     """Fastest milliseconds of each statement over `runs` runs in one process, and its answer."""
-    script = ";".join(s for s in statements for _ in range(runs))
-    proc = run([binary, "--data-dir", data_dir, "query", "--timing", "--format", "ndjson", script])
-    times = [float(t) for t in re.findall(r"Time: ([0-9.]+) ms", proc.stdout + proc.stderr)]
-    if len(times) != runs * len(statements):
-        raise RuntimeError(f"expected {runs * len(statements)} timings, got {len(times)}")
-    best = [min(times[i * runs:(i + 1) * runs]) for i in range(len(statements))]
+    best = [min(r) for r in query_runs(binary, data_dir, statements, runs, output_format="ndjson")]
     answers = [run([binary, "--data-dir", data_dir, "query", "--format", "ndjson", s]).stdout for s in statements]
     return best, answers
 

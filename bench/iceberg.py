@@ -12,9 +12,7 @@ without it the Spark columns say so. Usage:
 """
 import argparse
 import json
-import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,13 +20,10 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from benchlib.maven import maven_jar  # noqa: E402
+from benchlib.strata_cli import query_runs, run  # noqa: E402
 
 SORT_KEY = "kind,commit.operation,commit.collection,did,time_us"
 ICEBERG_SPARK_RUNTIME = ("org.apache.iceberg", "iceberg-spark-runtime-3.5_2.12", "1.12.0")
-
-
-def run(args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=True, **kw)
 
 
 def statements(name):
@@ -38,16 +33,12 @@ def statements(name):
 
 def strata_runs(binary, data_dir, queries, runs):
     """Milliseconds of every run of each query (one process), and each query's answer rows."""
-    script = ";".join(q for q in queries for _ in range(runs))
-    proc = run([binary, "--data-dir", data_dir, "query", "--timing", "--format", "ndjson", script])
-    times = [float(t) for t in re.findall(r"Time: ([0-9.]+) ms", proc.stdout + proc.stderr)]
-    if len(times) != runs * len(queries):
-        raise RuntimeError(f"expected {runs * len(queries)} timings, got {len(times)}")
+    times = query_runs(binary, data_dir, queries, runs, output_format="ndjson")
     answers = []
     for q in queries:
         out = run([binary, "--data-dir", data_dir, "query", "--format", "ndjson", q]).stdout
         answers.append([tuple(json.loads(line).values()) for line in out.splitlines() if line.strip()])
-    return [times[i * runs:(i + 1) * runs] for i in range(len(queries))], answers
+    return times, answers
 
 
 def spark_runs(table_dir, queries, runs, jar_cache):

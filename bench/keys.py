@@ -14,16 +14,12 @@ Prints a table and writes OUT/results.json. Usage:
 import argparse
 import json
 import random
-import re
 import shutil
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
-
-def run(args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=True, **kw)
+from benchlib.strata_cli import query_runs, run
 
 
 def timed(args):
@@ -46,10 +42,7 @@ def bytes_of(directory: Path, suffix: str) -> int:
 
 def query_times(binary, data_dir, statements):
     """Milliseconds of each statement, run in one process (`--timing`)."""
-    proc = run([binary, "--data-dir", data_dir, "query", "--timing", ";".join(statements)])
-    times = [float(t) for t in re.findall(r"Time: ([0-9.]+) ms", proc.stdout + proc.stderr)]
-    if len(times) != len(statements):
-        raise RuntimeError(f"expected {len(statements)} timings, got {len(times)}")
+    times = [runs[0] for runs in query_runs(binary, data_dir, statements)]
     return times[1:]  # the first statement pays for opening the table
 
 
