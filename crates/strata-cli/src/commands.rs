@@ -15,6 +15,20 @@ use crate::progress::IngestBar;
 use crate::{Cli, CliResult, Command};
 
 pub fn run(cli: Cli) -> CliResult {
+    if let Some(url) = cli
+        .data_dir
+        .to_str()
+        .filter(|d| strata_remote::is_remote(d))
+    {
+        let url = url.to_owned();
+        return crate::remote::run(cli, &url);
+    }
+    run_local(cli, None)
+}
+
+/// Runs `cli` on its local data directory (a staging directory for object storage, whose part
+/// pages `remote` reads).
+pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliResult {
     let data_dir = DataDir::new(&cli.data_dir).with_lock_wait_notice(Arc::new(|wait| {
         let holder = wait
             .holder
@@ -172,7 +186,7 @@ pub fn run(cli: Cli) -> CliResult {
             sql,
             format,
             timing,
-        } => crate::statements::run_script(&data_dir, &sql, format, timing),
+        } => crate::statements::run_script(&data_dir, &sql, format, timing, remote),
         Command::Sql => crate::shell::run_shell(&data_dir),
     }
 }

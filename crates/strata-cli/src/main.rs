@@ -8,6 +8,7 @@
 
 mod commands;
 mod progress;
+mod remote;
 mod shell;
 mod statements;
 
@@ -26,7 +27,9 @@ pub type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
     about = "A database for JSON events and logs"
 )]
 pub struct Cli {
-    /// Data directory holding the tables.
+    /// Data directory holding the tables: a local directory, or object storage as
+    /// s3://bucket/prefix (credentials, region and endpoint from the AWS_* environment
+    /// variables) or file:///path (the object layout on a local directory).
     #[arg(
         long,
         global = true,
@@ -34,6 +37,13 @@ pub struct Cli {
         default_value = "./strata-data"
     )]
     pub data_dir: PathBuf,
+    /// Local cache of a data directory on object storage (`--data-dir s3://…`): footers and small
+    /// files of parts, and pages read. Default: ~/.cache/strata/<data directory>.
+    #[arg(long, global = true, env = "STRATA_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Bytes of part pages the cache keeps at most (suffixes K, M, G: 512M, 4G).
+    #[arg(long, global = true, env = "STRATA_CACHE_SIZE", default_value = "4G", value_parser = parse_size)]
+    pub cache_size: u64,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -145,6 +155,29 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+}
+
+/// A byte count with an optional binary suffix: `1048576`, `512M`, `4G`.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, shift) = match text
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        t if t.ends_with('K') => (&text[..t.len() - 1], 10),
+        t if t.ends_with('M') => (&text[..t.len() - 1], 20),
+        t if t.ends_with('G') => (&text[..t.len() - 1], 30),
+        t if t.ends_with('T') => (&text[..t.len() - 1], 40),
+        t => (&text[..t.len()], 0),
+    };
+    let value: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (examples: 1048576, 512M, 4G)"))?;
+    value
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 fn main() -> ExitCode {

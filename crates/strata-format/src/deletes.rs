@@ -162,16 +162,31 @@ impl DeletionVector {
     }
 }
 
-/// The file name of `part`'s deletion vector written by the commit that makes `version`.
+/// The file name of `part`'s deletion vector written by the commit that makes `version`:
+/// `<part>.<version>-<writer>.dv`, where the writer suffix (process and time) keeps the name
+/// unique even when two writers make the same version of a table on object storage, where
+/// files are never overwritten (ADR 0022). Names without the suffix (older tables) stay valid.
 pub fn deletion_vector_file(part: &str, version: u64) -> String {
-    format!("{part}.{version:010}{DELETION_VECTOR_SUFFIX}")
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{part}.{version:010}-{:x}{nanos:x}{count:x}{DELETION_VECTOR_SUFFIX}",
+        std::process::id()
+    )
 }
 
 /// The part a deletion vector file belongs to (None: not a deletion vector's name).
 pub fn deletion_vector_part(file: &str) -> Option<&str> {
     let stem = file.strip_suffix(DELETION_VECTOR_SUFFIX)?;
     let (part, version) = stem.rsplit_once('.')?;
-    (version.len() == 10 && version.bytes().all(|b| b.is_ascii_digit())).then_some(part)
+    let (digits, writer) = version.split_once('-').unwrap_or((version, ""));
+    let named = digits.len() == 10
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && writer.bytes().all(|b| b.is_ascii_hexdigit());
+    named.then_some(part)
 }
 
 /// Writes `vector` as the deletion vector file `file` of the table in `table_dir` (through a
@@ -321,11 +336,20 @@ mod tests {
     #[test]
     fn file_names_name_their_part() {
         let file = deletion_vector_file("part-0000000003-1-a-0.parquet", 7);
-        assert_eq!(file, "part-0000000003-1-a-0.parquet.0000000007.dv");
+        assert!(file.starts_with("part-0000000003-1-a-0.parquet.0000000007-"));
+        assert_ne!(
+            file,
+            deletion_vector_file("part-0000000003-1-a-0.parquet", 7)
+        );
         assert_eq!(
             deletion_vector_part(&file),
             Some("part-0000000003-1-a-0.parquet")
         );
+        assert_eq!(
+            deletion_vector_part("part-0000000003-1-a-0.parquet.0000000007.dv"),
+            Some("part-0000000003-1-a-0.parquet")
+        );
+        assert_eq!(deletion_vector_part("p.parquet.0000000007-xyz.dv"), None);
         assert_eq!(deletion_vector_part("part-1.parquet.crc"), None);
         assert_eq!(deletion_vector_part("x.12.dv"), None);
     }

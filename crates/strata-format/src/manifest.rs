@@ -122,6 +122,26 @@ impl PartEntry {
         std::iter::once(self.file.clone()).chain(self.deletes.iter().map(|d| d.file.clone()))
     }
 
+    /// Every file of `parts/` that belongs to this part besides the part itself: its checksum
+    /// file, deletion vector, key file (and the key file's checksum file) and text index.
+    pub fn files_beside(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        if self.xxh64.is_some() {
+            files.push(format!("{}{}", self.file, crate::checksum::CHECKSUM_SUFFIX));
+        }
+        if let Some(deletes) = &self.deletes {
+            files.push(deletes.file.clone());
+        }
+        if let Some(keys) = &self.keys {
+            files.push(keys.file.clone());
+            files.push(format!("{}{}", keys.file, crate::checksum::CHECKSUM_SUFFIX));
+        }
+        if let Some(index) = &self.text_index {
+            files.push(index.file.clone());
+        }
+        files
+    }
+
     /// Rows of the part that are not deleted.
     pub fn live_rows(&self) -> u64 {
         self.rows - self.deletes.as_ref().map_or(0, |d| d.rows.min(self.rows))

@@ -49,20 +49,45 @@ fn store_error(location: &StorePath, source: object_store::Error) -> FormatError
 
 /// The newest manifest of `table`, or None when the table has none (it does not exist).
 pub async fn latest(store: &dyn ObjectStore, table: &str) -> Result<Option<Manifest>, FormatError> {
+    let Some(version) = latest_version(store, table).await? else {
+        return Ok(None);
+    };
+    read(store, table, version).await.map(Some)
+}
+
+/// The newest version of `table`'s log, or None when it has none (the table does not exist).
+pub async fn latest_version(
+    store: &dyn ObjectStore,
+    table: &str,
+) -> Result<Option<u64>, FormatError> {
+    Ok(versions(store, table)
+        .await?
+        .into_iter()
+        .map(|(version, _)| version)
+        .max())
+}
+
+/// Every version of `table`'s log with the time its object was created (seconds since 1970),
+/// oldest first.
+pub async fn versions(
+    store: &dyn ObjectStore,
+    table: &str,
+) -> Result<Vec<(u64, i64)>, FormatError> {
     let prefix = StorePath::from_iter([table, LOG_DIR]);
     let entries: Vec<_> = store
         .list(Some(&prefix))
         .try_collect()
         .await
         .map_err(|e| store_error(&prefix, e))?;
-    let newest = entries
+    let mut versions: Vec<_> = entries
         .iter()
-        .filter_map(|meta| meta.location.filename().and_then(version_of))
-        .max();
-    let Some(version) = newest else {
-        return Ok(None);
-    };
-    read(store, table, version).await.map(Some)
+        .filter_map(|meta| {
+            let version = meta.location.filename().and_then(version_of)?;
+            Some((version, meta.last_modified.timestamp()))
+        })
+        .collect();
+    versions.sort_unstable();
+    Ok(versions)
 }
 
 /// Version `version` of `table`'s manifest, checked to be that version.

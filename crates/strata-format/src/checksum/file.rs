@@ -84,6 +84,22 @@ pub fn write_checksums(path: &Path, final_path: &Path) -> Result<u64, FormatErro
     Ok(hasher.finish())
 }
 
+/// Where the footer and page index of the part at `path` start, from its checksum file: the
+/// bytes a reader needs to open the part (a copy of a remote part keeps only these).
+pub fn footer_start(part_path: &Path) -> Result<u64, FormatError> {
+    let sums = read_checksum_file(part_path)?;
+    if sums.tail > sums.len {
+        return Err(damaged(
+            part_path,
+            format!(
+                "its checksum file puts the footer at {} in a part of {} bytes",
+                sums.tail, sums.len
+            ),
+        ));
+    }
+    Ok(sums.tail)
+}
+
 /// The parsed header and CRCs of a checksum file.
 pub(super) struct ChecksumFile {
     pub(super) len: u64,

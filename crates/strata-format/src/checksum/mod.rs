@@ -47,7 +47,7 @@ use crate::error::FormatError;
 
 pub(crate) use check::verify_hash;
 pub use check::{check_part, verify_file_hash};
-pub use file::write_checksums;
+pub use file::{footer_start, write_checksums};
 pub(crate) use open::open_verified;
 pub use open::{OpenedPart, open_part};
 pub use part_file::{PartFile, PartRead};

@@ -1,0 +1,128 @@
+//! Commands on a data directory on object storage (`--data-dir s3://…`, ADR 0022): each runs in
+//! a staging directory that holds the newest committed state of the tables it touches
+//! (`strata_remote::Staging`), then what it changed is uploaded and committed to the tables' logs.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use object_store::ObjectStore;
+use strata_remote::{RemoteDataDir, RemoteOptions, StoreStats, TableChange};
+
+use crate::{Cli, CliResult, Command};
+
+/// How queries on object storage read part pages, and what they fetched.
+pub struct RemoteReads {
+    pub store: Arc<dyn ObjectStore>,
+    pub stats: Arc<StoreStats>,
+}
+
+pub fn run(mut cli: Cli, url: &str) -> CliResult {
+    let options = RemoteOptions {
+        cache_dir: cli.cache_dir.clone(),
+        cache_bytes: cli.cache_size,
+    };
+    let runtime = crate::statements::runtime()?;
+    let tables: Vec<String> = match &cli.command {
+        Command::Generate { .. } => return crate::commands::run_local(cli, None),
+        Command::Serve { .. } | Command::Sql => {
+            return Err(format!(
+                "strata {} runs on a local data directory only for now; on {url} use `strata \
+                 query`, ingest, export, optimize, check, tables and drop",
+                if matches!(cli.command, Command::Sql) {
+                    "sql"
+                } else {
+                    "serve"
+                }
+            )
+            .into());
+        }
+        Command::Drop { table, if_exists } => {
+            let remote = RemoteDataDir::open(url, &options)?;
+            strata_engine::table::validate_table_name(table)?;
+            if runtime.block_on(remote.drop_table(table))? {
+                eprintln!("dropped table {table}");
+            } else if *if_exists {
+                eprintln!("table {table} does not exist");
+            } else {
+                return Err(strata_engine::EngineError::NoSuchTable(table.clone()).into());
+            }
+            return Ok(());
+        }
+        Command::Ingest { table, .. }
+        | Command::Export { table }
+        | Command::Optimize { table }
+        | Command::Check { table: Some(table) } => {
+            strata_engine::table::validate_table_name(table)?;
+            vec![table.clone()]
+        }
+        Command::Tables | Command::Check { table: None } | Command::Query { .. } => {
+            let remote = RemoteDataDir::open(url, &options)?;
+            runtime.block_on(remote.table_names())?
+        }
+    };
+    let remote = RemoteDataDir::open(url, &options)?;
+    let started = Instant::now();
+    let staging = runtime.block_on(remote.stage(&tables))?;
+    if let Command::Query { timing: true, .. } = &cli.command {
+        let (gets, bytes) = remote.stats().snapshot();
+        eprintln!(
+            "Staged: {} tables, {gets} requests, {bytes} bytes, {:.3} ms",
+            tables.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    // Commands that read every byte of a part get the whole parts, not footer copies.
+    if matches!(
+        cli.command,
+        Command::Export { .. } | Command::Optimize { .. } | Command::Check { .. }
+    ) {
+        for table in &tables {
+            runtime.block_on(staging.materialize(&remote, table))?;
+        }
+    }
+    let optimize = match &mut cli.command {
+        // Merging after an ingest reads the table's small parts whole; on object storage that
+        // is left to `strata optimize` (ADR 0022).
+        Command::Ingest { no_merge, .. } => {
+            *no_merge = true;
+            None
+        }
+        Command::Optimize { table } => Some(table.clone()),
+        _ => None,
+    };
+    cli.data_dir = staging.root().to_owned();
+    let reads = RemoteReads {
+        store: remote.read_store(),
+        stats: remote.stats().clone(),
+    };
+    crate::commands::run_local(cli, Some(&reads))?;
+    for pushed in runtime.block_on(staging.push(&remote))? {
+        if let TableChange::Committed {
+            version,
+            files,
+            bytes,
+        } = pushed.change
+        {
+            eprintln!(
+                "{}: committed version {version} to {url} ({files} files, {bytes} bytes uploaded)",
+                pushed.table
+            );
+        }
+    }
+    if let Some(table) = optimize {
+        let now = strata_engine::table::unix_now() as i64;
+        let collected = runtime.block_on(strata_remote::gc::collect(
+            remote.store().as_ref(),
+            &table,
+            strata_remote::gc::GRACE_SECONDS,
+            now,
+        ))?;
+        if collected.files + collected.versions > 0 {
+            eprintln!(
+                "optimize {table}: deleted {} files and {} log versions no reader needs any more",
+                collected.files, collected.versions
+            );
+        }
+    }
+    Ok(())
+}

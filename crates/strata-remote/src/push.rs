@@ -1,0 +1,410 @@
+//! Committing what a command did in its staging directory: the new files are uploaded, then the
+//! new manifest becomes the next version of the table's log.
+//!
+//! When another writer committed since the command staged the table, the command's change is
+//! re-applied onto the newer state ([`rebase`]) if the two do not overlap: new parts are added,
+//! and parts the command removed or changed (a merge, a deletion) must still be as the command
+//! found them. A keyed table takes one writer at a time (keys must stay unique across parts),
+//! and so does a change of settings onto changed settings. A change that no longer applies is
+//! refused with [`RemoteError::Conflict`]; its uploaded files are orphans that `crate::gc`
+//! collects after the grace period.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read as _;
+use std::path::Path;
+use std::time::Instant;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use object_store::{
+    ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutPayload, WriteMultipart,
+};
+use strata_format::{Manifest, PartEntry, manifest_log};
+
+use crate::error::RemoteError;
+use crate::files::FileCache;
+use crate::gc::GRACE_SECONDS;
+use crate::location::RemoteDataDir;
+use crate::staging::Staging;
+
+/// Files up to this size are uploaded in one request, larger ones in parts of this size.
+const UPLOAD_PART_BYTES: usize = 16 * 1024 * 1024;
+/// Uploads running at once.
+const CONCURRENT_UPLOADS: usize = 4;
+
+/// What a command did to one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableChange {
+    Unchanged,
+    /// Committed as `version`, after uploading `files` files of `bytes` bytes.
+    Committed {
+        version: u64,
+        files: usize,
+        bytes: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    pub table: String,
+    pub change: TableChange,
+}
+
+impl Staging {
+    /// Uploads and commits every staged table the command changed.
+    pub async fn push(&self, remote: &RemoteDataDir) -> Result<Vec<Pushed>, RemoteError> {
+        let mut pushed = Vec::new();
+        for (table, staged) in &self.tables {
+            let change = self.push_table(remote, table, staged.as_ref()).await?;
+            pushed.push(Pushed {
+                table: table.clone(),
+                change,
+            });
+        }
+        // Tables the command created (SQL) that were not staged.
+        let root = self.root();
+        let entries = std::fs::read_dir(root).map_err(|e| RemoteError::io(root, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| RemoteError::io(root, e))?;
+            let table = entry.file_name().to_string_lossy().into_owned();
+            if entry.path().is_dir() && !self.tables.contains_key(&table) {
+                let change = self.push_table(remote, &table, None).await?;
+                pushed.push(Pushed { table, change });
+            }
+        }
+        Ok(pushed)
+    }
+
+    async fn push_table(
+        &self,
+        remote: &RemoteDataDir,
+        table: &str,
+        staged: Option<&(Manifest, Vec<u8>)>,
+    ) -> Result<TableChange, RemoteError> {
+        let dir = self.root().join(table);
+        let path = dir.join(strata_format::manifest::MANIFEST_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(TableChange::Unchanged);
+            }
+            Err(e) => return Err(RemoteError::io(&path, e)),
+        };
+        if staged.is_some_and(|(_, staged_bytes)| *staged_bytes == bytes) {
+            return Ok(TableChange::Unchanged);
+        }
+        let local = Manifest::parse(&path, &bytes)?;
+        let base = staged.map(|(manifest, _)| manifest);
+        let before = base.map(files_of).unwrap_or_default();
+        let new_files: Vec<String> = files_of(&local).difference(&before).cloned().collect();
+        let store = remote.store().as_ref();
+        let started = Instant::now();
+        let uploaded: u64 = futures::stream::iter(new_files.iter())
+            .map(|file| upload(store, table, &dir, file))
+            .buffer_unordered(CONCURRENT_UPLOADS)
+            .try_fold(0, |sum, bytes| async move { Ok(sum + bytes) })
+            .await?;
+        if started.elapsed().as_secs() > GRACE_SECONDS / 2 {
+            // Collection deletes unlisted files older than the grace period: after a long upload,
+            // make sure the first files are still there before a version lists them.
+            for file in &new_files {
+                let location = Manifest::part_location(table, file);
+                store
+                    .head(&location)
+                    .await
+                    .map_err(|e| RemoteError::store(&location, e))?;
+            }
+        }
+        let committed = manifest_log::commit_change(
+            store,
+            table,
+            || Manifest::new(local.settings.clone()),
+            |current| rebase(table, base, &local, current),
+        )
+        .await?;
+        // Later commands find the new parts in the cache instead of fetching them.
+        let cache = FileCache::new(remote.cache_dir());
+        let before_parts: BTreeSet<&str> = base
+            .map(|b| b.parts.iter().map(|p| p.file.as_str()).collect())
+            .unwrap_or_default();
+        for part in local
+            .parts
+            .iter()
+            .filter(|p| !before_parts.contains(p.file.as_str()))
+        {
+            cache.keep_written(table, part, &dir)?;
+        }
+        Ok(TableChange::Committed {
+            version: committed.version,
+            files: new_files.len(),
+            bytes: uploaded,
+        })
+    }
+}
+
+/// Every file in `parts/` that `manifest` lists.
+pub(crate) fn files_of(manifest: &Manifest) -> BTreeSet<String> {
+    manifest
+        .parts
+        .iter()
+        .flat_map(|part| std::iter::once(part.file.clone()).chain(part.files_beside()))
+        .collect()
+}
+
+/// Uploads the file `file` of the staged table directory `dir`; returns its size.
+async fn upload(
+    store: &dyn ObjectStore,
+    table: &str,
+    dir: &Path,
+    file: &str,
+) -> Result<u64, RemoteError> {
+    let path = Manifest::part_path(dir, file);
+    let location = Manifest::part_location(table, file);
+    let store_error = |e| RemoteError::store(&location, e);
+    let mut source = std::fs::File::open(&path).map_err(|e| RemoteError::io(&path, e))?;
+    let size = source
+        .metadata()
+        .map_err(|e| RemoteError::io(&path, e))?
+        .len();
+    if size as usize <= UPLOAD_PART_BYTES {
+        let mut bytes = Vec::with_capacity(size as usize);
+        source
+            .read_to_end(&mut bytes)
+            .map_err(|e| RemoteError::io(&path, e))?;
+        // Names are unique: an object already there is another writer's, never replaced.
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        store
+            .put_opts(&location, PutPayload::from(bytes), options)
+            .await
+            .map_err(store_error)?;
+        return Ok(size);
+    }
+    let upload = store.put_multipart(&location).await.map_err(store_error)?;
+    let mut writer = WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART_BYTES);
+    let mut buffer = vec![0; UPLOAD_PART_BYTES];
+    loop {
+        let read = source
+            .read(&mut buffer)
+            .map_err(|e| RemoteError::io(&path, e))?;
+        if read == 0 {
+            break;
+        }
+        if let Err(e) = writer.wait_for_capacity(CONCURRENT_UPLOADS).await {
+            writer.abort().await.ok();
+            return Err(store_error(e));
+        }
+        writer.write(&buffer[..read]);
+    }
+    writer.finish().await.map_err(store_error)?;
+    Ok(size)
+}
+
+/// Applies the change from `base` (the state the command staged; None: a new table) to `local`
+/// (the state it left) onto `current`, the newest committed state; `current` is a new table's
+/// empty manifest of version 0 when the log is empty. `manifest_log::commit_change` then
+/// commits it as the next version.
+pub(crate) fn rebase(
+    table: &str,
+    base: Option<&Manifest>,
+    local: &Manifest,
+    current: &mut Manifest,
+) -> Result<(), RemoteError> {
+    let conflict = |message: String| {
+        Err(RemoteError::Conflict {
+            table: table.to_owned(),
+            message,
+        })
+    };
+    let exists = current.version > 0;
+    match base {
+        Some(base) if exists && current.version == base.version => {
+            *current = Manifest {
+                version: base.version,
+                ..local.clone()
+            };
+            return Ok(());
+        }
+        None if !exists => {
+            *current = Manifest {
+                version: 0,
+                ..local.clone()
+            };
+            return Ok(());
+        }
+        Some(_) if !exists => return conflict("another writer dropped the table".into()),
+        _ => {}
+    }
+    let newer = current.version;
+    if local.settings.key.is_some() {
+        return conflict(format!(
+            "another writer committed version {newer} first, and a keyed table takes one \
+             writer at a time"
+        ));
+    }
+    let base_settings = base.map_or(&local.settings, |b| &b.settings);
+    if current.settings != *base_settings {
+        return conflict(format!(
+            "another writer committed version {newer} with other table settings"
+        ));
+    }
+    current.settings = local.settings.clone();
+    let base_parts: BTreeMap<&str, &PartEntry> = base
+        .map(|b| b.parts.iter().map(|p| (p.file.as_str(), p)).collect())
+        .unwrap_or_default();
+    let local_parts: BTreeMap<&str, &PartEntry> =
+        local.parts.iter().map(|p| (p.file.as_str(), p)).collect();
+    for (file, before) in &base_parts {
+        let after = local_parts.get(file);
+        if after == Some(before) {
+            continue;
+        }
+        // Removed (merged, expired) or changed (deletions) by this command: only while the
+        // newer state still has the part as this command found it.
+        let Some(at) = current.parts.iter().position(|p| p.file == *file) else {
+            return conflict(format!(
+                "another writer committed version {newer}, which no longer has part {file}"
+            ));
+        };
+        if current.parts[at] != **before {
+            return conflict(format!(
+                "another writer committed version {newer}, which changed part {file}"
+            ));
+        }
+        match after {
+            Some(after) => current.parts[at] = (*after).clone(),
+            None => {
+                current.parts.remove(at);
+            }
+        }
+    }
+    for part in &local.parts {
+        if !base_parts.contains_key(part.file.as_str()) {
+            current.parts.push(part.clone());
+        }
+    }
+    for retired in &local.retired {
+        let new = base.is_none_or(|b| !b.retired.contains(retired));
+        if new && !current.retired.contains(retired) {
+            current.retired.push(retired.clone());
+        }
+    }
+    current.format_version = current.format_version.max(local.format_version);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use strata_format::TableSettings;
+
+    use super::*;
+
+    fn settings() -> TableSettings {
+        TableSettings {
+            sort_key: vec!["k".into()],
+            max_columns: 64,
+            key: None,
+            time_column: None,
+            text_index: Vec::new(),
+            ttl_seconds: None,
+            iceberg: false,
+        }
+    }
+
+    fn part(file: &str, deleted: Option<u64>) -> PartEntry {
+        let mut value = serde_json::json!({
+            "file": file, "rows": 10, "bytes": 100, "columns": {}, "remainder_paths": {},
+            "remainder_paths_truncated": false, "sort_key_min": {}, "sort_key_max": {}
+        });
+        if let Some(rows) = deleted {
+            value["deletes"] =
+                serde_json::json!({"file": format!("{file}.dv"), "rows": rows, "bytes": 8});
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn manifest(version: u64, parts: Vec<PartEntry>) -> Manifest {
+        Manifest {
+            version,
+            parts,
+            ..Manifest::new(settings())
+        }
+    }
+
+    fn files(m: &Manifest) -> Vec<&str> {
+        m.parts.iter().map(|p| p.file.as_str()).collect()
+    }
+
+    #[test]
+    fn unchanged_state_takes_the_local_manifest() {
+        let base = manifest(3, vec![part("a", None)]);
+        let local = manifest(5, vec![part("a", None), part("b", None)]);
+        let mut current = base.clone();
+        rebase("t", Some(&base), &local, &mut current).unwrap();
+        assert_eq!((current.version, files(&current)), (3, vec!["a", "b"]));
+    }
+
+    #[test]
+    fn appends_commute_with_appends_and_merges() {
+        let base = manifest(3, vec![part("a", None), part("b", None)]);
+        let local = manifest(
+            4,
+            vec![part("a", None), part("b", None), part("mine", None)],
+        );
+        // Another writer merged a and b into ab, then appended c.
+        let mut current = manifest(5, vec![part("ab", None), part("c", None)]);
+        rebase("t", Some(&base), &local, &mut current).unwrap();
+        assert_eq!(files(&current), vec!["ab", "c", "mine"]);
+    }
+
+    #[test]
+    fn a_merge_of_parts_another_writer_changed_is_refused() {
+        let base = manifest(3, vec![part("a", None), part("b", None)]);
+        let merged = manifest(4, vec![part("ab", None)]);
+        let mut deleted_in_a = manifest(4, vec![part("a", Some(2)), part("b", None)]);
+        let err = rebase("t", Some(&base), &merged, &mut deleted_in_a).unwrap_err();
+        assert!(err.to_string().contains("changed part a"), "{err}");
+        let mut merged_elsewhere = manifest(4, vec![part("ab2", None)]);
+        let err = rebase("t", Some(&base), &merged, &mut merged_elsewhere).unwrap_err();
+        assert!(err.to_string().contains("no longer has part a"), "{err}");
+        // Deletions in different parts commute.
+        let local = manifest(4, vec![part("a", None), part("b", Some(1))]);
+        let mut current = manifest(4, vec![part("a", Some(2)), part("b", None)]);
+        rebase("t", Some(&base), &local, &mut current).unwrap();
+        assert_eq!(current.parts, vec![part("a", Some(2)), part("b", Some(1))]);
+    }
+
+    #[test]
+    fn new_tables_dropped_tables_and_keyed_tables() {
+        let local = manifest(1, vec![part("mine", None)]);
+        // Created by another writer with the same settings: both appends stay.
+        let mut current = manifest(1, vec![part("theirs", None)]);
+        rebase("t", None, &local, &mut current).unwrap();
+        assert_eq!(files(&current), vec!["theirs", "mine"]);
+        // With other settings: refused.
+        let mut other = manifest(1, vec![]);
+        other.settings.sort_key = vec!["x".into()];
+        assert!(rebase("t", None, &local, &mut other).is_err());
+        // Dropped since staged: refused.
+        let base = manifest(2, vec![]);
+        let mut empty = Manifest::new(settings());
+        assert!(rebase("t", Some(&base), &local, &mut empty).is_err());
+        // A keyed table with a newer state: refused.
+        let mut keyed = manifest(3, vec![part("mine", None)]);
+        keyed.settings.key = Some(strata_format::KeySetting {
+            path: "id".into(),
+            key_type: strata_json::KeyType::String,
+        });
+        let mut newer = manifest(4, vec![]);
+        newer.settings = keyed.settings.clone();
+        let keyed_base = Manifest {
+            version: 3,
+            parts: vec![],
+            ..keyed.clone()
+        };
+        assert!(rebase("t", Some(&keyed_base), &keyed, &mut newer).is_err());
+    }
+}

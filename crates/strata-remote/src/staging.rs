@@ -1,0 +1,148 @@
+//! Staging directories: the private local data directory a command on object storage runs in.
+//!
+//! `stage` writes, for each table the command touches, the newest committed manifest and links
+//! to the cached small files and footer copies of its parts (`crate::files`); the engine and the
+//! query code then work there as on any data directory, reading part pages through the store.
+//! A staging directory is `<cache>/staging/<pid>-<nanos>/` and is removed when the command ends
+//! (or, after a crash, by the next command that finds its process gone).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use strata_format::{Manifest, manifest_log};
+
+use crate::error::RemoteError;
+use crate::files::{FileCache, download};
+use crate::location::RemoteDataDir;
+
+/// Parts fetched at once while staging.
+const CONCURRENT_FETCHES: usize = 16;
+
+/// A command's staging directory and the committed state of each table it holds.
+#[derive(Debug)]
+pub struct Staging {
+    root: PathBuf,
+    /// By table: the manifest staged (None: the table did not exist) and its bytes as written.
+    pub(crate) tables: BTreeMap<String, Option<(Manifest, Vec<u8>)>>,
+}
+
+impl Staging {
+    /// The staging data directory (pass it to the engine and the query session).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The tables staged, with the version each was staged at (None: it did not exist).
+    pub fn versions(&self) -> impl Iterator<Item = (&str, Option<u64>)> {
+        self.tables
+            .iter()
+            .map(|(name, staged)| (name.as_str(), staged.as_ref().map(|(m, _)| m.version)))
+    }
+
+    /// Replaces the footer copies of `table`'s parts with the whole parts, for commands that
+    /// read every byte (export, check, merges).
+    pub async fn materialize(
+        &self,
+        remote: &RemoteDataDir,
+        table: &str,
+    ) -> Result<(), RemoteError> {
+        let Some(Some((manifest, _))) = self.tables.get(table) else {
+            return Ok(());
+        };
+        let dir = self.root.join(table);
+        futures::stream::iter(manifest.parts.iter().map(Ok))
+            .try_for_each_concurrent(4, |part| {
+                let path = Manifest::part_path(&dir, &part.file);
+                async move {
+                    // The link to the footer copy goes first, so the copy in the cache stays.
+                    std::fs::remove_file(&path).map_err(|e| RemoteError::io(&path, e))?;
+                    download(remote.store().as_ref(), table, &part.file, &path).await
+                }
+            })
+            .await
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl RemoteDataDir {
+    /// A staging directory holding the newest committed state of `tables`.
+    pub async fn stage(&self, tables: &[String]) -> Result<Staging, RemoteError> {
+        let staging_dir = self.cache_dir().join("staging");
+        remove_abandoned(&staging_dir);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let root = staging_dir.join(format!("{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&root).map_err(|e| RemoteError::io(&root, e))?;
+        let mut staging = Staging {
+            root,
+            tables: BTreeMap::new(),
+        };
+        let files = FileCache::new(self.cache_dir());
+        for table in tables {
+            let staged = self.stage_table(&files, &staging.root, table).await?;
+            staging.tables.insert(table.clone(), staged);
+        }
+        Ok(staging)
+    }
+
+    async fn stage_table(
+        &self,
+        files: &FileCache,
+        root: &Path,
+        table: &str,
+    ) -> Result<Option<(Manifest, Vec<u8>)>, RemoteError> {
+        let Some(manifest) = manifest_log::latest(self.store().as_ref(), table).await? else {
+            return Ok(None);
+        };
+        let store = self.store().clone();
+        futures::stream::iter(manifest.parts.iter())
+            .map(|part| {
+                let store = store.clone();
+                async move { files.ensure_part(store.as_ref(), table, part).await }
+            })
+            .buffer_unordered(CONCURRENT_FETCHES)
+            .try_collect::<Vec<()>>()
+            .await?;
+        let dir = root.join(table);
+        let parts_dir = dir.join(strata_format::manifest::PARTS_DIR);
+        std::fs::create_dir_all(&parts_dir).map_err(|e| RemoteError::io(&parts_dir, e))?;
+        for part in &manifest.parts {
+            for file in std::iter::once(part.file.clone()).chain(part.files_beside()) {
+                let cached = files.path(table, &file);
+                let staged = parts_dir.join(&file);
+                if std::fs::hard_link(&cached, &staged).is_err() {
+                    std::fs::copy(&cached, &staged).map_err(|e| RemoteError::io(&staged, e))?;
+                }
+            }
+            self.block_cache()
+                .register_size(Manifest::part_location(table, &part.file), part.bytes);
+        }
+        manifest.commit(&dir)?;
+        let path = dir.join(strata_format::manifest::MANIFEST_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| RemoteError::io(&path, e))?;
+        Ok(Some((manifest, bytes)))
+    }
+}
+
+/// Removes staging directories whose process is gone (a crash, a `kill -9`).
+fn remove_abandoned(staging_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(staging_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((pid, _)) = name.split_once('-') else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
