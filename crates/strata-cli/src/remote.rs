@@ -114,7 +114,7 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
         let collected = runtime.block_on(strata_remote::gc::collect(
             remote.store().as_ref(),
             &table,
-            strata_remote::gc::GRACE_SECONDS,
+            grace_seconds()?,
             now,
         ))?;
         if collected.files + collected.versions > 0 {
@@ -125,4 +125,16 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// How long replaced versions and unlisted files stay on object storage for the readers that may
+/// still read them: `STRATA_GRACE_SECONDS`, or `strata_remote::gc::GRACE_SECONDS`.
+fn grace_seconds() -> Result<u64, String> {
+    match std::env::var("STRATA_GRACE_SECONDS") {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| format!("STRATA_GRACE_SECONDS={text:?} is not a number of seconds")),
+        Err(_) => Ok(strata_remote::gc::GRACE_SECONDS),
+    }
 }
