@@ -121,6 +121,7 @@ impl Staging {
             |current| rebase(table, base, &local, current),
         )
         .await?;
+        keep_rejects(store, table, &dir, committed.version).await?;
         // Later commands find the new parts in the cache instead of fetching them.
         let cache = FileCache::new(remote.cache_dir());
         let before_parts: BTreeSet<&str> = base
@@ -140,6 +141,37 @@ impl Staging {
         })
     }
 }
+
+/// Uploads the lines the command's ingest rejected (the engine's `rejects.ndjson`, which starts
+/// empty in a staging directory) as `TABLE/rejects/<version>-<pid>.ndjson`, beside the version
+/// that committed the rest of the input.
+async fn keep_rejects(
+    store: &dyn ObjectStore,
+    table: &str,
+    dir: &Path,
+    version: u64,
+) -> Result<(), RemoteError> {
+    let path = dir.join(REJECTS_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) if !bytes.is_empty() => bytes,
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(RemoteError::io(&path, e)),
+    };
+    let location = object_store::path::Path::from_iter([
+        table,
+        "rejects",
+        &format!("{version:020}-{}.ndjson", std::process::id()),
+    ]);
+    store
+        .put(&location, PutPayload::from(bytes))
+        .await
+        .map_err(|e| RemoteError::store(&location, e))?;
+    Ok(())
+}
+
+/// The engine's file of rejected input lines in a table directory.
+const REJECTS_FILE: &str = "rejects.ndjson";
 
 /// Every file in `parts/` that `manifest` lists.
 pub(crate) fn files_of(manifest: &Manifest) -> BTreeSet<String> {
