@@ -205,3 +205,46 @@ def test_kill_during_upload_leaves_the_table_as_before(s3, tmp_path, bluesky_100
         listed |= {part["file"], part["file"] + ".crc"}
     assert {k.split("/", 2)[2] for k in keys(client, prefix) if k.startswith("bluesky/parts/")} == listed
     assert rows(remote, QUERIES[0]) == before
+
+
+def test_iceberg_publication_on_s3(s3, s3_server, tmp_path):
+    """A table on S3 published as Iceberg: PyIceberg reads it from S3 (data files at their
+    s3:// locations, deletions as position deletes) and gets Strata's answers; the publication
+    follows commits and merges, `check` verifies it, collection keeps what the hint names."""
+    from pyiceberg.table import StaticTable
+
+    remote, client, prefix = s3
+    endpoint, _ = s3_server
+    docs = tmp_path / "acc.ndjson"
+    docs.write_text("".join(json.dumps({"id": i, "v": i * 2}) + "\n" for i in range(1, 101)))
+    remote.ingest("acc", docs, extra=["--key", "id:integer", "--iceberg"])
+    remote.run("query", "DELETE FROM acc WHERE data.id <= 10")
+
+    def iceberg_ids():
+        hint = client.get_object(Bucket=BUCKET, Key=f"{prefix}/acc/metadata/version-hint.text")["Body"].read()
+        location = f"s3://{BUCKET}/{prefix}/acc/metadata/v{int(hint)}.metadata.json"
+        table = StaticTable.from_metadata(location, properties={
+            "s3.endpoint": endpoint, "s3.access-key-id": "test", "s3.secret-access-key": "test",
+            "s3.region": "us-east-1"})
+        assert table.metadata.location == f"s3://{BUCKET}/{prefix}/acc"
+        return sorted(table.scan().to_arrow().column("id").to_pylist())
+
+    assert iceberg_ids() == list(range(11, 101))
+    assert "Iceberg" not in remote.run("check", "acc").stdout.decode()
+    more = tmp_path / "more.ndjson"
+    more.write_text("".join(json.dumps({"id": i, "v": 0}) + "\n" for i in range(95, 111)))
+    remote.ingest("acc", more)
+    os.environ["STRATA_GRACE_SECONDS"] = "0"
+    try:
+        remote.run("optimize", "acc")
+    finally:
+        del os.environ["STRATA_GRACE_SECONDS"]
+    assert iceberg_ids() == list(range(11, 111))
+    assert rows(remote, "SELECT count(*) AS n FROM acc") == [{"n": 100}]
+    proc = remote.run("check", "acc", check=False)
+    assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+    # Only the current publication is left after collection with no grace.
+    metadata = [k for k in keys(client, prefix) if k.startswith("acc/metadata/")]
+    assert len([k for k in metadata if k.endswith(".metadata.json")]) == 1, metadata
+    remote.run("query", "ALTER TABLE acc SET (iceberg = false)")
+    assert not [k for k in keys(client, prefix) if k.startswith("acc/metadata/")]

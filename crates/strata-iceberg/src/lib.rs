@@ -83,6 +83,15 @@ pub fn publish_at(
 ) -> Result<Published, IcebergError> {
     let table_dir = std::fs::canonicalize(table_dir).map_err(|e| IcebergError::io(table_dir, e))?;
     let locations = Locations::of(&table_dir)?;
+    publish_with_locations(&table_dir, manifest, now_ms, &locations)
+}
+
+fn publish_with_locations(
+    table_dir: &Path,
+    manifest: &Manifest,
+    now_ms: i64,
+    locations: &Locations,
+) -> Result<Published, IcebergError> {
     let metadata_dir = table_dir.join(METADATA_DIR);
     std::fs::create_dir_all(&metadata_dir).map_err(|e| IcebergError::io(&metadata_dir, e))?;
     let previous = TableMetadata::load_current(&metadata_dir)?;
@@ -339,7 +348,7 @@ fn manifest_list_file(version: u64) -> String {
 }
 
 /// The version a file of a publication belongs to (None: not such a file).
-fn version_of(file: &str) -> Option<u64> {
+pub fn version_of(file: &str) -> Option<u64> {
     let digits = file
         .strip_prefix('v')
         .and_then(|rest| rest.strip_suffix(".metadata.json"))
@@ -429,9 +438,24 @@ pub(crate) struct Locations {
     pub(crate) table: String,
 }
 
+/// A file in a table directory whose table lives elsewhere — a staging directory of a table on
+/// object storage (ADR 0022) — holding the table's URL (`s3://bucket/prefix/TABLE`).
+pub const LOCATION_FILE: &str = ".location";
+
 impl Locations {
-    /// The locations of the table in `table_dir` (canonical).
+    /// The locations of the table in `table_dir` (canonical): its `.location` when it has one,
+    /// else the directory itself.
     pub(crate) fn of(table_dir: &Path) -> Result<Locations, IcebergError> {
+        let recorded = table_dir.join(LOCATION_FILE);
+        match std::fs::read_to_string(&recorded) {
+            Ok(url) => {
+                return Ok(Locations {
+                    table: url.trim().trim_end_matches('/').to_owned(),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(IcebergError::io(&recorded, e)),
+        }
         let text = table_dir.to_str().ok_or_else(|| IcebergError::Location {
             path: table_dir.to_owned(),
             message: "the path is not UTF-8".into(),
@@ -453,6 +477,15 @@ impl Locations {
     /// A file of `metadata/`.
     pub(crate) fn metadata(&self, name: &str) -> String {
         format!("{}/{METADATA_DIR}/{name}", self.table)
+    }
+
+    /// Where the file at `location` is in `table_dir` (a location of this table), or in the
+    /// local file system (a `file://` location).
+    pub(crate) fn local_path(&self, table_dir: &Path, location: &str) -> Option<PathBuf> {
+        if let Some(rest) = location.strip_prefix(&format!("{}/", self.table)) {
+            return Some(table_dir.join(rest));
+        }
+        location.strip_prefix("file://").map(PathBuf::from)
     }
 }
 

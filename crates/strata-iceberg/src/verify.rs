@@ -81,8 +81,16 @@ fn check(
         .ok_or("the Iceberg metadata has no current snapshot")?;
     let mut data_files = BTreeSet::new();
     let mut delete_files = BTreeSet::new();
-    for entry in avro_records(&local_path(&snapshot.manifest_list)?)? {
-        let manifest_path = local_path(&string_field(&entry, "manifest_path")?)?;
+    for entry in avro_records(&local_path(
+        &locations,
+        &table_dir,
+        &snapshot.manifest_list,
+    )?)? {
+        let manifest_path = local_path(
+            &locations,
+            &table_dir,
+            &string_field(&entry, "manifest_path")?,
+        )?;
         let listed = long_field(&entry, "manifest_length")?;
         check_size(&manifest_path, listed, &mut problems);
         let files = match avro_records(&manifest_path) {
@@ -99,7 +107,7 @@ fn check(
             let data_file = field(&file, "data_file")?;
             let path = string_field(data_file, "file_path")?;
             check_size(
-                &local_path(&path)?,
+                &local_path(&locations, &table_dir, &path)?,
                 long_field(data_file, "file_size_in_bytes")?,
                 &mut problems,
             );
@@ -152,11 +160,10 @@ fn check_size(path: &Path, listed: i64, problems: &mut Vec<String>) {
     }
 }
 
-fn local_path(location: &str) -> Result<PathBuf, String> {
-    location
-        .strip_prefix("file://")
-        .map(PathBuf::from)
-        .ok_or_else(|| format!("{location} is not a local location"))
+fn local_path(locations: &Locations, table_dir: &Path, location: &str) -> Result<PathBuf, String> {
+    locations
+        .local_path(table_dir, location)
+        .ok_or_else(|| format!("{location} is neither the table's nor a local location"))
 }
 
 fn avro_records(path: &Path) -> Result<Vec<AvroValue>, String> {

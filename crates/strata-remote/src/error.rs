@@ -20,6 +20,12 @@ pub enum RemoteError {
     },
     #[error(transparent)]
     Format(#[from] strata_format::FormatError),
+    #[error("table {table}: publishing as Iceberg: {source}")]
+    Iceberg {
+        table: String,
+        #[source]
+        source: strata_iceberg::IcebergError,
+    },
     /// Another writer committed a change that overlaps this one; nothing of it was committed.
     #[error(
         "table {table}: {message}; nothing was committed, run the command again to apply it to \

@@ -1,6 +1,7 @@
 //! Collection of what no reader can need any more on object storage: old log versions, parts
-//! and files that merges, expiry and deletions replaced, and orphans of commands that failed or
-//! were killed between their uploads and their commit.
+//! and files that merges, expiry and deletions replaced, orphans of commands that failed or
+//! were killed between their uploads and their commit, and Iceberg metadata of replaced
+//! versions (a publication's files carry the version they describe).
 //!
 //! Readers take no lease on object storage (ADR 0022). A version of the log stays while it is
 //! the newest or was replaced less than [`GRACE_SECONDS`] ago, and so do the files it lists; a
@@ -49,23 +50,51 @@ pub async fn collect(
         return Ok(Collected::default());
     }
     let mut live = BTreeSet::new();
+    let mut kept_versions = BTreeSet::new();
     for (_, (version, _)) in &kept {
-        live.extend(files_of(&manifest_log::read(store, table, *version).await?));
+        let manifest = manifest_log::read(store, table, *version).await?;
+        // A publication's files are named by the version they describe, its delete files by
+        // their vector (ADR 0021).
+        live.extend(
+            manifest
+                .parts
+                .iter()
+                .filter_map(|p| p.deletes.as_ref())
+                .map(|d| strata_iceberg::position_deletes::position_delete_file(&d.file)),
+        );
+        live.extend(files_of(&manifest));
+        kept_versions.insert(*version);
     }
-    let parts = StorePath::from_iter([table, strata_format::manifest::PARTS_DIR]);
-    let objects: Vec<_> = store
-        .list(Some(&parts))
-        .try_collect()
-        .await
-        .map_err(|e| RemoteError::store(&parts, e))?;
+    live.insert(strata_iceberg::metadata::VERSION_HINT_FILE.to_owned());
+    // The version the hint names stays whatever its age: readers start there.
+    let hint =
+        crate::iceberg::metadata_location(table, strata_iceberg::metadata::VERSION_HINT_FILE);
+    if let Some(text) = crate::iceberg::get_bytes(store, &hint).await?
+        && let Ok(version) = String::from_utf8_lossy(&text).trim().parse::<u64>()
+    {
+        kept_versions.insert(version);
+    }
     let mut collected = Collected::default();
-    for object in objects {
-        let Some(name) = object.location.filename() else {
-            continue;
-        };
-        if !live.contains(name) && object.last_modified.timestamp() <= horizon {
-            delete_if_exists(store, &object.location).await?;
-            collected.files += 1;
+    for folder in [
+        strata_format::manifest::PARTS_DIR,
+        strata_iceberg::METADATA_DIR,
+    ] {
+        let prefix = StorePath::from_iter([table, folder]);
+        let objects: Vec<_> = store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| RemoteError::store(&prefix, e))?;
+        for object in objects {
+            let Some(name) = object.location.filename() else {
+                continue;
+            };
+            let listed = live.contains(name)
+                || strata_iceberg::version_of(name).is_some_and(|v| kept_versions.contains(&v));
+            if !listed && object.last_modified.timestamp() <= horizon {
+                delete_if_exists(store, &object.location).await?;
+                collected.files += 1;
+            }
         }
     }
     for (_, (version, _)) in old {

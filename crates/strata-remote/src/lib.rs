@@ -26,6 +26,7 @@ mod counting;
 mod error;
 mod files;
 pub mod gc;
+mod iceberg;
 mod location;
 mod push;
 mod staging;

@@ -85,6 +85,11 @@ impl RemoteDataDir {
         &self.url
     }
 
+    /// The URL of `table`'s folder (its Iceberg `location`).
+    pub fn table_url(&self, table: &str) -> String {
+        format!("{}/{table}", self.url.trim_end_matches('/'))
+    }
+
     /// The store rooted at the data directory (`<table>/_log/…`, `<table>/parts/…`).
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.store

@@ -122,6 +122,14 @@ impl Staging {
         )
         .await?;
         keep_rejects(store, table, &dir, committed.version).await?;
+        // The commit stands whatever happens to its publication, as on a local directory: a
+        // failure is reported, and the next commit publishes again.
+        let was_published = base.is_some_and(|b| b.settings.iceberg);
+        if let Err(e) =
+            crate::iceberg::keep_in_step(store, table, &dir, &committed, was_published).await
+        {
+            eprintln!("warning: {e}");
+        }
         // Later commands find the new parts in the cache instead of fetching them.
         let cache = FileCache::new(remote.cache_dir());
         let before_parts: BTreeSet<&str> = base

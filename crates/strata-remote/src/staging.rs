@@ -41,7 +41,7 @@ impl Staging {
     }
 
     /// Replaces the footer copies of `table`'s parts with the whole parts, for commands that
-    /// read every byte (export, check, merges).
+    /// read every byte (export, check, merges), and fetches its whole Iceberg publication.
     pub async fn materialize(
         &self,
         remote: &RemoteDataDir,
@@ -51,6 +51,9 @@ impl Staging {
             return Ok(());
         };
         let dir = self.root.join(table);
+        if manifest.settings.iceberg {
+            crate::iceberg::stage_publication(remote.store().as_ref(), table, &dir, true).await?;
+        }
         futures::stream::iter(manifest.parts.iter().map(Ok))
             .try_for_each_concurrent(4, |part| {
                 let path = Manifest::part_path(&dir, &part.file);
@@ -98,9 +101,18 @@ impl RemoteDataDir {
         root: &Path,
         table: &str,
     ) -> Result<Option<(Manifest, Vec<u8>)>, RemoteError> {
+        let dir = root.join(table);
+        std::fs::create_dir_all(&dir).map_err(|e| RemoteError::io(&dir, e))?;
+        // Publications made here list the table's files where they are (ADR 0021, 0022).
+        let location = dir.join(strata_iceberg::LOCATION_FILE);
+        std::fs::write(&location, self.table_url(table))
+            .map_err(|e| RemoteError::io(&location, e))?;
         let Some(manifest) = manifest_log::latest(self.store().as_ref(), table).await? else {
             return Ok(None);
         };
+        if manifest.settings.iceberg {
+            crate::iceberg::stage_publication(self.store().as_ref(), table, &dir, false).await?;
+        }
         let store = self.store().clone();
         futures::stream::iter(manifest.parts.iter())
             .map(|part| {
@@ -110,7 +122,6 @@ impl RemoteDataDir {
             .buffer_unordered(CONCURRENT_FETCHES)
             .try_collect::<Vec<()>>()
             .await?;
-        let dir = root.join(table);
         let parts_dir = dir.join(strata_format::manifest::PARTS_DIR);
         std::fs::create_dir_all(&parts_dir).map_err(|e| RemoteError::io(&parts_dir, e))?;
         for part in &manifest.parts {
