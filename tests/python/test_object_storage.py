@@ -248,3 +248,32 @@ def test_iceberg_publication_on_s3(s3, s3_server, tmp_path):
     assert len([k for k in metadata if k.endswith(".metadata.json")]) == 1, metadata
     remote.run("query", "ALTER TABLE acc SET (iceberg = false)")
     assert not [k for k in keys(client, prefix) if k.startswith("acc/metadata/")]
+
+
+def test_shell_on_s3_commits_each_statement_and_sees_other_writers(s3, tmp_path):
+    """`strata sql` on S3: a statement's change is committed when it ends (another process sees
+    it), and the next statement sees what another process committed meanwhile."""
+    import pexpect
+
+    remote, client, prefix = s3
+    docs = tmp_path / "acc.ndjson"
+    docs.write_text("".join(json.dumps({"id": i, "v": 1}) + "\n" for i in range(1, 11)))
+    remote.ingest("acc", docs, extra=["--key", "id:integer"])
+    env = dict(os.environ, HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(strata_bin(), ["--data-dir", remote.data_dir, "sql"], env=env,
+                          encoding="utf-8", timeout=60, dimensions=(40, 200))
+    child.expect_exact("strata> ")
+    child.sendline("DELETE FROM acc WHERE data.id <= 3;")
+    child.expect("committed version 2")
+    child.expect_exact("strata> ")
+    assert rows(remote, "SELECT count(*) AS n FROM acc") == [{"n": 7}]
+    remote.run("query", "INSERT INTO acc VALUES ('{\"id\": 100, \"v\": 5}')")
+    child.sendline("SELECT count(*) AS n, sum(data.v) AS s FROM acc;")
+    child.expect(r"\|\s*8\s*\|\s*12\s*\|")
+    child.expect_exact("strata> ")
+    child.sendline("DROP TABLE acc;")
+    child.expect("dropped table acc")
+    child.expect_exact("strata> ")
+    child.sendline("\\q")
+    child.expect(pexpect.EOF)
+    assert keys(client, prefix) == []

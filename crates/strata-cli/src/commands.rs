@@ -187,7 +187,7 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
             format,
             timing,
         } => crate::statements::run_script(&data_dir, &sql, format, timing, remote),
-        Command::Sql => crate::shell::run_shell(&data_dir),
+        Command::Sql => crate::shell::run_shell(&data_dir, remote, &mut |_, _| Ok(())),
     }
 }
 

@@ -24,15 +24,10 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
     let runtime = crate::statements::runtime()?;
     let tables: Vec<String> = match &cli.command {
         Command::Generate { .. } => return crate::commands::run_local(cli, None),
-        Command::Serve { .. } | Command::Sql => {
+        Command::Serve { .. } => {
             return Err(format!(
-                "strata {} runs on a local data directory only for now; on {url} use `strata \
-                 query`, ingest, export, optimize, check, tables and drop",
-                if matches!(cli.command, Command::Sql) {
-                    "sql"
-                } else {
-                    "serve"
-                }
+                "strata serve runs on a local data directory only for now; on {url} use `strata \
+                 query`, sql, ingest, export, optimize, check, tables and drop"
             )
             .into());
         }
@@ -55,7 +50,7 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
             strata_engine::table::validate_table_name(table)?;
             vec![table.clone()]
         }
-        Command::Tables | Command::Check { table: None } | Command::Query { .. } => {
+        Command::Tables | Command::Check { table: None } | Command::Query { .. } | Command::Sql => {
             let remote = RemoteDataDir::open(url, &options)?;
             runtime.block_on(remote.table_names())?
         }
@@ -95,20 +90,23 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
         store: remote.read_store(),
         stats: remote.stats().clone(),
     };
-    crate::commands::run_local(cli, Some(&reads))?;
-    for pushed in runtime.block_on(staging.push(&remote))? {
-        if let TableChange::Committed {
-            version,
-            files,
-            bytes,
-        } = pushed.change
-        {
-            eprintln!(
-                "{}: committed version {version} to {url} ({files} files, {bytes} bytes uploaded)",
-                pushed.table
-            );
-        }
+    if let Command::Sql = cli.command {
+        // Each statement sees what other writers committed before it, and its own changes are
+        // committed as it ends.
+        let mut staging = staging;
+        let data_dir = strata_engine::DataDir::new(staging.root());
+        return crate::shell::run_shell(&data_dir, Some(&reads), &mut |runtime, phase| {
+            match phase {
+                crate::shell::StatementPhase::Starting => {
+                    runtime.block_on(staging.refresh(&remote))?
+                }
+                crate::shell::StatementPhase::Finished => push(runtime, &staging, &remote)?,
+            }
+            Ok(())
+        });
     }
+    crate::commands::run_local(cli, Some(&reads))?;
+    push(&runtime, &staging, &remote)?;
     if let Some(table) = optimize {
         let now = strata_engine::table::unix_now() as i64;
         let collected = runtime.block_on(strata_remote::gc::collect(
@@ -137,4 +135,28 @@ fn grace_seconds() -> Result<u64, String> {
             .map_err(|_| format!("STRATA_GRACE_SECONDS={text:?} is not a number of seconds")),
         Err(_) => Ok(strata_remote::gc::GRACE_SECONDS),
     }
+}
+
+/// Uploads and commits what the command changed in `staging`, saying so on stderr.
+fn push(
+    runtime: &tokio::runtime::Runtime,
+    staging: &strata_remote::Staging,
+    remote: &RemoteDataDir,
+) -> CliResult {
+    for pushed in runtime.block_on(staging.push(remote))? {
+        match pushed.change {
+            TableChange::Committed {
+                version,
+                files,
+                bytes,
+            } => eprintln!(
+                "{}: committed version {version} to {} ({files} files, {bytes} bytes uploaded)",
+                pushed.table,
+                remote.url()
+            ),
+            TableChange::Dropped => eprintln!("dropped table {} on {}", pushed.table, remote.url()),
+            TableChange::Unchanged => {}
+        }
+    }
+    Ok(())
 }

@@ -16,6 +16,7 @@ use rustyline::error::ReadlineError;
 use strata_engine::DataDir;
 
 use crate::CliResult;
+use crate::remote::RemoteReads;
 use crate::statements::{run_statement, runtime};
 use strata_query::output::Format;
 
@@ -58,9 +59,28 @@ impl Interrupts {
     }
 }
 
-pub fn run_shell(data_dir: &DataDir) -> CliResult {
+/// When the shell calls its statement hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatementPhase {
+    Starting,
+    Finished,
+}
+
+/// The shell on `data_dir`; on object storage (`remote`), part pages are read through its
+/// store, and `around_statement` takes in what other writers committed before each statement
+/// and commits what the statement changed after it.
+pub fn run_shell(
+    data_dir: &DataDir,
+    remote: Option<&RemoteReads>,
+    around_statement: &mut dyn FnMut(&tokio::runtime::Runtime, StatementPhase) -> CliResult,
+) -> CliResult {
     let runtime = runtime()?;
-    let session = strata_query::Session::open(data_dir.root())?;
+    let session = match remote {
+        Some(remote) => {
+            strata_query::Session::open_with_store(data_dir.root(), remote.store.clone())?
+        }
+        None => strata_query::Session::open(data_dir.root())?,
+    };
     let interrupts = Interrupts::install()?;
     let mut editor = DefaultEditor::new()?;
     let history =
@@ -122,6 +142,10 @@ pub fn run_shell(data_dir: &DataDir) -> CliResult {
         let _ = editor.add_history_entry(sql.trim());
         for statement in strata_query::split_statements(&sql) {
             let started = Instant::now();
+            if let Err(e) = around_statement(&runtime, StatementPhase::Starting) {
+                eprintln!("error: {e}");
+                continue;
+            }
             interrupts.clear();
             let outcome = runtime.block_on(async {
                 tokio::select! {
@@ -134,6 +158,9 @@ pub fn run_shell(data_dir: &DataDir) -> CliResult {
                     () = interrupts.wait() => None,
                 }
             });
+            if let Err(e) = around_statement(&runtime, StatementPhase::Finished) {
+                eprintln!("error: {e}");
+            }
             match outcome {
                 Some(Ok(())) => {}
                 Some(Err(e)) => eprintln!("error: {e}"),

@@ -41,6 +41,8 @@ pub enum TableChange {
         files: usize,
         bytes: u64,
     },
+    /// The command dropped the table.
+    Dropped,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +86,14 @@ impl Staging {
         let path = dir.join(strata_format::manifest::MANIFEST_FILE);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
+            // Dropped by the command (`DROP TABLE`): dropped on the store too.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && staged.is_some() => {
+                return Ok(if remote.drop_table(table).await? {
+                    TableChange::Dropped
+                } else {
+                    TableChange::Unchanged
+                });
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(TableChange::Unchanged);
             }

@@ -67,6 +67,54 @@ impl Staging {
     }
 }
 
+impl Staging {
+    /// Brings the staging directory to the newest committed state of every table of the data
+    /// directory (tables created meanwhile included, dropped ones removed), between the
+    /// statements of a long-running command (the shell), after [`Staging::push`].
+    pub async fn refresh(&mut self, remote: &RemoteDataDir) -> Result<(), RemoteError> {
+        let names = remote.table_names().await?;
+        let files = FileCache::new(remote.cache_dir());
+        for name in &names {
+            if self.is_current(remote, name).await? {
+                continue;
+            }
+            let staged = remote.stage_table(&files, &self.root, name).await?;
+            self.tables.insert(name.clone(), staged);
+        }
+        let gone: Vec<String> = self
+            .tables
+            .keys()
+            .filter(|name| !names.contains(name))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.tables.remove(&name);
+            let dir = self.root.join(&name);
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(RemoteError::io(&dir, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Staging {
+    /// Whether `table` is staged at its newest version and unchanged since.
+    async fn is_current(&self, remote: &RemoteDataDir, table: &str) -> Result<bool, RemoteError> {
+        let Some(Some((manifest, bytes))) = self.tables.get(table) else {
+            return Ok(false);
+        };
+        let newest = manifest_log::latest_version(remote.store().as_ref(), table).await?;
+        let path = self
+            .root
+            .join(table)
+            .join(strata_format::manifest::MANIFEST_FILE);
+        Ok(newest == Some(manifest.version) && std::fs::read(&path).ok().as_ref() == Some(bytes))
+    }
+}
+
 impl Drop for Staging {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
@@ -128,6 +176,11 @@ impl RemoteDataDir {
             for file in std::iter::once(part.file.clone()).chain(part.files_beside()) {
                 let cached = files.path(table, &file);
                 let staged = parts_dir.join(&file);
+                // Staged already (a refresh), possibly whole: a copy onto a link to the cached
+                // file would overwrite the cached file itself.
+                if staged.exists() {
+                    continue;
+                }
                 if std::fs::hard_link(&cached, &staged).is_err() {
                     std::fs::copy(&cached, &staged).map_err(|e| RemoteError::io(&staged, e))?;
                 }
