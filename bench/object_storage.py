@@ -55,8 +55,12 @@ def free_port():
 
 
 def start_s3():
+    import logging
+
     from moto.server import ThreadedMotoServer
     import boto3
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
 
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)

@@ -6,7 +6,9 @@
 //! Only the blocks a query touched are cached, never whole objects. Part files are never
 //! overwritten and their names never reused, so a cached block can never be stale.
 //!
-//! The cache is shared by every process using the same cache directory: blocks are written to a
+//! The blocks a process used last are also kept in its memory (up to [`MEMORY_BYTES`]), so a
+//! hot query reads no file. The cache on disk is shared by every process using the same cache
+//! directory: blocks are written to a
 //! temporary name and renamed, and a block evicted under a reader is simply fetched again. Past
 //! the byte budget the least recently used blocks (by modification time, refreshed on use) go
 //! until the cache is at 80 % of its budget.
@@ -45,6 +47,39 @@ pub struct BlockCacheStore {
     /// Sizes of part files, given by the manifests read (saves a HEAD per part).
     sizes: Mutex<HashMap<StorePath, u64>>,
     evicting: Mutex<()>,
+    /// The blocks this process used last, in memory: a hot query reads no file at all.
+    memory: Mutex<MemoryBlocks>,
+}
+
+/// Blocks kept in memory, oldest out first past [`MEMORY_BYTES`].
+#[derive(Debug, Default)]
+struct MemoryBlocks {
+    blocks: HashMap<(StorePath, u64), Bytes>,
+    order: std::collections::VecDeque<(StorePath, u64)>,
+    bytes: u64,
+}
+
+/// Bytes of blocks a process keeps in memory at most.
+const MEMORY_BYTES: u64 = 256 * 1024 * 1024;
+
+impl MemoryBlocks {
+    fn insert(&mut self, location: &StorePath, block: u64, bytes: Bytes) {
+        let key = (location.clone(), block);
+        if self.blocks.contains_key(&key) {
+            return;
+        }
+        self.bytes += bytes.len() as u64;
+        self.blocks.insert(key.clone(), bytes);
+        self.order.push_back(key);
+        while self.bytes > MEMORY_BYTES {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = self.blocks.remove(&oldest) {
+                self.bytes -= gone.len() as u64;
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for BlockCacheStore {
@@ -69,6 +104,7 @@ impl BlockCacheStore {
             cached_bytes: AtomicU64::new(cached),
             sizes: Mutex::default(),
             evicting: Mutex::new(()),
+            memory: Mutex::default(),
         })
     }
 
@@ -125,13 +161,31 @@ impl BlockCacheStore {
             .flat_map(|r| (r.start / BLOCK_BYTES)..=((r.end - 1) / BLOCK_BYTES))
             .collect();
         let dir = self.block_dir(location);
-        let mut blocks = {
+        let mut blocks = BTreeMap::new();
+        if let Ok(memory) = self.memory.lock() {
+            for &block in &wanted {
+                if let Some(bytes) = memory.blocks.get(&(location.clone(), block)) {
+                    blocks.insert(block, bytes.clone());
+                }
+            }
+        }
+        if blocks.len() < wanted.len() {
             let dir = dir.clone();
-            let wanted = wanted.clone();
-            tokio::task::spawn_blocking(move || load_blocks(&dir, &wanted))
+            let on_disk: BTreeSet<u64> = wanted
+                .iter()
+                .copied()
+                .filter(|b| !blocks.contains_key(b))
+                .collect();
+            let loaded = tokio::task::spawn_blocking(move || load_blocks(&dir, &on_disk))
                 .await
-                .map_err(|e| generic(e.to_string()))?
-        };
+                .map_err(|e| generic(e.to_string()))?;
+            if let Ok(mut memory) = self.memory.lock() {
+                for (block, bytes) in &loaded {
+                    memory.insert(location, *block, bytes.clone());
+                }
+            }
+            blocks.extend(loaded);
+        }
         let missing: Vec<u64> = wanted
             .iter()
             .copied()
@@ -157,6 +211,11 @@ impl BlockCacheStore {
                     new_blocks.push((at / BLOCK_BYTES, block.clone()));
                     blocks.insert(at / BLOCK_BYTES, block);
                     at = end;
+                }
+            }
+            if let Ok(mut memory) = self.memory.lock() {
+                for (block, bytes) in &new_blocks {
+                    memory.insert(location, *block, bytes.clone());
                 }
             }
             let written: u64 = new_blocks.iter().map(|(_, b)| b.len() as u64).sum();
