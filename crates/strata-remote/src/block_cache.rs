@@ -33,7 +33,7 @@ use object_store::{
 use crate::error::RemoteError;
 
 /// Size of a cached block (the last block of a file is shorter).
-pub const BLOCK_BYTES: u64 = 256 * 1024;
+pub const BLOCK_BYTES: u64 = 64 * 1024;
 /// A block used again after this long gets its modification time refreshed (its LRU position).
 const TOUCH_AFTER: Duration = Duration::from_secs(60);
 

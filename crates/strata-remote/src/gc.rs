@@ -11,13 +11,12 @@
 
 use std::collections::BTreeSet;
 
-use futures::TryStreamExt as _;
 use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
 use strata_format::manifest_log;
 
 use crate::error::RemoteError;
-use crate::location::delete_if_exists;
+use crate::location::{delete_if_exists, list_all};
 use crate::push::files_of;
 
 /// How long replaced versions and unlisted files stay: the longest a query may read the state it
@@ -80,11 +79,7 @@ pub async fn collect(
         strata_iceberg::METADATA_DIR,
     ] {
         let prefix = StorePath::from_iter([table, folder]);
-        let objects: Vec<_> = store
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|e| RemoteError::store(&prefix, e))?;
+        let objects = list_all(store, &prefix).await?;
         for object in objects {
             let Some(name) = object.location.filename() else {
                 continue;

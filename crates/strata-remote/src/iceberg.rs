@@ -10,14 +10,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use futures::TryStreamExt as _;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
 use strata_format::{Manifest, manifest_log};
 use strata_iceberg::metadata::{VERSION_HINT_FILE, metadata_file};
 
 use crate::error::RemoteError;
-use crate::location::delete_if_exists;
+use crate::location::{delete_if_exists, list_all};
 
 pub(crate) fn metadata_location(table: &str, name: &str) -> StorePath {
     StorePath::from_iter([table, strata_iceberg::METADATA_DIR, name])
@@ -52,23 +51,18 @@ pub(crate) async fn keep_in_step(
     if !committed.settings.iceberg {
         if was_published {
             delete_if_exists(store, &metadata_location(table, VERSION_HINT_FILE)).await?;
-            let rest: Vec<_> = store
-                .list(Some(&prefix))
-                .try_collect()
-                .await
-                .map_err(|e| RemoteError::store(&prefix, e))?;
+            let rest = list_all(store, &prefix).await?;
             for object in rest {
                 delete_if_exists(store, &object.location).await?;
             }
         }
         return Ok(());
     }
-    let existing: BTreeSet<String> = store
-        .list(Some(&prefix))
-        .map_ok(|meta| meta.location.filename().unwrap_or_default().to_owned())
-        .try_collect()
-        .await
-        .map_err(|e| RemoteError::store(&prefix, e))?;
+    let existing: BTreeSet<String> = list_all(store, &prefix)
+        .await?
+        .iter()
+        .filter_map(|meta| meta.location.filename().map(str::to_owned))
+        .collect();
     // The staging directory's own publications (the engine's, of its local versions) go; the
     // current one on the store comes in their place.
     stage_publication(store, table, staged_dir, false).await?;
@@ -132,11 +126,7 @@ pub(crate) async fn stage_publication(
     std::fs::create_dir_all(&metadata_dir).map_err(|e| RemoteError::io(&metadata_dir, e))?;
     if whole {
         let prefix = StorePath::from_iter([table, strata_iceberg::METADATA_DIR]);
-        let objects: Vec<_> = store
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|e| RemoteError::store(&prefix, e))?;
+        let objects = list_all(store, &prefix).await?;
         for object in objects {
             let Some(name) = object.location.filename() else {
                 continue;

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::TryStreamExt;
-use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
 use object_store::prefix::PrefixStore;
+use object_store::{ObjectMeta, ObjectStore};
 use strata_format::manifest_log;
 
 use crate::block_cache::BlockCacheStore;
@@ -140,12 +140,7 @@ impl RemoteDataDir {
     /// first, so that readers see the newest state until the table is gone; then its files.
     pub async fn drop_table(&self, table: &str) -> Result<bool, RemoteError> {
         let log = StorePath::from_iter([table, manifest_log::LOG_DIR]);
-        let mut versions: Vec<_> = self
-            .store
-            .list(Some(&log))
-            .try_collect()
-            .await
-            .map_err(|e| RemoteError::store(&log, e))?;
+        let mut versions = list_all(self.store.as_ref(), &log).await?;
         if versions.is_empty() {
             return Ok(false);
         }
@@ -154,17 +149,24 @@ impl RemoteDataDir {
             delete_if_exists(self.store.as_ref(), &meta.location).await?;
         }
         let root = StorePath::from(table);
-        let rest: Vec<_> = self
-            .store
-            .list(Some(&root))
-            .try_collect()
-            .await
-            .map_err(|e| RemoteError::store(&root, e))?;
+        let rest = list_all(self.store.as_ref(), &root).await?;
         for meta in &rest {
             delete_if_exists(self.store.as_ref(), &meta.location).await?;
         }
         Ok(true)
     }
+}
+
+/// Every object under `prefix`.
+pub(crate) async fn list_all(
+    store: &dyn ObjectStore,
+    prefix: &StorePath,
+) -> Result<Vec<ObjectMeta>, RemoteError> {
+    store
+        .list(Some(prefix))
+        .try_collect()
+        .await
+        .map_err(|e| RemoteError::store(prefix, e))
 }
 
 pub(crate) async fn delete_if_exists(
