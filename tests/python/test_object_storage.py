@@ -277,3 +277,16 @@ def test_shell_on_s3_commits_each_statement_and_sees_other_writers(s3, tmp_path)
     child.sendline("\\q")
     child.expect(pexpect.EOF)
     assert keys(client, prefix) == []
+
+
+def test_ingests_on_s3_merge_their_small_parts(s3, tmp_path):
+    """The follow-up merge of an ingest works on S3 (its small inputs are fetched whole)."""
+    remote, client, prefix = s3
+    for n in range(9):
+        path = tmp_path / f"b{n}.ndjson"
+        path.write_text("".join(json.dumps({"n": n, "i": i}) + "\n" for i in range(100)))
+        remote.ingest("small", path, sort_key="n")
+    last = log_versions(client, prefix, "small")[-1]
+    manifest = json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}/{last}")["Body"].read())
+    assert len(manifest["parts"]) < 9, manifest["parts"]
+    assert rows(remote, "SELECT count(*) AS c, count(DISTINCT data.n) AS d FROM small") == [{"c": 900, "d": 9}]

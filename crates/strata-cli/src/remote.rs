@@ -66,22 +66,22 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
             started.elapsed().as_secs_f64() * 1e3
         );
     }
-    // Commands that read every byte of a part get the whole parts, not footer copies.
-    if matches!(
-        cli.command,
-        Command::Export { .. } | Command::Optimize { .. } | Command::Check { .. }
-    ) {
-        for table in &tables {
-            runtime.block_on(staging.materialize(&remote, table))?;
+    // Commands that read every byte of a part get the whole parts, not footer copies: all of
+    // them for export, check and optimize; for an ingest, the small parts its merge may pick.
+    for table in &tables {
+        match &cli.command {
+            Command::Export { .. } | Command::Optimize { .. } | Command::Check { .. } => {
+                runtime.block_on(staging.materialize(&remote, table, |_| true))?
+            }
+            Command::Ingest {
+                no_merge: false, ..
+            } => runtime.block_on(staging.materialize(&remote, table, |part| {
+                !part.full && part.bytes < strata_engine::merge::SMALL_PART_BYTES
+            }))?,
+            _ => {}
         }
     }
-    let optimize = match &mut cli.command {
-        // Merging after an ingest reads the table's small parts whole; on object storage that
-        // is left to `strata optimize` (ADR 0022).
-        Command::Ingest { no_merge, .. } => {
-            *no_merge = true;
-            None
-        }
+    let optimize = match &cli.command {
         Command::Optimize { table } => Some(table.clone()),
         _ => None,
     };

@@ -40,12 +40,14 @@ impl Staging {
             .map(|(name, staged)| (name.as_str(), staged.as_ref().map(|(m, _)| m.version)))
     }
 
-    /// Replaces the footer copies of `table`'s parts with the whole parts, for commands that
-    /// read every byte (export, check, merges), and fetches its whole Iceberg publication.
+    /// Replaces the footer copies of the parts of `table` that `wanted` picks with the whole
+    /// parts, for commands that read their every byte (export, check, merges), and fetches the
+    /// table's whole Iceberg publication.
     pub async fn materialize(
         &self,
         remote: &RemoteDataDir,
         table: &str,
+        wanted: impl Fn(&strata_format::PartEntry) -> bool,
     ) -> Result<(), RemoteError> {
         let Some(Some((manifest, _))) = self.tables.get(table) else {
             return Ok(());
@@ -54,7 +56,7 @@ impl Staging {
         if manifest.settings.iceberg {
             crate::iceberg::stage_publication(remote.store().as_ref(), table, &dir, true).await?;
         }
-        futures::stream::iter(manifest.parts.iter().map(Ok))
+        futures::stream::iter(manifest.parts.iter().filter(|p| wanted(p)).map(Ok))
             .try_for_each_concurrent(4, |part| {
                 let path = Manifest::part_path(&dir, &part.file);
                 async move {
