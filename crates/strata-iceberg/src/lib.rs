@@ -129,7 +129,7 @@ fn publish_with_locations(
             upper_bounds: bounds(&schema, &part.sort_key_max),
         })
         .collect();
-    let delete_files = position_delete_entries(&table_dir, &metadata_dir, manifest, &locations)?;
+    let delete_files = position_delete_entries(table_dir, &metadata_dir, manifest, locations)?;
 
     let mut manifests: Vec<WrittenManifest> = Vec::new();
     for (content, files) in [
