@@ -21,9 +21,13 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
         cache_dir: cli.cache_dir.clone(),
         cache_bytes: cli.cache_size,
     };
+    if let Command::Generate { .. } = cli.command {
+        return crate::commands::run_local(cli, None);
+    }
     let runtime = crate::statements::runtime()?;
+    let remote = RemoteDataDir::open(url, &options)?;
     let tables: Vec<String> = match &cli.command {
-        Command::Generate { .. } => return crate::commands::run_local(cli, None),
+        Command::Generate { .. } => Vec::new(),
         Command::Serve { .. } => {
             return Err(format!(
                 "strata serve runs on a local data directory only for now; on {url} use `strata \
@@ -32,7 +36,6 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
             .into());
         }
         Command::Drop { table, if_exists } => {
-            let remote = RemoteDataDir::open(url, &options)?;
             strata_engine::table::validate_table_name(table)?;
             if runtime.block_on(remote.drop_table(table))? {
                 eprintln!("dropped table {table}");
@@ -51,11 +54,9 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
             vec![table.clone()]
         }
         Command::Tables | Command::Check { table: None } | Command::Query { .. } | Command::Sql => {
-            let remote = RemoteDataDir::open(url, &options)?;
             runtime.block_on(remote.table_names())?
         }
     };
-    let remote = RemoteDataDir::open(url, &options)?;
     let started = Instant::now();
     let staging = runtime.block_on(remote.stage(&tables))?;
     if let Command::Query { timing: true, .. } = &cli.command {
