@@ -290,3 +290,24 @@ def test_ingests_on_s3_merge_their_small_parts(s3, tmp_path):
     manifest = json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}/{last}")["Body"].read())
     assert len(manifest["parts"]) < 9, manifest["parts"]
     assert rows(remote, "SELECT count(*) AS c, count(DISTINCT data.n) AS d FROM small") == [{"c": 900, "d": 9}]
+
+
+def test_s3_settings_from_the_config_file(s3, s3_server, tmp_path, monkeypatch):
+    """Endpoint, region and credentials from the config file's [storage] section (the AWS_*
+    variables, when set, win); an unknown option is an error naming it."""
+    remote, client, prefix = s3
+    endpoint, _ = s3_server
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP"):
+        monkeypatch.delenv(key)
+    config = tmp_path / "strata.toml"
+    config.write_text(f'[storage]\nendpoint = "{endpoint}"\nregion = "us-east-1"\n'
+                      'access_key_id = "test"\nsecret_access_key = "test"\nallow_http = "true"\n')
+    docs = tmp_path / "d.ndjson"
+    docs.write_text('{"a": 1}\n{"a": 2}\n')
+    remote.run("--config", config, "ingest", "t", docs)
+    out = remote.run("query", "--config", config, "--format", "ndjson", "SELECT sum(data.a) AS s FROM t").stdout
+    assert json.loads(out) == {"s": 3}
+    assert log_versions(client, prefix, "t") == ["t/_log/00000000000000000001.json"]
+    config.write_text('[storage]\nendpoint_typo = "x"\n')
+    proc = remote.run("--config", config, "tables", check=False)
+    assert proc.returncode == 1 and b"endpoint_typo" in proc.stderr, proc.stderr

@@ -50,7 +50,7 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
         DataDir::open_existing(&cli.data_dir)?;
     }
     match cli.command {
-        Command::Serve { http, pg, config } => serve(&cli.data_dir, http, pg, config),
+        Command::Serve { http, pg } => serve(&cli.data_dir, http, pg, cli.config),
         Command::Ingest {
             table,
             files,
@@ -64,9 +64,8 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
             text_index,
             ttl,
             iceberg,
-            config,
         } => {
-            let pipelines = match &config {
+            let pipelines = match &cli.config {
                 Some(path) => strata_server::Config::load(path)?.pipelines()?,
                 None => strata_pipeline::Pipelines::default(),
             };

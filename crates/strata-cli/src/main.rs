@@ -37,6 +37,10 @@ pub struct Cli {
         default_value = "./strata-data"
     )]
     pub data_dir: PathBuf,
+    /// Config file (TOML, see the README): [pipelines.NAME] for `ingest --pipeline`; users,
+    /// tokens, limits and merge policy for `serve`; [storage] options of an s3:// data directory.
+    #[arg(long, global = true, env = "STRATA_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Local cache of a data directory on object storage (`--data-dir s3://…`): footers and small
     /// files of parts, and pages read. Default: ~/.cache/strata/<data directory>.
     #[arg(long, global = true, env = "STRATA_CACHE_DIR")]
@@ -94,9 +98,6 @@ pub enum Command {
         /// commit (Spark, Trino, DuckDB, PyIceberg read it). Later: ALTER TABLE … SET (iceberg = …).
         #[arg(long)]
         iceberg: bool,
-        /// Config file (TOML) whose [pipelines.NAME] sections declare pipelines.
-        #[arg(long)]
-        config: Option<PathBuf>,
     },
     /// Write every document of a table to standard output as NDJSON.
     Export { table: String },
@@ -151,9 +152,6 @@ pub enum Command {
         /// PostgreSQL protocol address.
         #[arg(long)]
         pg: Option<std::net::SocketAddr>,
-        /// Config file (TOML): users, tokens, limits, merge policy (see the README).
-        #[arg(long)]
-        config: Option<PathBuf>,
     },
 }
 

@@ -17,9 +17,17 @@ pub struct RemoteReads {
 }
 
 pub fn run(mut cli: Cli, url: &str) -> CliResult {
+    let store_options = match &cli.config {
+        Some(path) => strata_server::Config::load(path)?
+            .storage
+            .into_iter()
+            .collect(),
+        None => Vec::new(),
+    };
     let options = RemoteOptions {
         cache_dir: cli.cache_dir.clone(),
         cache_bytes: cli.cache_size,
+        store_options,
     };
     if let Command::Generate { .. } = cli.command {
         return crate::commands::run_local(cli, None);

@@ -30,6 +30,9 @@ pub struct RemoteOptions {
     pub cache_dir: Option<PathBuf>,
     /// Bytes of part pages kept in the block cache at most.
     pub cache_bytes: u64,
+    /// Store options from the config file (`object_store`'s S3 keys, such as `endpoint`,
+    /// `region`, `access_key_id`); the `AWS_*` environment variables override them.
+    pub store_options: Vec<(String, String)>,
 }
 
 impl Default for RemoteOptions {
@@ -37,6 +40,7 @@ impl Default for RemoteOptions {
         RemoteOptions {
             cache_dir: None,
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
+            store_options: Vec::new(),
         }
     }
 }
@@ -59,7 +63,7 @@ pub struct RemoteDataDir {
 
 impl RemoteDataDir {
     pub fn open(url: &str, options: &RemoteOptions) -> Result<RemoteDataDir, RemoteError> {
-        let backend = backend(url)?;
+        let backend = backend(url, &options.store_options)?;
         let stats = Arc::new(StoreStats::default());
         let store: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(backend, stats.clone()));
         let cache_dir = match &options.cache_dir {
@@ -180,7 +184,7 @@ pub(crate) async fn delete_if_exists(
     }
 }
 
-fn backend(url: &str) -> Result<Arc<dyn ObjectStore>, RemoteError> {
+fn backend(url: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStore>, RemoteError> {
     let bad = |message: String| RemoteError::Location {
         url: url.to_owned(),
         message,
@@ -190,7 +194,8 @@ fn backend(url: &str) -> Result<Arc<dyn ObjectStore>, RemoteError> {
         if bucket.is_empty() {
             return Err(bad("no bucket (expected s3://bucket/prefix)".into()));
         }
-        let s3 = object_store::aws::AmazonS3Builder::from_env()
+        let s3 = s3_builder(options)
+            .map_err(bad)?
             .with_bucket_name(bucket)
             .build()
             .map_err(|e| bad(e.to_string()))?;
@@ -210,6 +215,27 @@ fn backend(url: &str) -> Result<Arc<dyn ObjectStore>, RemoteError> {
         return Ok(Arc::new(local));
     }
     Err(bad("not an object storage URL (s3://… or file://…)".into()))
+}
+
+/// An S3 store configured by `options` (the config file's), then by the `AWS_*` environment
+/// variables, which win as they do for AWS's own tools.
+fn s3_builder(options: &[(String, String)]) -> Result<object_store::aws::AmazonS3Builder, String> {
+    use object_store::aws::AmazonS3ConfigKey;
+    let mut builder = object_store::aws::AmazonS3Builder::new();
+    for (key, value) in options {
+        let parsed: AmazonS3ConfigKey = key
+            .parse()
+            .map_err(|_| format!("[storage] {key}: not an S3 option of object_store"))?;
+        builder = builder.with_config(parsed, value);
+    }
+    for (key, value) in std::env::vars() {
+        if key.starts_with("AWS_")
+            && let Ok(parsed) = key.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
+        {
+            builder = builder.with_config(parsed, value);
+        }
+    }
+    Ok(builder)
 }
 
 fn default_cache_root() -> Result<PathBuf, RemoteError> {

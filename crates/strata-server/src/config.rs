@@ -64,6 +64,11 @@ pub struct Config {
     pub pipelines: BTreeMap<String, PipelineSpec>,
     #[serde(default)]
     pub elasticsearch: ElasticPolicy,
+    /// Options of a data directory on object storage (`--data-dir s3://…`): `object_store`'s
+    /// S3 keys (`endpoint`, `region`, `access_key_id`, `secret_access_key`, `allow_http`, …);
+    /// the `AWS_*` environment variables override them.
+    #[serde(default)]
+    pub storage: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Deserialize)]
