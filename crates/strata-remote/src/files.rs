@@ -39,6 +39,26 @@ impl FileCache {
         Manifest::part_path(&self.table_dir(table), file)
     }
 
+    /// Removes the cached files of `table` that `listed` (the files of its newest version) does
+    /// not name: parts merged away, expired or dropped. Staging directories hold hard links, so
+    /// a command that staged an older version keeps reading its copies; a file removed here that
+    /// a newer version lists after all is fetched again.
+    pub(crate) fn prune(&self, table: &str, listed: &std::collections::BTreeSet<String>) {
+        let dir = self
+            .table_dir(table)
+            .join(strata_format::manifest::PARTS_DIR);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Temporary files of a copy in progress in another process are left alone.
+            if !listed.contains(&name) && !name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// Fetches what is missing of `part`'s small files and footer copy.
     pub(crate) async fn ensure_part(
         &self,

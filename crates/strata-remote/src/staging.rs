@@ -190,6 +190,7 @@ impl RemoteDataDir {
             self.block_cache()
                 .register_size(Manifest::part_location(table, &part.file), part.bytes);
         }
+        files.prune(table, &crate::push::files_of(&manifest));
         manifest.commit(&dir)?;
         let path = dir.join(strata_format::manifest::MANIFEST_FILE);
         let bytes = std::fs::read(&path).map_err(|e| RemoteError::io(&path, e))?;
