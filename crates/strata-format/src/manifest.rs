@@ -51,6 +51,22 @@ pub struct TableSettings {
     pub iceberg: bool,
 }
 
+impl TableSettings {
+    /// The settings of a table sorted by `sort_key` with at most `max_columns` typed columns per
+    /// part, and nothing else: no key, time column, text index, retention or publication.
+    pub fn sorted_by(sort_key: Vec<String>, max_columns: usize) -> TableSettings {
+        TableSettings {
+            sort_key,
+            max_columns,
+            key: None,
+            time_column: None,
+            text_index: Vec::new(),
+            ttl_seconds: None,
+            iceberg: false,
+        }
+    }
+}
+
 /// A table's primary key: a JSON path (encoded, as sort-key paths are) and its values' type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeySetting {

@@ -197,15 +197,7 @@ mod tests {
     use crate::manifest::TableSettings;
 
     fn settings() -> TableSettings {
-        TableSettings {
-            sort_key: vec!["k".into()],
-            max_columns: 64,
-            key: None,
-            time_column: None,
-            text_index: Vec::new(),
-            ttl_seconds: None,
-            iceberg: false,
-        }
+        TableSettings::sorted_by(vec!["k".into()], 64)
     }
 
     fn new_table() -> Manifest {

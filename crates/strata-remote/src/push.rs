@@ -353,15 +353,7 @@ mod tests {
     use super::*;
 
     fn settings() -> TableSettings {
-        TableSettings {
-            sort_key: vec!["k".into()],
-            max_columns: 64,
-            key: None,
-            time_column: None,
-            text_index: Vec::new(),
-            ttl_seconds: None,
-            iceberg: false,
-        }
+        TableSettings::sorted_by(vec!["k".into()], 64)
     }
 
     fn part(file: &str, deleted: Option<u64>) -> PartEntry {

@@ -11,16 +11,11 @@ use strata_remote::{RemoteDataDir, RemoteError, RemoteOptions, Staging, TableCha
 
 fn settings(keyed: bool) -> TableSettings {
     TableSettings {
-        sort_key: vec!["k".into()],
-        max_columns: 64,
         key: keyed.then(|| strata_format::KeySetting {
             path: "k".into(),
             key_type: strata_json::KeyType::String,
         }),
-        time_column: None,
-        text_index: Vec::new(),
-        ttl_seconds: None,
-        iceberg: false,
+        ..TableSettings::sorted_by(vec!["k".into()], 64)
     }
 }
 
