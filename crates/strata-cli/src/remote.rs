@@ -34,7 +34,8 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
     }
     let runtime = crate::statements::runtime()?;
     let remote = RemoteDataDir::open(url, &options)?;
-    let tables: Vec<String> = match &cli.command {
+    // Each with its newest version when listed (None: the staging looks it up).
+    let tables: Vec<(String, Option<u64>)> = match &cli.command {
         Command::Generate { .. } => Vec::new(),
         Command::Serve { .. } => {
             return Err(format!(
@@ -59,10 +60,14 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
         | Command::Optimize { table }
         | Command::Check { table: Some(table) } => {
             strata_engine::table::validate_table_name(table)?;
-            vec![table.clone()]
+            vec![(table.clone(), None)]
         }
         Command::Tables | Command::Check { table: None } | Command::Query { .. } | Command::Sql => {
-            runtime.block_on(remote.table_names())?
+            runtime
+                .block_on(remote.tables())?
+                .into_iter()
+                .map(|(name, newest)| (name, Some(newest)))
+                .collect()
         }
     };
     let started = Instant::now();
@@ -77,7 +82,7 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
     }
     // Commands that read every byte of a part get the whole parts, not footer copies: all of
     // them for export, check and optimize; for an ingest, the small parts its merge may pick.
-    for table in &tables {
+    for (table, _) in &tables {
         match &cli.command {
             Command::Export { .. } | Command::Optimize { .. } | Command::Check { .. } => {
                 runtime.block_on(staging.materialize(&remote, table, |_| true))?

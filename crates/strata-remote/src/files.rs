@@ -91,42 +91,6 @@ impl FileCache {
             f.write_all_at(&tail, footer)
         })
     }
-
-    /// Keeps the files of a part written by this process (at `written`, a table directory):
-    /// its small files copied, and a footer copy made from the whole part.
-    pub(crate) fn keep_written(
-        &self,
-        table: &str,
-        part: &PartEntry,
-        written: &Path,
-    ) -> Result<(), RemoteError> {
-        for file in part.files_beside() {
-            let path = self.path(table, &file);
-            if !path.exists() {
-                let source = Manifest::part_path(written, &file);
-                let bytes = std::fs::read(&source).map_err(|e| RemoteError::io(&source, e))?;
-                write_new(&path, |f| f.write_all(&bytes))?;
-            }
-        }
-        let path = self.path(table, &part.file);
-        if path.exists() {
-            return Ok(());
-        }
-        let source = Manifest::part_path(written, &part.file);
-        if part.xxh64.is_none() {
-            let bytes = std::fs::read(&source).map_err(|e| RemoteError::io(&source, e))?;
-            return write_new(&path, |f| f.write_all(&bytes));
-        }
-        let footer = strata_format::checksum::footer_start(&source)?;
-        let file = std::fs::File::open(&source).map_err(|e| RemoteError::io(&source, e))?;
-        let mut tail = vec![0; (part.bytes - footer.min(part.bytes)) as usize];
-        file.read_exact_at(&mut tail, footer)
-            .map_err(|e| RemoteError::io(&source, e))?;
-        write_new(&path, |f| {
-            f.set_len(part.bytes)?;
-            f.write_all_at(&tail, footer)
-        })
-    }
 }
 
 /// The whole object `file` of `table`'s `parts/`.

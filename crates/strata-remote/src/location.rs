@@ -117,27 +117,25 @@ impl RemoteDataDir {
         &self.cache_dir
     }
 
-    /// The tables of the data directory: the folders holding a manifest log.
-    pub async fn table_names(&self) -> Result<Vec<String>, RemoteError> {
+    /// The tables of the data directory (the folders holding a manifest log), by name, with
+    /// their newest version.
+    pub async fn tables(&self) -> Result<Vec<(String, u64)>, RemoteError> {
         let listing = self
             .store
             .list_with_delimiter(None)
             .await
             .map_err(|e| RemoteError::store(&StorePath::from(""), e))?;
-        let mut names = Vec::new();
+        let mut tables = Vec::new();
         for prefix in listing.common_prefixes {
             let Some(name) = prefix.filename() else {
                 continue;
             };
-            if manifest_log::latest_version(self.store.as_ref(), name)
-                .await?
-                .is_some()
-            {
-                names.push(name.to_owned());
+            if let Some(newest) = manifest_log::latest_version(self.store.as_ref(), name).await? {
+                tables.push((name.to_owned(), newest));
             }
         }
-        names.sort();
-        Ok(names)
+        tables.sort();
+        Ok(tables)
     }
 
     /// Deletes the table `table` (false: it does not exist). The log goes first, oldest version

@@ -140,8 +140,11 @@ impl Staging {
         {
             eprintln!("warning: {e}");
         }
-        // Later commands find the new parts in the cache instead of fetching them.
+        // Later commands find the new parts in the cache instead of fetching them: the cache
+        // takes them from this staging directory as it would from the store.
         let cache = FileCache::new(remote.cache_dir());
+        let written = object_store::local::LocalFileSystem::new_with_prefix(self.root())
+            .map_err(|e| RemoteError::store(&object_store::path::Path::from(table), e))?;
         let before_parts: BTreeSet<&str> = base
             .map(|b| b.parts.iter().map(|p| p.file.as_str()).collect())
             .unwrap_or_default();
@@ -150,7 +153,7 @@ impl Staging {
             .iter()
             .filter(|p| !before_parts.contains(p.file.as_str()))
         {
-            cache.keep_written(table, part, &dir)?;
+            cache.ensure_part(&written, table, part).await?;
         }
         Ok(TableChange::Committed {
             version: committed.version,

@@ -74,19 +74,21 @@ impl Staging {
     /// directory (tables created meanwhile included, dropped ones removed), between the
     /// statements of a long-running command (the shell), after [`Staging::push`].
     pub async fn refresh(&mut self, remote: &RemoteDataDir) -> Result<(), RemoteError> {
-        let names = remote.table_names().await?;
+        let listed = remote.tables().await?;
         let files = FileCache::new(remote.cache_dir());
-        for name in &names {
-            if self.is_current(remote, name).await? {
+        for (name, newest) in &listed {
+            if self.is_current(name, *newest) {
                 continue;
             }
-            let staged = remote.stage_table(&files, &self.root, name).await?;
+            let staged = remote
+                .stage_table(&files, &self.root, name, Some(*newest))
+                .await?;
             self.tables.insert(name.clone(), staged);
         }
         let gone: Vec<String> = self
             .tables
             .keys()
-            .filter(|name| !names.contains(name))
+            .filter(|name| !listed.iter().any(|(listed, _)| listed == *name))
             .cloned()
             .collect();
         for name in gone {
@@ -103,17 +105,16 @@ impl Staging {
 }
 
 impl Staging {
-    /// Whether `table` is staged at its newest version and unchanged since.
-    async fn is_current(&self, remote: &RemoteDataDir, table: &str) -> Result<bool, RemoteError> {
+    /// Whether `table` is staged at version `newest` and unchanged since.
+    fn is_current(&self, table: &str, newest: u64) -> bool {
         let Some(Some((manifest, bytes))) = self.tables.get(table) else {
-            return Ok(false);
+            return false;
         };
-        let newest = manifest_log::latest_version(remote.store().as_ref(), table).await?;
         let path = self
             .root
             .join(table)
             .join(strata_format::manifest::MANIFEST_FILE);
-        Ok(newest == Some(manifest.version) && std::fs::read(&path).ok().as_ref() == Some(bytes))
+        manifest.version == newest && std::fs::read(&path).ok().as_ref() == Some(bytes)
     }
 }
 
@@ -124,8 +125,9 @@ impl Drop for Staging {
 }
 
 impl RemoteDataDir {
-    /// A staging directory holding the newest committed state of `tables`.
-    pub async fn stage(&self, tables: &[String]) -> Result<Staging, RemoteError> {
+    /// A staging directory holding the newest committed state of `tables`, each given with its
+    /// newest version when the caller listed it already ([`Self::tables`]; None: looked up).
+    pub async fn stage(&self, tables: &[(String, Option<u64>)]) -> Result<Staging, RemoteError> {
         let staging_dir = self.cache_dir().join("staging");
         remove_abandoned(&staging_dir);
         let nanos = std::time::SystemTime::now()
@@ -138,8 +140,10 @@ impl RemoteDataDir {
             tables: BTreeMap::new(),
         };
         let files = FileCache::new(self.cache_dir());
-        for table in tables {
-            let staged = self.stage_table(&files, &staging.root, table).await?;
+        for (table, newest) in tables {
+            let staged = self
+                .stage_table(&files, &staging.root, table, *newest)
+                .await?;
             staging.tables.insert(table.clone(), staged);
         }
         Ok(staging)
@@ -150,6 +154,7 @@ impl RemoteDataDir {
         files: &FileCache,
         root: &Path,
         table: &str,
+        newest: Option<u64>,
     ) -> Result<Option<(Manifest, Vec<u8>)>, RemoteError> {
         let dir = root.join(table);
         std::fs::create_dir_all(&dir).map_err(|e| RemoteError::io(&dir, e))?;
@@ -157,7 +162,11 @@ impl RemoteDataDir {
         let location = dir.join(strata_iceberg::LOCATION_FILE);
         std::fs::write(&location, self.table_url(table))
             .map_err(|e| RemoteError::io(&location, e))?;
-        let Some(manifest) = manifest_log::latest(self.store().as_ref(), table).await? else {
+        let manifest = match newest {
+            Some(version) => Some(manifest_log::read(self.store().as_ref(), table, version).await?),
+            None => manifest_log::latest(self.store().as_ref(), table).await?,
+        };
+        let Some(manifest) = manifest else {
             return Ok(None);
         };
         if manifest.settings.iceberg {

@@ -85,7 +85,7 @@ fn parts_on_store(dir: &Path, table: &str) -> Vec<String> {
 async fn concurrent_appends_both_commit_and_overlapping_changes_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let remote = open(tmp.path());
-    let t = "t".to_owned();
+    let t = ("t".to_owned(), None);
 
     let create = remote.stage(std::slice::from_ref(&t)).await.unwrap();
     command(&create, "t", false, |m| m.parts.push(part("a")));
@@ -162,7 +162,7 @@ async fn concurrent_appends_both_commit_and_overlapping_changes_are_refused() {
 async fn a_keyed_table_takes_one_writer_at_a_time_and_drop_removes_everything() {
     let tmp = tempfile::tempdir().unwrap();
     let remote = open(tmp.path());
-    let t = "k".to_owned();
+    let t = ("k".to_owned(), None);
     let create = remote.stage(std::slice::from_ref(&t)).await.unwrap();
     command(&create, "k", true, |m| m.parts.push(part("a")));
     create.push(&remote).await.unwrap();
@@ -187,14 +187,14 @@ async fn a_keyed_table_takes_one_writer_at_a_time_and_drop_removes_everything() 
     retry.push(&remote).await.unwrap();
     assert_eq!(files(&newest(&remote, "k").await), vec!["a", "b", "c2"]);
 
-    assert_eq!(remote.table_names().await.unwrap(), vec!["k".to_owned()]);
+    assert_eq!(remote.tables().await.unwrap(), vec![("k".to_owned(), 3)]);
     let late = remote.stage(std::slice::from_ref(&t)).await.unwrap();
     command(&late, "k", true, |m| m.parts.push(part("d")));
     assert!(remote.drop_table("k").await.unwrap());
-    assert!(remote.table_names().await.unwrap().is_empty());
+    assert!(remote.tables().await.unwrap().is_empty());
     assert!(parts_on_store(tmp.path(), "k").is_empty());
     // A command staged before the drop cannot bring the table back.
     let err = late.push(&remote).await.unwrap_err();
     assert!(err.to_string().contains("dropped the table"), "{err}");
-    assert!(remote.table_names().await.unwrap().is_empty());
+    assert!(remote.tables().await.unwrap().is_empty());
 }
