@@ -66,11 +66,7 @@ pub async fn collect(
     }
     live.insert(strata_iceberg::metadata::VERSION_HINT_FILE.to_owned());
     // The version the hint names stays whatever its age: readers start there.
-    let hint =
-        crate::iceberg::metadata_location(table, strata_iceberg::metadata::VERSION_HINT_FILE);
-    if let Some(text) = crate::iceberg::get_bytes(store, &hint).await?
-        && let Ok(version) = String::from_utf8_lossy(&text).trim().parse::<u64>()
-    {
+    if let Some(version) = crate::iceberg::hinted_version(store, table).await? {
         kept_versions.insert(version);
     }
     let mut collected = Collected::default();

@@ -18,11 +18,11 @@ use strata_iceberg::metadata::{VERSION_HINT_FILE, metadata_file};
 use crate::error::RemoteError;
 use crate::location::{delete_if_exists, list_all};
 
-pub(crate) fn metadata_location(table: &str, name: &str) -> StorePath {
+fn metadata_location(table: &str, name: &str) -> StorePath {
     StorePath::from_iter([table, strata_iceberg::METADATA_DIR, name])
 }
 
-pub(crate) async fn get_bytes(
+async fn get_bytes(
     store: &dyn ObjectStore,
     location: &StorePath,
 ) -> Result<Option<bytes::Bytes>, RemoteError> {
@@ -67,16 +67,12 @@ pub(crate) async fn keep_in_step(
     // current one on the store comes in their place.
     stage_publication(store, table, staged_dir, false).await?;
     let metadata_dir = staged_dir.join(strata_iceberg::METADATA_DIR);
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     // The staged table's `.location` names the table's URL: the publication lists its files there.
-    let published = strata_iceberg::publish_at(staged_dir, committed, now_ms).map_err(|e| {
-        RemoteError::Iceberg {
+    let published =
+        strata_iceberg::publish(staged_dir, committed).map_err(|e| RemoteError::Iceberg {
             table: table.to_owned(),
             source: e,
-        }
-    })?;
+        })?;
     let entries =
         std::fs::read_dir(&metadata_dir).map_err(|e| RemoteError::io(&metadata_dir, e))?;
     for entry in entries {
@@ -137,20 +133,29 @@ pub(crate) async fn stage_publication(
         }
         return Ok(());
     }
-    let Some(hint) = get_bytes(store, &metadata_location(table, VERSION_HINT_FILE)).await? else {
+    // A publication that cannot be read is replaced by a new one (new ids and UUID).
+    let Some(version) = hinted_version(store, table).await? else {
         return Ok(());
     };
-    let version = String::from_utf8_lossy(&hint).trim().parse::<u64>().ok();
-    let current = match version {
-        Some(v) => get_bytes(store, &metadata_location(table, &metadata_file(v))).await?,
-        None => None,
-    };
-    // A publication that cannot be read is replaced by a new one (new ids and UUID).
-    if let (Some(v), Some(bytes)) = (version, current) {
-        write(&metadata_dir.join(metadata_file(v)), &bytes)?;
-        write(&metadata_dir.join(VERSION_HINT_FILE), &hint)?;
+    if let Some(bytes) =
+        get_bytes(store, &metadata_location(table, &metadata_file(version))).await?
+    {
+        write(&metadata_dir.join(metadata_file(version)), &bytes)?;
+        write(
+            &metadata_dir.join(VERSION_HINT_FILE),
+            version.to_string().as_bytes(),
+        )?;
     }
     Ok(())
+}
+
+/// The version `table`'s `version-hint.text` on the store names (None: no readable hint).
+pub(crate) async fn hinted_version(
+    store: &dyn ObjectStore,
+    table: &str,
+) -> Result<Option<u64>, RemoteError> {
+    let hint = get_bytes(store, &metadata_location(table, VERSION_HINT_FILE)).await?;
+    Ok(hint.and_then(|text| String::from_utf8_lossy(&text).trim().parse().ok()))
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), RemoteError> {
