@@ -29,12 +29,17 @@ def headers_of(response):
 
 
 class Server:
-    def __init__(self, data_dir: Path, config: str | None = None, extra_args=(), tls_ca: Path | None = None):
-        self.data_dir = Path(data_dir)
+    def __init__(self, data_dir: Path | str, config: str | None = None, extra_args=(), tls_ca: Path | None = None,
+                 config_dir: Path | None = None):
+        # A URL (s3://…) stays a string: a Path would fold its double slash.
+        self.data_dir = data_dir if isinstance(data_dir, str) and "://" in data_dir else Path(data_dir)
         self.tls_ca = tls_ca  # HTTPS, trusting this CA certificate
         self.config_path = None
         if config is not None:
-            self.config_path = self.data_dir.parent / f"{self.data_dir.name}.toml"
+            if config_dir is not None:
+                self.config_path = Path(config_dir) / "strata.toml"
+            else:
+                self.config_path = self.data_dir.parent / f"{self.data_dir.name}.toml"
             self.config_path.write_text(config)
         self.extra_args = list(extra_args)
         self.proc = None

@@ -311,3 +311,91 @@ def test_s3_settings_from_the_config_file(s3, s3_server, tmp_path, monkeypatch):
     config.write_text('[storage]\nendpoint_typo = "x"\n')
     proc = remote.run("--config", config, "tables", check=False)
     assert proc.returncode == 1 and b"endpoint_typo" in proc.stderr, proc.stderr
+
+
+def test_server_on_s3_keeps_acknowledged_requests_across_machines(s3, tmp_path, monkeypatch):
+    """`strata serve --data-dir s3://…`: HTTP ingests are acknowledged once their WAL group is on
+    S3, so a server started after `kill -9` on another machine (a fresh cache) has them all;
+    SQL changes, merges and the server's own commits reach the table's log; other writers'
+    commits become visible to the server; one server per data directory."""
+    import psycopg
+    from server import Server, ndjson
+
+    remote, client, prefix = s3
+    monkeypatch.setenv("STRATA_REFRESH_SECONDS", "1")
+    monkeypatch.setenv("STRATA_LEASE_SECONDS", "4")
+    # Requests stay in the WAL (no flush into parts) until the kill.
+    held = "[wal]\nflush_interval_ms = 600000\nflush_quiet_ms = 600000\n"
+    server = Server(remote.data_dir, config=held, config_dir=tmp_path).start()
+    try:
+        for i in range(20):
+            status, answer = server.ingest("events", ndjson({"id": i * 10 + j, "kind": f"k{j % 3}"}
+                                                            for j in range(10)), query="?wait=durable")
+            assert status == 200, answer
+        # Acknowledged, and only in the WAL's groups on S3: nothing is in parts yet.
+        groups = [k for k in keys(client, prefix) if k.startswith(".wal/") and k.endswith(".frames")]
+        assert len(groups) >= 1 and log_versions(client, prefix, "events") == []
+        first_segments = {k.split("/")[1] for k in groups}
+        assert ".wal/lease" in keys(client, prefix)
+        # A second server on the same data directory is refused while this one holds the lease.
+        monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "second"))
+        with pytest.raises(AssertionError, match="another strata serve runs on it"):
+            Server(remote.data_dir).start(timeout=30)
+    finally:
+        server.kill()
+    # Another machine: an empty cache. Everything acknowledged is there.
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "machine-2"))
+    time.sleep(5)  # the killed server's lease expires
+    config = "[merge]\ninterval_secs = 0.5\nidle_secs = 0.5\n"
+    server = Server(remote.data_dir, config=config, config_dir=tmp_path).start()
+    try:
+        assert server.rows("SELECT count(*) AS n, count(DISTINCT data.id) AS ids FROM events") == \
+            [{"n": 200, "ids": 200}]
+        # Replayed into parts and committed to the log; the WAL's groups go once applied.
+        assert log_versions(client, prefix, "events")
+        # SQL changes over the PostgreSQL protocol are committed to the log.
+        before = len(log_versions(client, prefix, "events"))
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            conn.execute("""INSERT INTO events VALUES ('{"id": 1000, "kind": "sql"}')""")
+            assert conn.execute("SELECT count(*) FROM events").fetchone() == (201,)
+        assert len(log_versions(client, prefix, "events")) > before
+        # Another writer (the CLI) commits while the server runs: the server sees it.
+        extra = tmp_path / "extra.ndjson"
+        extra.write_text("".join(json.dumps({"id": 2000 + i, "kind": "cli"}) + "\n" for i in range(5)))
+        remote.ingest("events", extra)
+        deadline = time.monotonic() + 30
+        while server.rows("SELECT count(*) AS n FROM events") != [{"n": 206}]:
+            assert time.monotonic() < deadline, server.log
+            time.sleep(0.5)
+        # More small parts: the server merges them, reading the parts it did not write whole.
+        for i in range(6):
+            status, answer = server.ingest("events", ndjson([{"id": 3000 + i, "kind": "late"}]))
+            assert status == 200, answer
+        deadline = time.monotonic() + 90
+        while not any("merged" in line and "events" in line for line in server.log):
+            assert time.monotonic() < deadline, server.log
+            time.sleep(1)
+        by_kind = "SELECT data.kind AS kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"
+        deadline = time.monotonic() + 30
+        while server.rows("SELECT count(*) AS n FROM events") != [{"n": 212}]:
+            assert time.monotonic() < deadline, server.log
+            time.sleep(0.5)
+        assert server.stop() == 0, server.log
+        # What the server committed is what a CLI on S3 reads.
+        assert remote.query_rows(by_kind) == [
+            {"kind": "cli", "n": 5}, {"kind": "k0", "n": 80}, {"kind": "k1", "n": 60},
+            {"kind": "k2", "n": 60}, {"kind": "late", "n": 6}, {"kind": "sql", "n": 1}]
+        # The first server's segment was deleted once replayed; only this one's stays (as
+        # the segment being written does on a local disk).
+        segments = {k.split("/")[1] for k in keys(client, prefix) if k.endswith(".frames")}
+        assert segments and first_segments.isdisjoint(segments), (first_segments, segments)
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+    # A graceful stop gave the lease back: a new server starts at once.
+    assert ".wal/lease" not in keys(client, prefix)
+    server = Server(remote.data_dir).start()
+    try:
+        assert server.rows("SELECT count(*) AS n FROM events") == [{"n": 212}]
+    finally:
+        server.stop()

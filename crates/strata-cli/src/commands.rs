@@ -50,7 +50,7 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
         DataDir::open_existing(&cli.data_dir)?;
     }
     match cli.command {
-        Command::Serve { http, pg } => serve(&cli.data_dir, http, pg, cli.config),
+        Command::Serve { http, pg } => serve(&cli.data_dir, http, pg, cli.config, None),
         Command::Ingest {
             table,
             files,
@@ -352,11 +352,12 @@ fn run_check(data_dir: &DataDir, table: Option<&str>) -> CliResult {
     }
 }
 
-fn serve(
+pub(crate) fn serve(
     data_dir: &std::path::Path,
     http: Option<std::net::SocketAddr>,
     pg: Option<std::net::SocketAddr>,
     config: Option<std::path::PathBuf>,
+    remote: Option<strata_server::RemoteServe>,
 ) -> CliResult {
     let config = match config {
         Some(path) => strata_server::Config::load(&path)?,
@@ -374,6 +375,7 @@ fn serve(
         http,
         pg,
         config,
+        remote,
     };
     let unauthenticated = options.config.users.is_empty() || options.config.tokens.is_empty();
     strata_server::serve(options, |listening| {

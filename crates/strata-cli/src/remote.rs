@@ -37,12 +37,9 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
     // Each with its newest version when listed (None: the staging looks it up).
     let tables: Vec<(String, Option<u64>)> = match &cli.command {
         Command::Generate { .. } => Vec::new(),
-        Command::Serve { .. } => {
-            return Err(format!(
-                "strata serve runs on a local data directory only for now; on {url} use `strata \
-                 query`, sql, ingest, export, optimize, check, tables and drop"
-            )
-            .into());
+        Command::Serve { http, pg } => {
+            drop(runtime);
+            return serve(remote, *http, *pg, cli.config);
         }
         Command::Drop { table, if_exists } => {
             strata_engine::table::validate_table_name(table)?;
@@ -126,7 +123,7 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
         let collected = runtime.block_on(strata_remote::gc::collect(
             remote.store().as_ref(),
             &table,
-            grace_seconds()?,
+            strata_remote::gc::grace_seconds()?,
             now,
         ))?;
         if collected.files + collected.versions > 0 {
@@ -139,16 +136,27 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
     Ok(())
 }
 
-/// How long replaced versions and unlisted files stay on object storage for the readers that may
-/// still read them: `STRATA_GRACE_SECONDS`, or `strata_remote::gc::GRACE_SECONDS`.
-fn grace_seconds() -> Result<u64, String> {
-    match std::env::var("STRATA_GRACE_SECONDS") {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| format!("STRATA_GRACE_SECONDS={text:?} is not a number of seconds")),
-        Err(_) => Ok(strata_remote::gc::GRACE_SECONDS),
-    }
+/// `strata serve` on object storage: the server runs on a working directory that mirrors the
+/// data directory (`strata_remote::ServeMirror`), with its write-ahead log on the store.
+fn serve(
+    remote: RemoteDataDir,
+    http: Option<std::net::SocketAddr>,
+    pg: Option<std::net::SocketAddr>,
+    config: Option<std::path::PathBuf>,
+) -> CliResult {
+    let url = remote.url().to_owned();
+    let mirror = strata_remote::ServeMirror::start(remote)?;
+    let _mirrored = strata_engine::mirror::mirror(mirror.root(), mirror.clone());
+    let _background = mirror.background()?;
+    eprintln!(
+        "strata: serving {url} (working directory {})",
+        mirror.root().display()
+    );
+    let remote = strata_server::RemoteServe {
+        read_store: mirror.read_store(),
+        wal_replica: mirror.clone(),
+    };
+    crate::commands::serve(mirror.root(), http, pg, config, Some(remote))
 }
 
 /// Uploads and commits what the command changed in `staging`, saying so on stderr.

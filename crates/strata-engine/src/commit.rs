@@ -1,6 +1,7 @@
 //! The one way the engine commits a table's manifest: the atomic commit itself
 //! (`Manifest::commit`), then, for a table published as Iceberg (ADR 0021), the Iceberg metadata
-//! describing the committed state.
+//! describing the committed state. In a mirrored data directory ([`crate::mirror`]) the mirror
+//! commits first, publication included, and the local commit follows it.
 //!
 //! The commit point is the manifest; the Iceberg metadata follows it. A publication that fails
 //! does not undo or fail the commit (the data is committed: reporting a failure would make a
@@ -14,8 +15,16 @@ use strata_format::Manifest;
 
 use crate::error::EngineError;
 
-/// Commits `manifest` in `table_dir` and keeps the table's Iceberg metadata in step.
-pub(crate) fn commit_manifest(manifest: &Manifest, table_dir: &Path) -> Result<(), EngineError> {
+/// Commits `manifest` in `table_dir` and keeps the table's Iceberg metadata in step. On a
+/// mirrored data directory `manifest` becomes what the mirror committed (other writers' parts
+/// included), so that a caller that goes on changing it starts from the committed state.
+pub(crate) fn commit_manifest(
+    manifest: &mut Manifest,
+    table_dir: &Path,
+) -> Result<(), EngineError> {
+    if commit_mirrored(manifest, table_dir)? {
+        return Ok(());
+    }
     manifest.commit(table_dir)?;
     if let Err(e) = keep_iceberg_in_step(manifest, table_dir) {
         eprintln!(
@@ -26,6 +35,20 @@ pub(crate) fn commit_manifest(manifest: &Manifest, table_dir: &Path) -> Result<(
         );
     }
     Ok(())
+}
+
+/// On a mirrored data directory, commits `manifest` on the mirror, then locally what the mirror
+/// committed; false (nothing done) when `table_dir` is not mirrored.
+pub(crate) fn commit_mirrored(
+    manifest: &mut Manifest,
+    table_dir: &Path,
+) -> Result<bool, EngineError> {
+    let Some((table, mirror)) = crate::mirror::of(table_dir) else {
+        return Ok(false);
+    };
+    *manifest = mirror.commit(&table, table_dir, manifest)?;
+    manifest.commit(table_dir)?;
+    Ok(true)
 }
 
 /// Publishes the committed `manifest` when the table is published as Iceberg; removes the

@@ -116,6 +116,14 @@ pub enum EngineError {
         "could not serialize access due to concurrent update: table {table}, key {key} was changed by another commit after this transaction began"
     )]
     WriteConflict { table: String, key: String },
+    /// The mirror of the data directory (object storage under `strata serve`) failed or refused
+    /// a change of `table`; `conflict`: another writer changed what it changed (retry).
+    #[error("table {table}: {message}")]
+    Mirror {
+        table: String,
+        message: String,
+        conflict: bool,
+    },
     #[error("data directory {0} does not exist")]
     NoDataDir(PathBuf),
     #[error("{0}")]

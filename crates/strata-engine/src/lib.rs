@@ -19,6 +19,7 @@ pub mod error;
 pub mod ingest;
 pub mod input;
 pub mod merge;
+pub mod mirror;
 mod part_writing;
 pub mod priority;
 pub mod retention;

@@ -173,7 +173,7 @@ fn merge_parts_observed(
             break (lock, manifest);
         }
         round.apply(&mut manifest, summary);
-        commit_manifest(&manifest, &table_dir)?;
+        commit_manifest(&mut manifest, &table_dir)?;
         // The outputs are listed now: garbage collection may look at unlisted files again.
         drop(merging);
         if options.scope == MergeScope::Tiered {
@@ -184,7 +184,7 @@ fn merge_parts_observed(
     // Also retries parts that earlier merges had to keep for readers.
     if collect_garbage(&table_dir, &mut manifest)? {
         manifest.version += 1;
-        commit_manifest(&manifest, &table_dir)?;
+        commit_manifest(&mut manifest, &table_dir)?;
     }
     drop(lock);
     let mut summary = summary.unwrap_or_default();
@@ -245,6 +245,7 @@ fn write_round(
     }
     let mut outputs: Vec<Vec<PartEntry>> = Vec::with_capacity(groups.len());
     for group in &groups {
+        crate::mirror::read_whole(table_dir, group)?;
         outputs.push(match merge_group(table, table_dir, manifest, group)? {
             // Every row of the group was deleted: the inputs go, and nothing replaces them.
             Some(output) if output.rows == 0 => {

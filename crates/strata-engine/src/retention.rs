@@ -55,7 +55,7 @@ pub fn drop_expired(
     });
     manifest.retire(retired, unix_now());
     manifest.version += 1;
-    commit_manifest(&manifest, &table_dir)?;
+    commit_manifest(&mut manifest, &table_dir)?;
     Ok(summary)
 }
 

@@ -348,6 +348,10 @@ impl DataDir {
             Err(e) => return Err(e),
         };
         let dir = self.table_dir(table)?;
+        // The mirror's copy goes first: a failure there leaves the table whole in both places.
+        if let Some((table, mirror)) = crate::mirror::of(&dir) {
+            mirror.dropped(&table)?;
+        }
         let manifest = dir.join(strata_format::manifest::MANIFEST_FILE);
         fs::remove_file(&manifest).map_err(|e| EngineError::io(&manifest, e))?;
         strata_format::manifest::sync_dir(&dir)?;
@@ -368,6 +372,9 @@ impl DataDir {
         let mut manifest = self.manifest(table)?;
         apply_changes(table, &mut manifest.settings, changes)?;
         manifest.version += 1;
+        if crate::commit::commit_mirrored(&mut manifest, &dir)? {
+            return Ok(manifest.settings);
+        }
         manifest.commit(&dir)?;
         // Unlike other commits, a failed publication is this statement's error: turning Iceberg
         // on is what the user asked for (the settings change itself is committed either way).

@@ -131,6 +131,16 @@ impl Session {
         Session::open_with_pruning(data_dir, true, Some(store), None)
     }
 
+    /// A session reading part pages through `store` when given ([`Session::open_with_store`]),
+    /// with `memory_limit` when given ([`Session::open_with_memory_limit`]).
+    pub fn open_with(
+        data_dir: &Path,
+        store: Option<Arc<dyn object_store::ObjectStore>>,
+        memory_limit: Option<usize>,
+    ) -> Result<Session, QueryError> {
+        Session::open_with_pruning(data_dir, true, store, memory_limit)
+    }
+
     /// A session whose scans read every row of every part (no statistics, no key runs, every
     /// filter applied above the scan): the reference that pruned answers are checked against.
     pub fn open_without_pruning(data_dir: &Path) -> Result<Session, QueryError> {

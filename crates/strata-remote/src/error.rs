@@ -20,6 +20,8 @@ pub enum RemoteError {
     },
     #[error(transparent)]
     Format(#[from] strata_format::FormatError),
+    #[error(transparent)]
+    Engine(#[from] strata_engine::EngineError),
     #[error("table {table}: publishing as Iceberg: {source}")]
     Iceberg {
         table: String,

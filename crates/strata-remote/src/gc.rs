@@ -23,6 +23,17 @@ use crate::push::files_of;
 /// started with (the same period Iceberg readers get, ADR 0021).
 pub const GRACE_SECONDS: u64 = 600;
 
+/// The grace period in force: `STRATA_GRACE_SECONDS`, or [`GRACE_SECONDS`].
+pub fn grace_seconds() -> Result<u64, String> {
+    match std::env::var("STRATA_GRACE_SECONDS") {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| format!("STRATA_GRACE_SECONDS={text:?} is not a number of seconds")),
+        Err(_) => Ok(GRACE_SECONDS),
+    }
+}
+
 /// What one collection deleted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Collected {

@@ -29,6 +29,7 @@ pub mod gc;
 mod iceberg;
 mod location;
 mod push;
+mod serve;
 mod staging;
 
 pub use block_cache::BlockCacheStore;
@@ -36,4 +37,5 @@ pub use counting::{CountingStore, StoreStats};
 pub use error::RemoteError;
 pub use location::{RemoteDataDir, RemoteOptions, is_remote};
 pub use push::{Pushed, TableChange};
+pub use serve::{Background, ServeMirror};
 pub use staging::Staging;

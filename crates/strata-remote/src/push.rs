@@ -104,63 +104,80 @@ impl Staging {
         }
         let local = Manifest::parse(&path, &bytes)?;
         let base = staged.map(|(manifest, _)| manifest);
-        let before = base.map(files_of).unwrap_or_default();
-        let new_files: Vec<String> = files_of(&local).difference(&before).cloned().collect();
-        let store = remote.store().as_ref();
-        let started = Instant::now();
-        let uploaded: u64 = futures::stream::iter(new_files.iter())
-            .map(|file| upload(store, table, &dir, file))
-            .buffer_unordered(CONCURRENT_UPLOADS)
-            .try_fold(0, |sum, bytes| async move { Ok(sum + bytes) })
-            .await?;
-        if started.elapsed().as_secs() > GRACE_SECONDS / 2 {
-            // Collection deletes unlisted files older than the grace period: after a long upload,
-            // make sure the first files are still there before a version lists them.
-            for file in &new_files {
-                let location = Manifest::part_location(table, file);
-                store
-                    .head(&location)
-                    .await
-                    .map_err(|e| RemoteError::store(&location, e))?;
-            }
-        }
-        let committed = manifest_log::commit_change(
-            store,
-            table,
-            || Manifest::new(local.settings.clone()),
-            |current| rebase(table, base, &local, current),
-        )
-        .await?;
-        keep_rejects(store, table, &dir, committed.version).await?;
-        // The commit stands whatever happens to its publication, as on a local directory: a
-        // failure is reported, and the next commit publishes again.
-        let was_published = base.is_some_and(|b| b.settings.iceberg);
-        if let Err(e) =
-            crate::iceberg::keep_in_step(store, table, &dir, &committed, was_published).await
-        {
-            eprintln!("warning: {e}");
-        }
-        // Later commands find the new parts in the cache instead of fetching them: the cache
-        // takes them from this staging directory as it would from the store.
-        let cache = FileCache::new(remote.cache_dir());
-        let written = object_store::local::LocalFileSystem::new_with_prefix(self.root())
-            .map_err(|e| RemoteError::store(&object_store::path::Path::from(table), e))?;
-        let before_parts: BTreeSet<&str> = base
-            .map(|b| b.parts.iter().map(|p| p.file.as_str()).collect())
-            .unwrap_or_default();
-        for part in local
-            .parts
-            .iter()
-            .filter(|p| !before_parts.contains(p.file.as_str()))
-        {
-            cache.ensure_part(&written, table, part).await?;
-        }
+        let (committed, files, bytes) =
+            commit_table(remote, self.root(), table, base, &local).await?;
         Ok(TableChange::Committed {
             version: committed.version,
-            files: new_files.len(),
-            bytes: uploaded,
+            files,
+            bytes,
         })
     }
+}
+
+/// Uploads the files of `root/table/parts` that `local` lists and `base` (the committed state
+/// the change started from; None: a new table) does not, then commits `local` as the next
+/// version of the table's log, re-applied onto a newer one when another writer committed first
+/// ([`rebase`]). Returns the committed manifest, and the number and bytes of files uploaded.
+pub(crate) async fn commit_table(
+    remote: &RemoteDataDir,
+    root: &Path,
+    table: &str,
+    base: Option<&Manifest>,
+    local: &Manifest,
+) -> Result<(Manifest, usize, u64), RemoteError> {
+    let dir = root.join(table);
+    let before = base.map(files_of).unwrap_or_default();
+    let new_files: Vec<String> = files_of(local).difference(&before).cloned().collect();
+    let store = remote.store().as_ref();
+    let started = Instant::now();
+    let uploaded: u64 = futures::stream::iter(new_files.iter())
+        .map(|file| upload(store, table, &dir, file))
+        .buffer_unordered(CONCURRENT_UPLOADS)
+        .try_fold(0, |sum, bytes| async move { Ok(sum + bytes) })
+        .await?;
+    if started.elapsed().as_secs() > GRACE_SECONDS / 2 {
+        // Collection deletes unlisted files older than the grace period: after a long upload,
+        // make sure the first files are still there before a version lists them.
+        for file in &new_files {
+            let location = Manifest::part_location(table, file);
+            store
+                .head(&location)
+                .await
+                .map_err(|e| RemoteError::store(&location, e))?;
+        }
+    }
+    let committed = manifest_log::commit_change(
+        store,
+        table,
+        || Manifest::new(local.settings.clone()),
+        |current| rebase(table, base, local, current),
+    )
+    .await?;
+    keep_rejects(store, table, &dir, committed.version).await?;
+    // The commit stands whatever happens to its publication, as on a local directory: a
+    // failure is reported, and the next commit publishes again.
+    let was_published = base.is_some_and(|b| b.settings.iceberg);
+    if let Err(e) =
+        crate::iceberg::keep_in_step(store, table, &dir, &committed, was_published).await
+    {
+        eprintln!("warning: {e}");
+    }
+    // Later commands find the new parts in the cache instead of fetching them: the cache
+    // takes them from this staging directory as it would from the store.
+    let cache = FileCache::new(remote.cache_dir());
+    let written = object_store::local::LocalFileSystem::new_with_prefix(root)
+        .map_err(|e| RemoteError::store(&object_store::path::Path::from(table), e))?;
+    let before_parts: BTreeSet<&str> = base
+        .map(|b| b.parts.iter().map(|p| p.file.as_str()).collect())
+        .unwrap_or_default();
+    for part in local
+        .parts
+        .iter()
+        .filter(|p| !before_parts.contains(p.file.as_str()))
+    {
+        cache.ensure_part(&written, table, part).await?;
+    }
+    Ok((committed, new_files.len(), uploaded))
 }
 
 /// Uploads the lines the command's ingest rejected (the engine's `rejects.ndjson`, which starts
@@ -188,7 +205,8 @@ async fn keep_rejects(
         .put(&location, PutPayload::from(bytes))
         .await
         .map_err(|e| RemoteError::store(&location, e))?;
-    Ok(())
+    // Kept there now; a server's next commit uploads only the lines rejected after this one.
+    std::fs::remove_file(&path).map_err(|e| RemoteError::io(&path, e))
 }
 
 /// The engine's file of rejected input lines in a table directory.
@@ -344,6 +362,8 @@ pub(crate) fn rebase(
         }
     }
     current.format_version = current.format_version.max(local.format_version);
+    // Requests of the server's write-ahead log that this change applied stay applied.
+    current.wal_applied = current.wal_applied.max(local.wal_applied);
     Ok(())
 }
 

@@ -149,7 +149,7 @@ impl RemoteDataDir {
         Ok(staging)
     }
 
-    async fn stage_table(
+    pub(crate) async fn stage_table(
         &self,
         files: &FileCache,
         root: &Path,
@@ -172,6 +172,24 @@ impl RemoteDataDir {
         if manifest.settings.iceberg {
             crate::iceberg::stage_publication(self.store().as_ref(), table, &dir, false).await?;
         }
+        self.link_parts(files, &dir, table, &manifest).await?;
+        files.prune(table, &crate::push::files_of(&manifest));
+        manifest.commit(&dir)?;
+        let path = dir.join(strata_format::manifest::MANIFEST_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| RemoteError::io(&path, e))?;
+        Ok(Some((manifest, bytes)))
+    }
+
+    /// Puts in `dir/parts` what `manifest`'s parts are opened with that is not there yet: links
+    /// to the cached small files and footer copies (fetched into the cache when missing).
+    /// Returns the footer copies it linked, which must not be read as whole parts.
+    pub(crate) async fn link_parts(
+        &self,
+        files: &FileCache,
+        dir: &Path,
+        table: &str,
+        manifest: &Manifest,
+    ) -> Result<Vec<PathBuf>, RemoteError> {
         let store = self.store().clone();
         futures::stream::iter(manifest.parts.iter())
             .map(|part| {
@@ -183,6 +201,7 @@ impl RemoteDataDir {
             .await?;
         let parts_dir = dir.join(strata_format::manifest::PARTS_DIR);
         std::fs::create_dir_all(&parts_dir).map_err(|e| RemoteError::io(&parts_dir, e))?;
+        let mut footer_copies = Vec::new();
         for part in &manifest.parts {
             for file in std::iter::once(part.file.clone()).chain(part.files_beside()) {
                 let cached = files.path(table, &file);
@@ -195,15 +214,14 @@ impl RemoteDataDir {
                 if std::fs::hard_link(&cached, &staged).is_err() {
                     std::fs::copy(&cached, &staged).map_err(|e| RemoteError::io(&staged, e))?;
                 }
+                if file == part.file && part.xxh64.is_some() {
+                    footer_copies.push(staged);
+                }
             }
             self.block_cache()
                 .register_size(Manifest::part_location(table, &part.file), part.bytes);
         }
-        files.prune(table, &crate::push::files_of(&manifest));
-        manifest.commit(&dir)?;
-        let path = dir.join(strata_format::manifest::MANIFEST_FILE);
-        let bytes = std::fs::read(&path).map_err(|e| RemoteError::io(&path, e))?;
-        Ok(Some((manifest, bytes)))
+        Ok(footer_copies)
     }
 }
 

@@ -190,10 +190,14 @@ impl IngestQueue {
         config: Config,
         metrics: Arc<Metrics>,
         merger: MergerHandle,
+        replica: Option<Arc<dyn strata_engine::wal::WalReplica>>,
     ) -> Result<(Arc<IngestQueue>, Flusher), EngineError> {
-        let (wal, recovery) = Wal::open(data_dir.root(), config.wal.segment_bytes, &mut |table| {
-            applied_mark(&data_dir, table)
-        })?;
+        let (wal, recovery) = Wal::open_replicated(
+            data_dir.root(),
+            config.wal.segment_bytes,
+            &mut |table| applied_mark(&data_dir, table),
+            replica,
+        )?;
         let queue = Arc::new(IngestQueue {
             wal,
             state: Mutex::new(State::default()),

@@ -46,6 +46,23 @@ pub struct ServeOptions {
     pub http: Option<SocketAddr>,
     pub pg: Option<SocketAddr>,
     pub config: Config,
+    /// On object storage (ADR 0022): `data_dir` is the working directory mirroring it, part
+    /// pages are read through this store, and the write-ahead log is replicated there.
+    pub remote: Option<RemoteServe>,
+}
+
+/// How the server reaches a data directory on object storage.
+#[derive(Clone)]
+pub struct RemoteServe {
+    /// The store rooted at the data directory that queries read part pages through.
+    pub read_store: Arc<dyn datafusion::object_store::ObjectStore>,
+    pub wal_replica: Arc<dyn strata_engine::wal::WalReplica>,
+}
+
+impl std::fmt::Debug for RemoteServe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RemoteServe")
+    }
 }
 
 /// State shared by every request of both protocols.
@@ -120,9 +137,10 @@ async fn run(
     on_listening: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), ServerError> {
     let data_dir = DataDir::new(&options.data_dir);
-    let session = Session::open_with_memory_limit(
+    let session = Session::open_with(
         &options.data_dir,
-        options.config.limits.query_memory_bytes,
+        options.remote.as_ref().map(|r| r.read_store.clone()),
+        Some(options.config.limits.query_memory_bytes),
     )?;
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::default());
@@ -142,8 +160,9 @@ async fn run(
             metrics.clone(),
             merger.handle(),
         );
+        let replica = options.remote.as_ref().map(|r| r.wal_replica.clone());
         let (queue, flusher) = tokio::task::spawn_blocking(move || {
-            ingest_queue::IngestQueue::start(data_dir, config, metrics, handle)
+            ingest_queue::IngestQueue::start(data_dir, config, metrics, handle, replica)
         })
         .await
         .map_err(|e| ServerError::Engine(strata_engine::EngineError::Invalid(e.to_string())))??;

@@ -246,7 +246,7 @@ fn ingest_sources(
     let (mut manifest, created) = open_manifest(table, &table_dir, requested)?;
     if collect_garbage(&table_dir, &mut manifest)? && !created {
         manifest.version += 1;
-        commit_manifest(&manifest, &table_dir)?;
+        commit_manifest(&mut manifest, &table_dir)?;
     }
     let settings = manifest.settings.clone();
     let shred_options = shred_options(&settings);
@@ -601,7 +601,7 @@ fn commit_parts(
         progress.ignored += resolution.ignored;
     }
     manifest.version += 1;
-    commit_manifest(&manifest, table_dir)?;
+    commit_manifest(&mut manifest, table_dir)?;
 
     // Committed: from here on nothing may turn the ingest into a failure, or a retry would
     // load the same documents twice.

@@ -126,7 +126,7 @@ impl<'a> PreparedIngest<'a> {
         }
         if collect_garbage(&table_dir, &mut manifest)? && !created {
             manifest.version += 1;
-            commit_manifest(&manifest, &table_dir)?;
+            commit_manifest(&mut manifest, &table_dir)?;
         }
         let mut rejects = RejectLog::new(&table_dir, data_dir.rejects_path(&table)?);
         for reject in inputs.iter().flat_map(|input| input.rejects()) {

@@ -100,7 +100,7 @@ pub(crate) fn recover_table(root: &Path, table: &str) -> Result<(), EngineError>
         if let Some(current) = Manifest::load(&table_dir)?
             && current.version == mine.base_version
         {
-            commit_manifest(&mine.manifest, &table_dir)?;
+            commit_manifest(&mut mine.manifest.clone(), &table_dir)?;
         }
         if all_applied(root, &record)? {
             remove(&path)?;
@@ -226,7 +226,7 @@ mod tests {
         ];
         let record = write(dir.path(), &tables).unwrap();
         // Killed after committing the first table only.
-        commit_manifest(&tables[0].manifest, &tables[0].table_dir).unwrap();
+        commit_manifest(&mut tables[0].manifest.clone(), &tables[0].table_dir).unwrap();
         drop(tables);
         assert_eq!(rows(&data_dir, "transfers"), 1);
         assert_eq!(

@@ -246,13 +246,23 @@ fn write_and_commit<'a>(
         });
     }
     let _visible = visibility().write().unwrap_or_else(PoisonError::into_inner);
-    match &staged[..] {
+    match &mut staged[..] {
         [] => {}
-        [one] => commit_manifest(&one.manifest, &one.table_dir)?,
+        [one] => commit_manifest(&mut one.manifest, &one.table_dir)?,
         several => {
+            if let Some((table, _)) = crate::mirror::of(&several[0].table_dir) {
+                return Err(EngineError::Mirror {
+                    table,
+                    message: "a transaction that changes several tables cannot commit on \
+                              object storage, whose log commits one table at a time; change one \
+                              table per transaction"
+                        .into(),
+                    conflict: false,
+                });
+            }
             let record = intent::write(data_dir.root(), several)?;
-            for table in several {
-                commit_manifest(&table.manifest, &table.table_dir)?;
+            for table in several.iter_mut() {
+                commit_manifest(&mut table.manifest, &table.table_dir)?;
             }
             intent::remove(&record)?;
         }

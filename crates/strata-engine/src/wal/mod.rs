@@ -21,7 +21,10 @@
 //! - a segment is deleted only when it is not the one being written and every frame in it is
 //!   at or below the floor or its table's applied mark ([`Wal::applied`]);
 //! - damage at the end of the last segment is a torn, unacknowledged write and is cut off (and
-//!   reported); damage anywhere else is an error, never skipped.
+//!   reported); damage anywhere else is an error, never skipped;
+//! - with a [`WalReplica`] (the server on object storage), a group is acknowledged only after the
+//!   replica stored it too, the floor is stored there before segments are deleted for it, and a
+//!   segment is deleted there before it is deleted here.
 
 pub mod frame;
 
@@ -48,6 +51,19 @@ pub const GROUP_BYTES: usize = 4 << 20;
 pub const FLOOR_FILE: &str = "floor";
 /// Default size at which the writer starts a new segment.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+
+/// A copy of the log kept off this machine, so that an acknowledged request survives the loss
+/// of the local disk (the server on object storage, ADR 0022). Each method returns once its
+/// change is durable there.
+pub trait WalReplica: Send + Sync {
+    /// Stores `frames` (encoded, as appended to the segment file), the group whose first frame
+    /// is `first_seq`, of the segment whose first sequence number is `segment`.
+    fn write_group(&self, segment: u64, first_seq: u64, frames: &[u8]) -> Result<(), EngineError>;
+    /// Stores the floor.
+    fn write_floor(&self, floor: u64) -> Result<(), EngineError>;
+    /// Deletes the segment whose first sequence number is `segment`.
+    fn delete_segment(&self, segment: u64) -> Result<(), EngineError>;
+}
 
 /// What the writer tells a caller: the request's sequence number once it is durable.
 pub type Done = Box<dyn FnOnce(Result<u64, EngineError>) + Send>;
@@ -77,6 +93,13 @@ struct Segments {
     floor: u64,
     /// Every request at or below it has been told its sequence number (so its owner holds it).
     told: u64,
+    replica: Option<Arc<dyn WalReplica>>,
+}
+
+impl std::fmt::Debug for dyn WalReplica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WalReplica")
+    }
 }
 
 impl Segments {
@@ -102,6 +125,9 @@ impl Segments {
             .collect();
         let mut deleted = Vec::new();
         for first in done {
+            if let Some(replica) = &self.replica {
+                replica.delete_segment(first)?;
+            }
             if let Some(segment) = self.list.remove(&first) {
                 fs::remove_file(&segment.path).map_err(|e| EngineError::io(&segment.path, e))?;
                 deleted.push(segment.path);
@@ -139,6 +165,17 @@ impl Wal {
         data_dir: &Path,
         segment_bytes: u64,
         applied: &mut dyn FnMut(&str) -> Result<u64, EngineError>,
+    ) -> Result<(Wal, Recovery), EngineError> {
+        Wal::open_replicated(data_dir, segment_bytes, applied, None)
+    }
+
+    /// [`Wal::open`] with every group, floor and deletion also made durable on `replica`. The
+    /// local segments must hold everything the replica holds (the caller restores them first).
+    pub fn open_replicated(
+        data_dir: &Path,
+        segment_bytes: u64,
+        applied: &mut dyn FnMut(&str) -> Result<u64, EngineError>,
+        replica: Option<Arc<dyn WalReplica>>,
     ) -> Result<(Wal, Recovery), EngineError> {
         let dir = data_dir.join(WAL_DIR);
         fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
@@ -245,6 +282,7 @@ impl Wal {
         }
         segments.applied = marks;
         segments.floor = floor;
+        segments.replica = replica.clone();
         segments.told = next_seq - 1;
         // A new run writes a segment of its own: the last one may have been cut.
         let (file, segment) = new_segment(&dir, next_seq)?;
@@ -260,6 +298,7 @@ impl Wal {
             segment_bytes,
             segments: segments.clone(),
             broken: None,
+            replica,
         };
         let writer = std::thread::Builder::new()
             .name("strata-wal".into())
@@ -335,6 +374,9 @@ impl Wal {
             })
             .and_then(|()| fs::rename(&temporary, &path))
             .map_err(|e| EngineError::io(&path, e))?;
+        if let Some(replica) = &segments.replica {
+            replica.write_floor(floor)?;
+        }
         segments.floor = floor;
         segments.delete_applied()
     }
@@ -412,6 +454,7 @@ struct Writer {
     segments: Arc<Mutex<Segments>>,
     /// Set when a write could not be undone: nothing more is appended.
     broken: Option<String>,
+    replica: Option<Arc<dyn WalReplica>>,
 }
 
 impl Writer {
@@ -469,31 +512,39 @@ impl Writer {
         }
         // The lock is not held across the write and its fsync: `Wal::bytes` and `Wal::applied`
         // must not wait for the disk.
-        let (current, path) = {
+        let (current, last) = {
             let segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
-            let last = segments.list.values().next_back();
-            (last.map_or(0, |s| s.bytes), last.map(|s| s.path.clone()))
+            let last = segments.list.iter().next_back();
+            (
+                last.map_or(0, |(_, s)| s.bytes),
+                last.map(|(first, s)| (*first, s.path.clone())),
+            )
         };
-        let (start, path) =
+        let (start, segment_first, path) =
             if current > MAGIC.len() as u64 && current + buffer.len() as u64 > self.segment_bytes {
                 let (file, segment) = new_segment(&self.dir, first_seq)?;
                 self.file = file;
                 let path = segment.path.clone();
                 let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
                 segments.list.insert(first_seq, segment);
-                (MAGIC.len() as u64, path)
+                (MAGIC.len() as u64, first_seq, path)
             } else {
-                let Some(path) = path else {
+                let Some((segment_first, path)) = last else {
                     return Err(EngineError::Invalid(
                         "the write-ahead log has no segment".into(),
                     ));
                 };
-                (current, path)
+                (current, segment_first, path)
             };
         let written = self
             .file
             .write_all(buffer)
-            .and_then(|()| self.file.sync_data());
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| EngineError::io(&path, e))
+            .and_then(|()| match &self.replica {
+                Some(replica) => replica.write_group(segment_first, first_seq, buffer),
+                None => Ok(()),
+            });
         if let Err(e) = written {
             // Take the partial frames back, or a later frame would follow garbage.
             if let Err(undo) = self.file.set_len(start).and_then(|()| {
@@ -505,7 +556,7 @@ impl Writer {
                     path.display()
                 ));
             }
-            return Err(EngineError::io(&path, e));
+            return Err(e);
         }
         let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(segment) = segments.list.values_mut().next_back() {
