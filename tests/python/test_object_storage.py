@@ -399,3 +399,46 @@ def test_server_on_s3_keeps_acknowledged_requests_across_machines(s3, tmp_path, 
         assert server.rows("SELECT count(*) AS n FROM events") == [{"n": 212}]
     finally:
         server.stop()
+
+
+def test_server_on_s3_changes_keyed_documents_and_keeps_iceberg_in_step(s3, tmp_path):
+    """Keyed upserts, updates and deletes through the server on S3 reach the table's log and its
+    Iceberg publication; a transaction over two tables is refused there (each table's log
+    commits alone), one over one table commits."""
+    import psycopg
+    from server import Server, ndjson
+
+    remote, client, prefix = s3
+    with Server(remote.data_dir) as server:
+        status, answer = server.ingest("users", ndjson([{"id": "1", "name": "a"}, {"id": "2", "name": "b"}]),
+                                       query="?key=id")
+        assert status == 200, answer
+        status, answer = server.ingest("other", ndjson([{"x": 1}]))
+        assert status == 200, answer
+        for sql in ["ALTER TABLE users SET (iceberg = true)",
+                    """UPDATE users SET data = data || '{"name": "z"}' WHERE data.id = '1'""",
+                    "DELETE FROM users WHERE data.id = '2'",
+                    """INSERT INTO users VALUES ('{"id": "5", "name": "e"}')
+                       ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data"""]:
+            status, _, answer = server.query(sql)
+            assert status == 200, (sql, answer)
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            with pytest.raises(psycopg.Error, match="several tables cannot commit on object storage"):
+                with conn.transaction():
+                    conn.execute("""INSERT INTO users VALUES ('{"id": "3"}')""")
+                    conn.execute("""INSERT INTO other VALUES ('{"x": 2}')""")
+        # A new connection: after a failed COMMIT, pgwire reports the old one as still in a
+        # failed block (PostgreSQL reports it idle).
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            with conn.transaction():
+                conn.execute("""INSERT INTO users VALUES ('{"id": "4"}')""")
+        expected = [{"id": "1", "name": "z"}, {"id": "4"}, {"id": "5", "name": "e"}]
+        assert [r["data"] for r in server.rows("SELECT data FROM users ORDER BY data.id")] == expected
+        assert server.rows("SELECT count(*) AS n FROM other") == [{"n": 1}]
+        newest = int(log_versions(client, prefix, "users")[-1].split("/")[-1].split(".")[0])
+    # The log holds the server's changes; the publication describes the newest version.
+    assert sorted(json.loads(line)["id"] for line in remote.run("export", "users").stdout.splitlines()) == \
+        ["1", "4", "5"]
+    hint = client.get_object(Bucket=BUCKET, Key=f"{prefix}/users/metadata/version-hint.text")
+    assert int(hint["Body"].read()) == newest
+    assert "ok (" in remote.run("check", "users").stdout.decode()

@@ -1,4 +1,5 @@
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use super::*;
 
@@ -234,4 +235,99 @@ proptest::proptest! {
             Err(e) => proptest::prop_assert!(e.to_string().contains("sequence numbers must increase"), "{}", e),
         }
     }
+}
+
+/// A replica in memory: groups by segment, the floor, and whether it fails.
+#[derive(Default)]
+struct MemoryReplica {
+    segments: Mutex<BTreeMap<u64, Vec<u8>>>,
+    floor: Mutex<u64>,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl WalReplica for MemoryReplica {
+    fn write_group(&self, segment: u64, _first_seq: u64, frames: &[u8]) -> Result<(), EngineError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(EngineError::Invalid("the replica is down".into()));
+        }
+        let mut segments = self.segments.lock().unwrap();
+        segments
+            .entry(segment)
+            .or_insert_with(|| MAGIC.to_vec())
+            .extend_from_slice(frames);
+        Ok(())
+    }
+
+    fn write_floor(&self, floor: u64) -> Result<(), EngineError> {
+        *self.floor.lock().unwrap() = floor;
+        Ok(())
+    }
+
+    fn delete_segment(&self, segment: u64) -> Result<(), EngineError> {
+        self.segments.lock().unwrap().remove(&segment);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_replicated_log_is_acknowledged_only_once_the_replica_has_it_and_restores_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Arc::new(MemoryReplica::default());
+    let open_replicated = |dir: &Path, replica: &Arc<MemoryReplica>| {
+        Wal::open_replicated(
+            dir,
+            64,
+            &mut |_| Ok(0),
+            Some(replica.clone() as Arc<dyn WalReplica>),
+        )
+        .unwrap()
+    };
+    let (wal, _) = open_replicated(dir.path(), &replica);
+    assert_eq!(append(&wal, "t", "one\n"), 1);
+    // The replica refuses: the caller is told, and the frame is taken back locally too.
+    replica
+        .failing
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (tx, rx) = mpsc::channel();
+    wal.append(
+        "t",
+        Compression::None,
+        Bytes::from_static(b"lost\n"),
+        Box::new(move |r| tx.send(r).unwrap()),
+    );
+    let err = rx.recv().unwrap().unwrap_err();
+    assert!(err.to_string().contains("the replica is down"), "{err}");
+    replica
+        .failing
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    // 64-byte segments: each frame starts a segment of its own.
+    assert_eq!(append(&wal, "u", "three\n"), 3);
+    drop(wal);
+
+    // Another machine: the local directory is gone; the replica's segments are written back.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let wal_dir = elsewhere.path().join(WAL_DIR);
+    fs::create_dir_all(&wal_dir).unwrap();
+    for (first, bytes) in replica.segments.lock().unwrap().iter() {
+        fs::write(wal_dir.join(format!("{first:020}.wal")), bytes).unwrap();
+    }
+    let (wal, recovery) = open_replicated(elsewhere.path(), &replica);
+    assert_eq!(
+        bodies(&recovery),
+        vec![
+            (1, "t".to_owned(), "one\n".to_owned()),
+            (3, "u".to_owned(), "three\n".to_owned())
+        ]
+    );
+    // Applied: the segments that hold nothing else go here and on the replica.
+    let first_segments: Vec<u64> = replica.segments.lock().unwrap().keys().copied().collect();
+    wal.applied("t", 1).unwrap();
+    wal.applied("u", 3).unwrap();
+    let left: Vec<u64> = replica.segments.lock().unwrap().keys().copied().collect();
+    assert!(
+        first_segments.iter().all(|s| !left.contains(s)),
+        "{first_segments:?} {left:?}"
+    );
+    wal.raise_floor(3).unwrap();
+    assert_eq!(*replica.floor.lock().unwrap(), 3);
 }
