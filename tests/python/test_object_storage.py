@@ -442,3 +442,72 @@ def test_server_on_s3_changes_keyed_documents_and_keeps_iceberg_in_step(s3, tmp_
     hint = client.get_object(Bucket=BUCKET, Key=f"{prefix}/users/metadata/version-hint.text")
     assert int(hint["Body"].read()) == newest
     assert "ok (" in remote.run("check", "users").stdout.decode()
+
+
+SPARK_OVER_S3 = """
+import json, sys
+from pyspark.sql import SparkSession
+args = json.loads(sys.argv[1])
+catalog = "spark.sql.catalog.s3"
+spark = (SparkSession.builder.master("local[2]")
+         .config("spark.jars", ",".join(args["jars"]))
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.ui.enabled", "false")
+         .config("spark.driver.memory", "1g")
+         .config("spark.sql.extensions",
+                 "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+         .config(catalog, "org.apache.iceberg.spark.SparkCatalog")
+         .config(catalog + ".catalog-impl", "org.apache.iceberg.jdbc.JdbcCatalog")
+         .config(catalog + ".uri", "jdbc:h2:mem:iceberg;DB_CLOSE_DELAY=-1")
+         .config(catalog + ".jdbc.user", "sa")
+         .config(catalog + ".jdbc.password", "")
+         .config(catalog + ".warehouse", args["warehouse"])
+         .config(catalog + ".io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
+         .config(catalog + ".s3.endpoint", args["endpoint"])
+         .config(catalog + ".s3.path-style-access", "true")
+         .config(catalog + ".s3.access-key-id", "test")
+         .config(catalog + ".s3.secret-access-key", "test")
+         .config(catalog + ".client.region", "us-east-1")
+         .getOrCreate())
+spark.sql("CREATE NAMESPACE IF NOT EXISTS s3.strata")
+spark.sql(f"CALL s3.system.register_table(table => 'strata.bluesky', metadata_file => '{args['metadata']}')")
+spark.table("s3.strata.bluesky").createOrReplaceTempView("bluesky")
+print(json.dumps([[list(row) for row in spark.sql(sql).collect()] for sql in args["queries"]]))
+spark.stop()
+"""
+
+
+def test_spark_reads_the_iceberg_table_on_s3(s3, s3_server, tmp_path, bluesky_100k):
+    """Spark in local mode (Iceberg's Spark runtime and AWS bundle from Maven Central, Iceberg's
+    S3FileIO against the S3 server) registers the table Strata published on S3 in a JDBC catalog
+    and gets Strata's answers to JSONBench Q1 and Q2."""
+    import shutil
+    import sys
+
+    from conftest import maven_jar
+
+    if shutil.which("java") is None:
+        pytest.skip("Java is not installed (apt-get install openjdk-17-jdk-headless)")
+    remote, client, prefix = s3
+    endpoint, _ = s3_server
+    remote.ingest("bluesky", bluesky_100k, sort_key="kind,did", extra=["--iceberg"])
+    hint = int(client.get_object(Bucket=BUCKET, Key=f"{prefix}/bluesky/metadata/version-hint.text")["Body"].read())
+    spark_queries = [s.strip() for s in (REPO / "bench" / "queries" / "jsonbench" / "spark_iceberg.sql")
+                     .read_text().split(";") if s.strip()][:2]
+    args = {
+        "jars": [str(maven_jar("org.apache.iceberg", "iceberg-spark-runtime-3.5_2.12", "1.12.0")),
+                 str(maven_jar("org.apache.iceberg", "iceberg-aws-bundle", "1.12.0")),
+                 # The catalog Spark registers the table in: H2 in memory, for this process only.
+                 str(maven_jar("com.h2database", "h2", "2.5.252"))],
+        "warehouse": f"s3://{BUCKET}/{prefix}",
+        "endpoint": endpoint,
+        "metadata": f"s3://{BUCKET}/{prefix}/bluesky/metadata/v{hint}.metadata.json",
+        "queries": spark_queries,
+    }
+    out = subprocess.run([sys.executable, "-c", SPARK_OVER_S3, json.dumps(args)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, "\n".join(l for l in out.stderr.splitlines() if not l.startswith("\tat "))[-6000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    for number, (sql, spark_rows) in enumerate(zip(QUERIES[:2], got), start=1):
+        expected = [list(row.values()) for row in rows(remote, sql)]
+        assert spark_rows == expected, f"Q{number}"
