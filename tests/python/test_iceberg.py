@@ -103,7 +103,8 @@ def test_pyiceberg_reads_strata_answers(published):
 
 # DuckDB's iceberg and avro extensions are on PyPI for DuckDB 1.5.5 (extensions.duckdb.org may be
 # unreachable); the suite's own DuckDB is newer, so this one is installed beside it.
-DUCKDB_WITH_ICEBERG = ["duckdb==1.5.5", "duckdb-extension-iceberg==1.5.5", "duckdb-extension-avro==1.5.5"]
+DUCKDB_WITH_ICEBERG = ["duckdb==1.5.5", "duckdb-extension-iceberg==1.5.5", "duckdb-extension-avro==1.5.5",
+                       "duckdb-extension-httpfs==1.5.5"]
 
 DUCKDB_SCRIPT = """
 import glob, json, os, sys
@@ -112,19 +113,24 @@ con = duckdb.connect()
 for extension in glob.glob(os.path.join(sys.argv[1], "duckdb_extension_*", "extensions", "*", "*.duckdb_extension")):
     con.execute(f"INSTALL '{extension}'")
 con.execute("LOAD iceberg")
-print(json.dumps([con.execute(sql).fetchall() for sql in sys.argv[2:]]))
+setup, queries = json.loads(sys.argv[2])
+for sql in setup:
+    con.execute(sql)
+print(json.dumps([con.execute(sql).fetchall() for sql in queries]))
 """
 
 
-def duckdb_over_iceberg(*queries):
+def duckdb_over_iceberg(*queries, setup=()):
+    """Each query's rows from DuckDB 1.5.5 with its iceberg extension (and httpfs, for tables on
+    S3), after the `setup` statements."""
     import subprocess
     import sys
 
     target = REPO / "tests" / ".cache" / "duckdb-1.5.5"
-    if not (target / "duckdb").exists():
+    if not (target / "duckdb_extension_httpfs").exists():
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target),
                         *DUCKDB_WITH_ICEBERG], check=True)
-    out = subprocess.run([sys.executable, "-c", DUCKDB_SCRIPT, str(target), *queries],
+    out = subprocess.run([sys.executable, "-c", DUCKDB_SCRIPT, str(target), json.dumps([list(setup), list(queries)])],
                          env={**os.environ, "PYTHONPATH": str(target)},
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -477,10 +477,11 @@ spark.stop()
 """
 
 
-def test_spark_reads_the_iceberg_table_on_s3(s3, s3_server, tmp_path, bluesky_100k):
+def test_spark_and_duckdb_read_the_iceberg_table_on_s3(s3, s3_server, tmp_path, bluesky_100k):
     """Spark in local mode (Iceberg's Spark runtime and AWS bundle from Maven Central, Iceberg's
     S3FileIO against the S3 server) registers the table Strata published on S3 in a JDBC catalog
-    and gets Strata's answers to JSONBench Q1 and Q2."""
+    and gets Strata's answers to JSONBench Q1 and Q2; DuckDB's iceberg_scan (with httpfs) reads
+    it from S3 with Strata's answer to Q1."""
     import shutil
     import sys
 
@@ -511,3 +512,13 @@ def test_spark_reads_the_iceberg_table_on_s3(s3, s3_server, tmp_path, bluesky_10
     for number, (sql, spark_rows) in enumerate(zip(QUERIES[:2], got), start=1):
         expected = [list(row.values()) for row in rows(remote, sql)]
         assert spark_rows == expected, f"Q{number}"
+    # DuckDB: iceberg_scan follows the version hint on S3.
+    from test_iceberg import duckdb_over_iceberg
+
+    host = endpoint.removeprefix("http://")
+    [events] = duckdb_over_iceberg(
+        f"""SELECT "commit.collection" AS event, count(*) AS count
+            FROM iceberg_scan('s3://{BUCKET}/{prefix}/bluesky') GROUP BY event ORDER BY count DESC, event""",
+        setup=[f"""CREATE SECRET (TYPE s3, KEY_ID 'test', SECRET 'test', REGION 'us-east-1',
+                                  ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false)"""])
+    assert [list(row) for row in events] == [list(row.values()) for row in rows(remote, QUERIES[0])]
