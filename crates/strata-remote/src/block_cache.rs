@@ -32,6 +32,20 @@ use object_store::{
 
 use crate::error::RemoteError;
 
+/// The bytes of `ranges` of the file at `path`.
+fn read_file_ranges(path: &Path, ranges: &[Range<u64>]) -> std::io::Result<Vec<Bytes>> {
+    use std::os::unix::fs::FileExt as _;
+    let file = std::fs::File::open(path)?;
+    ranges
+        .iter()
+        .map(|range| {
+            let mut bytes = vec![0; (range.end - range.start) as usize];
+            file.read_exact_at(&mut bytes, range.start)?;
+            Ok(Bytes::from(bytes))
+        })
+        .collect()
+}
+
 /// Size of a cached block (the last block of a file is shorter).
 pub const BLOCK_BYTES: u64 = 64 * 1024;
 /// A block used again after this long gets its modification time refreshed (its LRU position).
@@ -49,6 +63,9 @@ pub struct BlockCacheStore {
     evicting: Mutex<()>,
     /// The blocks this process used last, in memory: a hot query reads no file at all.
     memory: Mutex<MemoryBlocks>,
+    /// Whole copies of part files on local disk (the parts a server wrote or merged): read
+    /// directly, bypassing the blocks, while they exist.
+    local_copies: Mutex<HashMap<StorePath, PathBuf>>,
 }
 
 /// Blocks kept in memory, oldest out first past [`MEMORY_BYTES`].
@@ -105,7 +122,37 @@ impl BlockCacheStore {
             sizes: Mutex::default(),
             evicting: Mutex::new(()),
             memory: Mutex::default(),
+            local_copies: Mutex::default(),
         })
+    }
+
+    /// Tells the cache that `path` is a whole copy of the part file at `location` (part files
+    /// never change, so any copy is as good as the object). Reads come from it until it is gone.
+    pub fn register_local_copy(&self, location: StorePath, path: PathBuf) {
+        if let Ok(mut copies) = self.local_copies.lock() {
+            copies.insert(location, path);
+        }
+    }
+
+    /// `ranges` of the whole local copy of `location`, if there is one that can be read.
+    async fn read_local_copy(
+        &self,
+        location: &StorePath,
+        ranges: &[Range<u64>],
+    ) -> Option<Vec<Bytes>> {
+        let path = self.local_copies.lock().ok()?.get(location).cloned()?;
+        let wanted = ranges.to_vec();
+        let read = tokio::task::spawn_blocking(move || read_file_ranges(&path, &wanted)).await;
+        match read {
+            Ok(Ok(bytes)) => Some(bytes),
+            // Deleted (the part was merged away): the store still has it for a while.
+            _ => {
+                if let Ok(mut copies) = self.local_copies.lock() {
+                    copies.remove(location);
+                }
+                None
+            }
+        }
     }
 
     /// Tells the cache the size of the object at `location` (a part listed by a manifest).
@@ -148,6 +195,9 @@ impl BlockCacheStore {
         location: &StorePath,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
+        if let Some(bytes) = self.read_local_copy(location, ranges).await {
+            return Ok(bytes);
+        }
         let size = self.size_of(location).await?;
         if let Some(bad) = ranges.iter().find(|r| r.end > size || r.start > r.end) {
             return Err(generic(format!(
@@ -494,6 +544,32 @@ mod tests {
 
     use super::*;
     use crate::counting::{CountingStore, StoreStats};
+
+    #[tokio::test]
+    async fn a_local_copy_is_read_while_it_exists_then_the_store() {
+        let memory = Arc::new(InMemory::new());
+        let data: Vec<u8> = (0..(2 * BLOCK_BYTES)).map(|i| (i % 241) as u8).collect();
+        let location = StorePath::from("t/parts/q.parquet");
+        memory.put(&location, data.clone().into()).await.unwrap();
+        let stats = Arc::new(StoreStats::default());
+        let counted: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(memory, stats.clone()));
+        let dir = tempfile::tempdir().unwrap();
+        let cache = BlockCacheStore::open(counted, dir.path().join("b"), 10 * BLOCK_BYTES).unwrap();
+        let copy = dir.path().join("q.parquet");
+        std::fs::write(&copy, &data).unwrap();
+        cache.register_size(location.clone(), data.len() as u64);
+        cache.register_local_copy(location.clone(), copy.clone());
+        let range = 100..BLOCK_BYTES + 7;
+        let want = &data[range.start as usize..range.end as usize];
+        assert_eq!(
+            &cache.get_range(&location, range.clone()).await.unwrap()[..],
+            want
+        );
+        assert_eq!(stats.snapshot(), (0, 0), "read from the local copy");
+        std::fs::remove_file(&copy).unwrap();
+        assert_eq!(&cache.get_range(&location, range).await.unwrap()[..], want);
+        assert_eq!(stats.snapshot().0, 1, "then from the store");
+    }
 
     #[tokio::test]
     async fn ranges_come_from_blocks_fetched_once_and_the_budget_holds() {

@@ -258,6 +258,23 @@ impl ServeMirror {
         Ok(())
     }
 
+    /// Lets queries read the parts of `manifest` that are whole in `table_dir` (the ones this
+    /// server wrote) from there rather than through the store.
+    fn register_local_copies(&self, table: &str, table_dir: &Path, manifest: &Manifest) {
+        let footer_copies = self
+            .footer_copies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for part in &manifest.parts {
+            let path = Manifest::part_path(table_dir, &part.file);
+            if !footer_copies.contains(&path) {
+                self.remote
+                    .block_cache()
+                    .register_local_copy(Manifest::part_location(table, &part.file), path);
+            }
+        }
+    }
+
     /// Brings every table to the newest version of its log: tables other writers created or
     /// changed are staged, tables they dropped are dropped here.
     pub fn refresh(&self) -> Result<(), RemoteError> {
@@ -353,7 +370,10 @@ impl Mirror for ServeMirror {
             Ok::<Manifest, RemoteError>(committed)
         });
         match result {
-            Ok(committed) => Ok(committed),
+            Ok(committed) => {
+                self.register_local_copies(table, table_dir, &committed);
+                Ok(committed)
+            }
             Err(e @ RemoteError::Conflict { .. }) => {
                 // A retry must start from what the log holds now.
                 if let Err(refresh) = self.block_on(self.stage(table, None)) {
@@ -393,6 +413,9 @@ impl Mirror for ServeMirror {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&path);
+            self.remote
+                .block_cache()
+                .register_local_copy(Manifest::part_location(table, &part.file), path);
         }
         Ok(())
     }
