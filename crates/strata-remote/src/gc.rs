@@ -9,7 +9,8 @@
 //! period too (an upload in progress is younger, and its commit checks that its files are still
 //! there when it ran longer than half the grace period).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
@@ -41,12 +42,31 @@ pub struct Collected {
     pub versions: usize,
 }
 
+/// The files each log version lists, remembered between collections by a long-running process
+/// (the server), since versions never change: a collection then reads only the versions
+/// committed since the last one.
+#[derive(Debug, Default)]
+pub struct VersionFiles {
+    by_version: HashMap<(String, u64), Arc<BTreeSet<String>>>,
+}
+
 /// Deletes what no reader of `table` can need at `now` (seconds since 1970), given `grace`.
 pub async fn collect(
     store: &dyn ObjectStore,
     table: &str,
     grace: u64,
     now: i64,
+) -> Result<Collected, RemoteError> {
+    collect_remembering(store, table, grace, now, &mut VersionFiles::default()).await
+}
+
+/// [`collect`], reading only the versions `remembered` does not hold yet.
+pub async fn collect_remembering(
+    store: &dyn ObjectStore,
+    table: &str,
+    grace: u64,
+    now: i64,
+    remembered: &mut VersionFiles,
 ) -> Result<Collected, RemoteError> {
     let versions = manifest_log::versions(store, table).await?;
     let horizon = now - grace as i64;
@@ -62,19 +82,33 @@ pub async fn collect(
     let mut live = BTreeSet::new();
     let mut kept_versions = BTreeSet::new();
     for (_, (version, _)) in &kept {
-        let manifest = manifest_log::read(store, table, *version).await?;
-        // A publication's files are named by the version they describe, its delete files by
-        // their vector (ADR 0021).
-        live.extend(
-            manifest
-                .parts
-                .iter()
-                .filter_map(|p| p.deletes.as_ref())
-                .map(|d| strata_iceberg::position_deletes::position_delete_file(&d.file)),
-        );
-        live.extend(files_of(&manifest));
+        let key = (table.to_owned(), *version);
+        let files = match remembered.by_version.get(&key) {
+            Some(files) => files.clone(),
+            None => {
+                let manifest = manifest_log::read(store, table, *version).await?;
+                // A publication's files are named by the version they describe, its delete
+                // files by their vector (ADR 0021).
+                let mut files = files_of(&manifest);
+                files.extend(
+                    manifest
+                        .parts
+                        .iter()
+                        .filter_map(|p| p.deletes.as_ref())
+                        .map(|d| strata_iceberg::position_deletes::position_delete_file(&d.file)),
+                );
+                let files = Arc::new(files);
+                remembered.by_version.insert(key, files.clone());
+                files
+            }
+        };
+        live.extend(files.iter().cloned());
         kept_versions.insert(*version);
     }
+    // Versions no longer kept are never read again.
+    remembered
+        .by_version
+        .retain(|(name, version), _| name != table || kept_versions.contains(version));
     live.insert(strata_iceberg::metadata::VERSION_HINT_FILE.to_owned());
     // The version the hint names stays whatever its age: readers start there.
     if let Some(version) = crate::iceberg::hinted_version(store, table).await? {

@@ -139,9 +139,33 @@ async fn concurrent_appends_both_commit_and_overlapping_changes_are_refused() {
     )
     .unwrap()
         + 1;
-    let collected = strata_remote::gc::collect(remote.store().as_ref(), "t", 0, now)
-        .await
-        .unwrap();
+    // A server's collections remember what each version lists: the second reads no manifest.
+    let mut remembered = strata_remote::gc::VersionFiles::default();
+    let young = strata_remote::gc::collect_remembering(
+        remote.store().as_ref(),
+        "t",
+        strata_remote::gc::GRACE_SECONDS,
+        now,
+        &mut remembered,
+    )
+    .await
+    .unwrap();
+    assert_eq!((young.files, young.versions), (0, 0));
+    let (gets_before, _) = remote.stats().snapshot();
+    let collected = strata_remote::gc::collect_remembering(
+        remote.store().as_ref(),
+        "t",
+        0,
+        now,
+        &mut remembered,
+    )
+    .await
+    .unwrap();
+    let (gets_after, _) = remote.stats().snapshot();
+    assert!(
+        gets_after - gets_before <= 1,
+        "only the version hint is read"
+    );
     assert_eq!(collected.files, 2);
     assert_eq!(collected.versions, 3);
     assert_eq!(parts_on_store(tmp.path(), "t"), vec!["a2", "b", "c"]);

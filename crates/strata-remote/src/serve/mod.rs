@@ -68,6 +68,8 @@ pub struct ServeMirror {
     lease: serde_json::Value,
     /// Set when another server took the lease: nothing more is written.
     fenced: AtomicBool,
+    /// What collection learnt of each version's files.
+    version_files: Mutex<crate::gc::VersionFiles>,
 }
 
 impl std::fmt::Debug for ServeMirror {
@@ -129,6 +131,7 @@ impl ServeMirror {
             forgetting: Mutex::new(HashSet::new()),
             lease,
             fenced: AtomicBool::new(false),
+            version_files: Mutex::default(),
         };
         mirror.runtime.block_on(async {
             mirror.take_lease().await?;

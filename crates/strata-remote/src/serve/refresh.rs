@@ -18,9 +18,10 @@ impl ServeMirror {
                 continue;
             }
             let _lock = self.data_dir.lock_for_write(table, "refresh")?;
-            // Our own commits may have passed it meanwhile.
+            // Our own commits may have passed it meanwhile, or the table may have been dropped
+            // since the listing (then nothing is staged): the newest version is read again.
             if local_version(&self.root.join(table))? < Some(*newest) {
-                self.block_on(self.stage(table, Some(*newest)))?;
+                self.block_on(self.stage(table, None))?;
             }
         }
         for table in self.data_dir.table_names()? {
@@ -62,13 +63,18 @@ impl ServeMirror {
             url: self.remote.url().to_owned(),
             message,
         })?;
+        let mut remembered = self
+            .version_files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for table in self.data_dir.table_names()? {
             let store = self.remote.store().clone();
-            self.block_on(crate::gc::collect(
+            self.block_on(crate::gc::collect_remembering(
                 store.as_ref(),
                 &table,
                 grace,
                 unix_now(),
+                &mut remembered,
             ))?;
         }
         Ok(())
