@@ -39,6 +39,21 @@ public class JdbcClient {
                     System.out.println("table " + rs.getString("TABLE_NAME"));
                 }
             }
+            // A transaction with a savepoint rolled back to: only the first insert commits.
+            conn.setAutoCommit(false);
+            try (Statement st = conn.createStatement()) {
+                st.executeUpdate("INSERT INTO events VALUES ('{\"id\": 1001, \"kind\": \"saved\"}')");
+                java.sql.Savepoint savepoint = conn.setSavepoint("before_second");
+                st.executeUpdate("INSERT INTO events VALUES ('{\"id\": 1002, \"kind\": \"saved\"}')");
+                conn.rollback(savepoint);
+                conn.commit();
+            }
+            conn.setAutoCommit(true);
+            try (Statement st = conn.createStatement();
+                 ResultSet rs = st.executeQuery("SELECT count(*) FROM events WHERE data.kind = 'saved'")) {
+                rs.next();
+                System.out.println("savepoint " + rs.getLong(1));
+            }
             try (Statement st = conn.createStatement()) {
                 st.executeQuery("SELECT * FROM no_such_table");
             } catch (java.sql.SQLException e) {

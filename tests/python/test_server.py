@@ -587,6 +587,7 @@ def test_pgjdbc(tmp_path):
         assert lines[0] == "count 300"
         assert lines[1:8] == [f"prepared {run} 3:u3 6:u6 9:u2" for run in range(1, 8)], lines
         assert "table events" in lines
+        assert "savepoint 1" in lines, lines
         assert lines[-1] == "error 42P01", lines
 
 

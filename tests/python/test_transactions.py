@@ -97,6 +97,70 @@ def test_the_first_committer_wins(server):
     b.rollback()
 
 
+def test_savepoints_undo_part_of_a_block_and_recover_it_from_an_error(server):
+    """psycopg's nested transactions (SAVEPOINT, RELEASE, ROLLBACK TO): an inner block that
+    raises undoes only its own changes; one whose statement failed is rolled back to its
+    savepoint and the outer block goes on and commits; a failed COMMIT leaves the connection
+    idle, as in PostgreSQL."""
+    server.ingest("c", ndjson([{"id": 1, "n": 0}]), query="?key=id:integer")
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute("INSERT INTO c VALUES (%s)", (json.dumps({"id": 2, "n": 2}),))
+            with pytest.raises(RuntimeError):
+                with conn.transaction():
+                    conn.execute("INSERT INTO c VALUES (%s)", (json.dumps({"id": 3, "n": 3}),))
+                    conn.execute("UPDATE c SET data = jsonb_set(data, '{n}', '9') WHERE data.id = 1")
+                    assert value(conn, "SELECT count(*) FROM c") == 3
+                    raise RuntimeError("undo the inner block")
+            assert value(conn, "SELECT count(*) FROM c") == 2
+            assert value(conn, "SELECT data->>'n' FROM c WHERE data.id = 1") == "0"
+            # A failing statement inside a nested block: rolled back to its savepoint.
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                with conn.transaction():
+                    conn.execute("INSERT INTO c VALUES (%s)", (json.dumps({"id": 4}),))
+                    conn.execute("INSERT INTO c VALUES (%s)", (json.dumps({"id": 1}),))
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            with conn.transaction():  # released: its change stays
+                conn.execute("INSERT INTO c VALUES (%s)", (json.dumps({"id": 5, "n": 5}),))
+            conn.execute("UPDATE c SET data = jsonb_set(data, '{n}', '1') WHERE data.id = 1")
+        assert server.rows("SELECT data.id AS id, data.n AS n FROM c ORDER BY id") == [
+            {"id": 1, "n": 1}, {"id": 2, "n": 2}, {"id": 5, "n": 5}]
+        # Savepoints by hand: names fold to lower case, the newest of a name wins, errors.
+        with pytest.raises(psycopg.errors.NoActiveSqlTransaction):
+            conn.execute("SAVEPOINT s")
+        conn.execute("BEGIN")
+        conn.execute("SAVEPOINT S")
+        conn.execute("DELETE FROM c WHERE data.id = 5")
+        conn.execute("SAVEPOINT s")
+        conn.execute("DELETE FROM c WHERE data.id = 2")
+        conn.execute("ROLLBACK TO SAVEPOINT s")
+        assert value(conn, "SELECT count(*) FROM c") == 2
+        conn.execute("RELEASE s")
+        conn.execute("ROLLBACK TO s")
+        assert value(conn, "SELECT count(*) FROM c") == 3
+        with pytest.raises(psycopg.errors.InvalidSavepointSpecification):
+            conn.execute("ROLLBACK TO SAVEPOINT nowhere")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        conn.execute("ROLLBACK")
+
+    # A COMMIT that fails (another commit changed the key first) ends the block: idle after.
+    a = psycopg.connect(server.dsn(), autocommit=True)
+    b = psycopg.connect(server.dsn(), autocommit=True)
+    a.execute("BEGIN")
+    b.execute("BEGIN")
+    a.execute("UPDATE c SET data = jsonb_set(data, '{n}', '7') WHERE data.id = 1")
+    b.execute("UPDATE c SET data = jsonb_set(data, '{n}', '8') WHERE data.id = 1")
+    a.execute("COMMIT")
+    with pytest.raises(psycopg.errors.SerializationFailure):
+        b.execute("COMMIT")
+    assert b.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with b.transaction():
+        b.execute("UPDATE c SET data = jsonb_set(data, '{n}', '8') WHERE data.id = 1")
+    assert value(b, "SELECT data->>'n' FROM c WHERE data.id = 1") == "8"
+    a.close()
+    b.close()
+
+
 def test_psql_runs_a_block_in_one_string(server):
     server.ingest("c", ndjson([{"id": 1, "n": 0}]), query="?key=id:integer")
     psql = subprocess.run(

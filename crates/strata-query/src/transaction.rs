@@ -223,6 +223,29 @@ impl TransactionTables {
         }
     }
 
+    /// Every table's changes now, to come back to ([`Transaction::savepoint`]).
+    fn changes(&self) -> BTreeMap<String, TableChanges> {
+        let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        tables
+            .iter()
+            .filter(|(_, p)| !p.changes.is_empty())
+            .map(|(name, p)| (name.clone(), p.changes.clone()))
+            .collect()
+    }
+
+    /// Sets every table's changes back to `saved` (tables missing there: none). Snapshots stay
+    /// pinned as they are.
+    fn restore(&self, saved: &BTreeMap<String, TableChanges>) {
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, pinned) in tables.iter_mut() {
+            let changes = saved.get(name).cloned().unwrap_or_default();
+            if changes != pinned.changes {
+                pinned.changes = changes;
+                pinned.view = None;
+            }
+        }
+    }
+
     fn writes(&self) -> BTreeMap<String, TableWrite> {
         let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
         tables
@@ -274,7 +297,13 @@ pub struct Transaction {
     context: SessionContext,
     tables: Arc<TransactionTables>,
     on_commit: Option<CommitObserver>,
+    /// `SAVEPOINT`s, oldest first: each name with every table's changes when it was set.
+    savepoints: Mutex<Vec<(String, BTreeMap<String, TableChanges>)>>,
 }
+
+/// SQLSTATE of a savepoint name that no `SAVEPOINT` set (PostgreSQL's
+/// `invalid_savepoint_specification`).
+pub const INVALID_SAVEPOINT: &str = "3B001";
 
 impl Transaction {
     /// Begins a transaction over the tables of `context`'s data directory schema, with the
@@ -313,7 +342,43 @@ impl Transaction {
             context: SessionContext::new_with_state(state),
             tables,
             on_commit,
+            savepoints: Mutex::new(Vec::new()),
         })
+    }
+
+    /// `SAVEPOINT name`: remembers the transaction's changes now. A name set again hides the
+    /// older one until the newer is released, as in PostgreSQL.
+    pub fn savepoint(&self, name: &str) {
+        let changes = self.tables.changes();
+        self.savepoints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name.to_owned(), changes));
+    }
+
+    /// `ROLLBACK TO SAVEPOINT name`: undoes every change made since the newest savepoint of
+    /// that name, and forgets the savepoints set after it (it stays).
+    pub fn rollback_to(&self, name: &str) -> Result<(), QueryError> {
+        let mut savepoints = self
+            .savepoints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = find_savepoint(&savepoints, name)?;
+        savepoints.truncate(at + 1);
+        self.tables.restore(&savepoints[at].1);
+        Ok(())
+    }
+
+    /// `RELEASE SAVEPOINT name`: forgets the newest savepoint of that name and those set after
+    /// it, keeping every change.
+    pub fn release(&self, name: &str) -> Result<(), QueryError> {
+        let mut savepoints = self
+            .savepoints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = find_savepoint(&savepoints, name)?;
+        savepoints.truncate(at);
+        Ok(())
     }
 
     /// The transaction's context: queries planned in it read the transaction's snapshot.
@@ -498,6 +563,20 @@ impl Transaction {
 }
 
 /// Whether `error` is a write conflict: the transaction may succeed when run again.
+/// The position of the newest savepoint called `name`.
+fn find_savepoint(
+    savepoints: &[(String, BTreeMap<String, TableChanges>)],
+    name: &str,
+) -> Result<usize, QueryError> {
+    savepoints
+        .iter()
+        .rposition(|(set, _)| set == name)
+        .ok_or_else(|| QueryError::Statement {
+            sqlstate: INVALID_SAVEPOINT,
+            message: format!("savepoint \"{name}\" does not exist"),
+        })
+}
+
 pub fn is_write_conflict(error: &QueryError) -> bool {
     matches!(error, QueryError::Engine(EngineError::WriteConflict { .. }))
 }

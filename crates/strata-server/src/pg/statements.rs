@@ -331,7 +331,7 @@ impl StrataStatements {
                     transaction.commit().await.map_err(query_error)?;
                     Ok(Response::TransactionEnd(Tag::new("COMMIT")))
                 }
-                Block::Failed => Ok(Response::TransactionEnd(Tag::new("ROLLBACK"))),
+                Block::Failed { .. } => Ok(Response::TransactionEnd(Tag::new("ROLLBACK"))),
                 Block::Idle => Ok(Response::TransactionEnd(Tag::new("COMMIT"))),
             },
             Control::Rollback => {
@@ -339,6 +339,38 @@ impl StrataStatements {
                 Ok(Response::TransactionEnd(Tag::new("ROLLBACK")))
             }
             Control::SetTransaction => Ok(Response::Execution(Tag::new("SET"))),
+            Control::Savepoint(name) => match slot.current() {
+                None => Err(no_transaction_block("SAVEPOINT")),
+                Some(Err(())) => Err(in_failed_transaction()),
+                Some(Ok((transaction, _))) => {
+                    transaction.savepoint(&name);
+                    Ok(Response::Execution(Tag::new("SAVEPOINT")))
+                }
+            },
+            Control::Release(name) => match slot.current() {
+                None => Err(no_transaction_block("RELEASE SAVEPOINT")),
+                Some(Err(())) => Err(in_failed_transaction()),
+                Some(Ok((transaction, _))) => match transaction.release(&name) {
+                    Ok(()) => Ok(Response::Execution(Tag::new("RELEASE"))),
+                    Err(e) => {
+                        slot.fail();
+                        Err(query_error(e))
+                    }
+                },
+            },
+            Control::RollbackTo(name) => match slot.transaction() {
+                None => Err(no_transaction_block("ROLLBACK TO SAVEPOINT")),
+                Some((transaction, _)) => match transaction.rollback_to(&name) {
+                    Ok(()) => {
+                        slot.recover();
+                        Ok(Response::Execution(Tag::new("ROLLBACK")))
+                    }
+                    Err(e) => {
+                        slot.fail();
+                        Err(query_error(e))
+                    }
+                },
+            },
             Control::Unsupported(why) => {
                 slot.fail();
                 Err(statement_error(sqlstate::FEATURE_NOT_SUPPORTED, why))
@@ -410,6 +442,14 @@ fn change_response(
         Some(rows) => Tag::new(tag).with_rows(rows),
         None => Tag::new(tag),
     }))
+}
+
+/// PostgreSQL's answer to a savepoint statement outside a block.
+fn no_transaction_block(statement: &str) -> PgWireError {
+    statement_error(
+        sqlstate::NO_ACTIVE_SQL_TRANSACTION,
+        format!("{statement} can only be used in transaction blocks"),
+    )
 }
 
 /// PostgreSQL's answer to a statement in a block after one of its statements failed.
@@ -557,8 +597,31 @@ fn guard_responses(responses: Vec<Response>, mut running: Running, json: &[bool]
         .collect()
 }
 
+/// Tells pgwire the transaction status a control statement leaves before it runs
+/// ([`super::transactions::status_before`]).
+fn align_status<C: ClientInfo>(client: &mut C, sql: &str) {
+    if let Some(status) = super::transactions::status_before(&slot_of(client), sql) {
+        client.set_transaction_status(status);
+    }
+}
+
 #[async_trait]
 impl SimpleQueryHandler for StrataStatements {
+    async fn on_query<C>(
+        &self,
+        client: &mut C,
+        query: pgwire::messages::simplequery::Query,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        align_status(client, &query.query);
+        self._on_query(client, query).await
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -642,6 +705,27 @@ impl ExtendedQueryHandler for StrataStatements {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         self.parser.clone()
+    }
+
+    async fn on_execute<C>(
+        &self,
+        client: &mut C,
+        message: pgwire::messages::extendedquery::Execute,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+        if let Some(pgwire::api::store::Entry::Value(portal)) =
+            client.portal_store().get_portal(name)
+        {
+            let sql = portal.statement.statement.0.clone();
+            align_status(client, &sql);
+        }
+        self._on_execute(client, message).await
     }
 
     async fn do_query<C>(

@@ -1,12 +1,20 @@
 //! Transaction blocks over the PostgreSQL protocol: `BEGIN` / `START TRANSACTION`, `COMMIT` /
-//! `END`, `ROLLBACK` / `ABORT`, and the state of each connection's block (ADR 0017).
+//! `END`, `ROLLBACK` / `ABORT`, `SAVEPOINT` / `RELEASE` / `ROLLBACK TO`, and the state of
+//! each connection's block (ADR 0017).
 //!
 //! Each connection keeps one [`TransactionSlot`] in pgwire's session extensions, which live as
 //! long as the connection: a connection that ends inside a block rolls it back (its
 //! `strata_query::Transaction` is dropped). The slot is `Idle` (each statement commits on its
 //! own), `Open` (statements run in the transaction: its snapshot, its own changes) or `Failed`
-//! (a statement failed: everything but `ROLLBACK`/`COMMIT` is refused with 25P02, as
-//! PostgreSQL does).
+//! (a statement failed: everything but `ROLLBACK`, `COMMIT` and `ROLLBACK TO SAVEPOINT` is
+//! refused with 25P02, as PostgreSQL does). `ROLLBACK TO SAVEPOINT` undoes the changes made
+//! since the savepoint and opens a failed block again, which is how drivers and ORMs recover
+//! from an error inside a block (psycopg's nested `transaction()`, Django's `atomic`).
+//!
+//! pgwire derives the status each `ReadyForQuery` reports from the responses alone (an error
+//! inside a block always means "failed"), so [`status_before`] tells it beforehand what a
+//! control statement will leave: idle after `COMMIT`/`ROLLBACK`, whether or not they fail (a
+//! failed `COMMIT` ends the block in PostgreSQL too), and in a block again after `ROLLBACK TO`.
 //!
 //! Isolation: every block runs at snapshot isolation (PostgreSQL's `REPEATABLE READ`), whatever
 //! level it asks for except `SERIALIZABLE`, which is refused (0A000) rather than promised; a
@@ -34,8 +42,14 @@ pub enum Control {
     /// `SET TRANSACTION …` (levels other than `SERIALIZABLE` are accepted and run as snapshot
     /// isolation).
     SetTransaction,
-    /// What Strata does not do inside a transaction, with the reason: savepoints,
-    /// `SERIALIZABLE`, chained transactions.
+    /// `SAVEPOINT name`.
+    Savepoint(String),
+    /// `ROLLBACK TO [SAVEPOINT] name`.
+    RollbackTo(String),
+    /// `RELEASE [SAVEPOINT] name`.
+    Release(String),
+    /// What Strata does not do inside a transaction, with the reason: `SERIALIZABLE`, chained
+    /// transactions.
     Unsupported(String),
 }
 
@@ -85,12 +99,11 @@ pub fn control_of(sql: &str) -> Option<Control> {
         }
         Statement::Commit { .. } => Control::Commit,
         Statement::Rollback {
-            savepoint: Some(_), ..
-        }
-        | Statement::Savepoint { .. }
-        | Statement::ReleaseSavepoint { .. } => {
-            Control::Unsupported("savepoints are not supported".into())
-        }
+            savepoint: Some(name),
+            ..
+        } => Control::RollbackTo(identifier(&name)),
+        Statement::Savepoint { name } => Control::Savepoint(identifier(&name)),
+        Statement::ReleaseSavepoint { name } => Control::Release(identifier(&name)),
         Statement::Rollback { .. } => Control::Rollback,
         Statement::Set(Set::SetTransaction { modes, .. }) => match modes_of(&modes) {
             Ok(_) => Control::SetTransaction,
@@ -98,6 +111,29 @@ pub fn control_of(sql: &str) -> Option<Control> {
         },
         _ => return None,
     })
+}
+
+/// A name as PostgreSQL reads it: folded to lower case unless quoted.
+fn identifier(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+/// The transaction status the `ReadyForQuery` after `sql` must report whatever the responses
+/// say, for a connection whose block is `slot` (see the module docs); None: as they say.
+pub fn status_before(
+    slot: &TransactionSlot,
+    sql: &str,
+) -> Option<pgwire::messages::response::TransactionStatus> {
+    use pgwire::messages::response::TransactionStatus;
+    let first = strata_query::split_statements(sql).into_iter().next()?;
+    match control_of(&first)? {
+        Control::Commit | Control::Rollback => Some(TransactionStatus::Idle),
+        Control::RollbackTo(_) if slot.is_failed() => Some(TransactionStatus::Transaction),
+        _ => None,
+    }
 }
 
 /// The statement `DEALLOCATE [PREPARE] name | ALL` (drivers send it, psycopg after a rollback):
@@ -158,8 +194,12 @@ pub enum Block {
         transaction: Arc<Transaction>,
         read_only: bool,
     },
-    /// A statement of the block failed; only its end is accepted.
-    Failed,
+    /// A statement of the block failed; only its end, or a return to a savepoint, is
+    /// accepted. The transaction is kept for that return.
+    Failed {
+        transaction: Arc<Transaction>,
+        read_only: bool,
+    },
 }
 
 /// One connection's block (see the module docs).
@@ -182,7 +222,41 @@ impl TransactionSlot {
                 transaction,
                 read_only,
             } => Some(Ok((transaction.clone(), *read_only))),
-            Block::Failed => Some(Err(())),
+            Block::Failed { .. } => Some(Err(())),
+        }
+    }
+
+    pub fn is_failed(&self) -> bool {
+        matches!(*self.lock(), Block::Failed { .. })
+    }
+
+    /// The block's transaction, open or failed, with whether it is read-only.
+    pub fn transaction(&self) -> Option<(Arc<Transaction>, bool)> {
+        match &*self.lock() {
+            Block::Idle => None,
+            Block::Open {
+                transaction,
+                read_only,
+            }
+            | Block::Failed {
+                transaction,
+                read_only,
+            } => Some((transaction.clone(), *read_only)),
+        }
+    }
+
+    /// Opens a failed block again (after `ROLLBACK TO SAVEPOINT`).
+    pub fn recover(&self) {
+        let mut block = self.lock();
+        if let Block::Failed {
+            transaction,
+            read_only,
+        } = &*block
+        {
+            *block = Block::Open {
+                transaction: transaction.clone(),
+                read_only: *read_only,
+            };
         }
     }
 
@@ -193,11 +267,18 @@ impl TransactionSlot {
         };
     }
 
-    /// Marks the open block failed (its transaction is rolled back now).
+    /// Marks the open block failed (its changes stay only for `ROLLBACK TO SAVEPOINT`).
     pub fn fail(&self) {
         let mut block = self.lock();
-        if !matches!(*block, Block::Idle) {
-            *block = Block::Failed;
+        if let Block::Open {
+            transaction,
+            read_only,
+        } = &*block
+        {
+            *block = Block::Failed {
+                transaction: transaction.clone(),
+                read_only: *read_only,
+            };
         }
     }
 
@@ -237,14 +318,23 @@ mod tests {
         assert_eq!(control_of("end transaction"), Some(Control::Commit));
         assert_eq!(control_of("ROLLBACK WORK"), Some(Control::Rollback));
         assert_eq!(control_of("abort"), Some(Control::Rollback));
-        assert!(matches!(
-            control_of("ROLLBACK TO SAVEPOINT a"),
-            Some(Control::Unsupported(_))
-        ));
-        assert!(matches!(
-            control_of("SAVEPOINT a"),
-            Some(Control::Unsupported(_))
-        ));
+        assert_eq!(
+            control_of("ROLLBACK TO SAVEPOINT A"),
+            Some(Control::RollbackTo("a".into()))
+        );
+        assert_eq!(
+            control_of("rollback to \"Mixed\""),
+            Some(Control::RollbackTo("Mixed".into()))
+        );
+        assert_eq!(
+            control_of("SAVEPOINT _pg3_1"),
+            Some(Control::Savepoint("_pg3_1".into()))
+        );
+        assert_eq!(
+            control_of("RELEASE SAVEPOINT b"),
+            Some(Control::Release("b".into()))
+        );
+        assert_eq!(control_of("release b"), Some(Control::Release("b".into())));
         assert_eq!(
             control_of("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"),
             Some(Control::SetTransaction)
