@@ -131,6 +131,13 @@ STATEMENTS = [
     """UPDATE t AS x SET data = jsonb_set(x.data, '{n}', '0') WHERE x.data->>'id' = 'j' RETURNING x.data->>'n'""",
     """DELETE FROM t WHERE data->>'id' IN ('h', 'zz') RETURNING data->>'id', data->>'n'""",
     """DELETE FROM t WHERE data->>'id' = 'nobody' RETURNING data->>'id'""",
+    # An UPDATE that changes keys moves documents; keys stay unique (23505 otherwise).
+    """INSERT INTO t VALUES ('{"id": "m1", "n": 1}'), ('{"id": "m2", "n": 2}')""",
+    """UPDATE t SET data = jsonb_set(data, '{id}', '"m3"') WHERE data->>'id' = 'm1'""",
+    """UPDATE t SET data = jsonb_set(data, '{id}', '"m2"') WHERE data->>'id' = 'm3'""",
+    """UPDATE t SET data = jsonb_set(data, '{id}', to_jsonb((data->>'id') || 'x'))
+       WHERE data->>'id' IN ('m2', 'm3') RETURNING data->>'id'""",
+    """UPDATE t SET data = jsonb_set(data, '{id}', '"same"') WHERE data->>'id' IN ('m2x', 'm3x')""",
 ]
 
 

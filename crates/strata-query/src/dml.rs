@@ -15,7 +15,8 @@
 //!
 //! `crate::transaction` then adds the [`Change`] to the transaction's changes (`INSERT` fails on
 //! a key present, `ON CONFLICT DO NOTHING` skips it, `ON CONFLICT DO UPDATE SET data =
-//! EXCLUDED.data` replaces it; `UPDATE` replaces; `DELETE` deletes) and commits them, at the
+//! EXCLUDED.data` replaces it; `UPDATE` replaces, or moves a document whose key it changed;
+//! `DELETE` deletes) and commits them, at the
 //! end of the statement (autocommit, retried on a write conflict) or at `COMMIT`. `UPDATE` and
 //! `DELETE` need a table with a key, which addresses the rows; `INSERT` works on every table.
 //! The result is one row, `count`, the documents changed.
@@ -126,10 +127,11 @@ pub(crate) enum Change {
         documents: Vec<(Option<KeyValue>, String)>,
         on_conflict: ConflictAction,
     },
-    /// New versions of documents of a keyed table, by key.
+    /// New versions of documents of a keyed table: each document's key before the statement,
+    /// its key after (another when the statement changed it), and the new document.
     Update {
         table: String,
-        documents: Vec<(KeyValue, String)>,
+        documents: Vec<(KeyValue, KeyValue, String)>,
     },
     /// Keys of the documents to delete, and the documents when `RETURNING` wants them.
     Delete {
@@ -561,16 +563,10 @@ async fn update_change(context: &SessionContext, update: &Update) -> Result<Chan
                 )
             })?;
             let new_key = check_document(&new, Some(&key), row)?;
-            if old.as_ref() != new_key.as_ref() {
-                return Err(not_supported(format!(
-                    "row {}: the UPDATE changes the key {} of a document; DELETE it and INSERT \
-                     the new one",
-                    row + 1,
-                    key.path.encode()
-                )));
-            }
-            if let Some(new_key) = new_key {
-                documents.push((new_key, new));
+            // The shadow query reads the keys of live documents: a row without one is not a
+            // document of the table's (it cannot happen; it is skipped rather than invented).
+            if let (Some(old), Some(new_key)) = (old, new_key) {
+                documents.push((old, new_key, new));
             }
         }
     }

@@ -514,9 +514,10 @@ impl Transaction {
                 Ok((count, returned))
             }
             Change::Update { table, documents } => {
-                let returned = wanted(&mut documents.iter().map(|(_, d)| d));
-                let changes = documents.into_iter().map(|(k, d)| (k, Some(d))).collect();
-                let count = tables.apply(&table, StatementChange::Keyed(changes))?;
+                let returned = wanted(&mut documents.iter().map(|(_, _, d)| d));
+                let count = documents.len() as u64;
+                let changes = self.updated_keys(&table, documents).await?;
+                tables.apply(&table, StatementChange::Keyed(changes))?;
                 Ok((count, returned))
             }
             Change::Delete {
@@ -532,6 +533,67 @@ impl Transaction {
     }
 
     /// Which of `keys` have a live document in the snapshot of `table`.
+    /// The keyed changes of an `UPDATE`: each new document under its new key, and the old key
+    /// of each document whose key changed deleted (unless another document moved to it). Keys
+    /// must stay unique once the whole statement is applied (PostgreSQL checks each row, so
+    /// `SET id = id + 1` may fail there in some row orders; it does not here).
+    async fn updated_keys(
+        &self,
+        table: &str,
+        documents: Vec<(KeyValue, KeyValue, String)>,
+    ) -> Result<BTreeMap<KeyValue, Option<String>>, QueryError> {
+        let duplicate = |key: &KeyValue, where_: &str| {
+            QueryError::Engine(EngineError::DuplicateKey {
+                table: table.to_owned(),
+                key: key.to_string(),
+                path: self.key_path(table),
+                where_: where_.to_owned(),
+            })
+        };
+        let vacated: BTreeSet<KeyValue> = documents
+            .iter()
+            .filter(|(old, new, _)| old != new)
+            .map(|(old, _, _)| old.clone())
+            .collect();
+        let kept: BTreeSet<KeyValue> = documents
+            .iter()
+            .filter(|(old, new, _)| old == new)
+            .map(|(old, _, _)| old.clone())
+            .collect();
+        let moved: Vec<KeyValue> = documents
+            .iter()
+            .filter(|(old, new, _)| old != new)
+            .map(|(_, new, _)| new.clone())
+            .collect();
+        let in_snapshot = self.live_in_snapshot(table, moved.clone()).await?;
+        let mut changes: BTreeMap<KeyValue, Option<String>> =
+            vacated.iter().map(|old| (old.clone(), None)).collect();
+        let mut written: BTreeSet<KeyValue> = BTreeSet::new();
+        for (old, new, document) in documents {
+            if !written.insert(new.clone()) {
+                return Err(duplicate(&new, "given to two documents by the UPDATE"));
+            }
+            let taken = old != new
+                && !vacated.contains(&new)
+                && (kept.contains(&new)
+                    || self.tables.holds(table, &new, in_snapshot.contains(&new)));
+            if taken {
+                return Err(duplicate(&new, "already in the table"));
+            }
+            changes.insert(new, Some(document));
+        }
+        Ok(changes)
+    }
+
+    /// The key path of `table`, for messages.
+    fn key_path(&self, table: &str) -> String {
+        self.tables
+            .snapshot_of(table)
+            .ok()
+            .and_then(|m| m.settings.key.as_ref().map(|k| k.path.clone()))
+            .unwrap_or_default()
+    }
+
     async fn live_in_snapshot(
         &self,
         table: &str,
