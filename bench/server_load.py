@@ -38,9 +38,9 @@ from benchlib import datasets  # noqa: E402
 from benchlib.procs import log, proc_peak_rss  # noqa: E402
 from benchlib.systems.base import Context, NotRunnable  # noqa: E402
 from benchlib.systems.postgres import Postgres  # noqa: E402
+from benchlib.strata_cli import serve_ports  # noqa: E402
 from benchlib.workloads import WORKLOADS  # noqa: E402
 
-LISTENING = re.compile(r"strata: listening for (HTTP|PostgreSQL) on (?:http://)?([\d.]+):(\d+)")
 
 
 def percentile(values, p):
@@ -66,15 +66,7 @@ class StrataServer:
             path.write_text(config)
             args += ["--config", str(path)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        ports = {}
-        for line in self.proc.stderr:
-            m = LISTENING.search(line)
-            if m:
-                ports[m.group(1)] = int(m.group(3))
-            if len(ports) == 2:
-                break
-        if len(ports) < 2:
-            raise RuntimeError("strata serve did not start")
+        ports = serve_ports(self.proc)
         self.http, self.pg = ports["HTTP"], ports["PostgreSQL"]
         threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
 

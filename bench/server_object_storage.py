@@ -20,7 +20,6 @@ OUT/results.json:
 import argparse
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -33,10 +32,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from benchlib.strata_cli import run  # noqa: E402
+from benchlib.strata_cli import run, serve_ports  # noqa: E402
 
 BUCKET = "bench"
-LISTENING = re.compile(r"strata: listening for (HTTP|PostgreSQL) on (?:http://)?([\d.]+):(\d+)")
 
 
 def free_port():
@@ -84,17 +82,7 @@ class Server:
                                       "--pg", "127.0.0.1:0"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.log = []
-        ports = {}
-        for line in self.proc.stderr:
-            self.log.append(line)
-            m = LISTENING.search(line)
-            if m:
-                ports[m.group(1)] = int(m.group(3))
-            if len(ports) == 2:
-                break
-        if len(ports) < 2:
-            raise RuntimeError(f"strata serve did not start: {''.join(self.log)[-2000:]}")
-        self.port = ports["HTTP"]
+        self.port = serve_ports(self.proc, self.log)["HTTP"]
         self.last_merge = time.monotonic()
         threading.Thread(target=self._read, daemon=True).start()
 
