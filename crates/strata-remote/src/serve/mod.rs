@@ -108,12 +108,6 @@ impl ServeMirror {
             .build()
             .map_err(|e| RemoteError::io(remote.cache_dir(), e))?;
         let root = remote.cache_dir().join("serve");
-        match std::fs::remove_dir_all(&root) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(RemoteError::io(&root, e)),
-        }
-        std::fs::create_dir_all(&root).map_err(|e| RemoteError::io(&root, e))?;
         let now = unix_now();
         let lease = serde_json::json!({
             "host": host_name(),
@@ -133,14 +127,29 @@ impl ServeMirror {
             fenced: AtomicBool::new(false),
             version_files: Mutex::default(),
         };
-        mirror.runtime.block_on(async {
-            mirror.take_lease().await?;
+        // The lease first: the working directory may be another server's until then (a second
+        // server started with the same cache directory).
+        mirror.runtime.block_on(mirror.take_lease())?;
+        let prepared = mirror.runtime.block_on(async {
+            match std::fs::remove_dir_all(&mirror.root) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(RemoteError::io(&mirror.root, e)),
+            }
+            std::fs::create_dir_all(&mirror.root).map_err(|e| RemoteError::io(&mirror.root, e))?;
             mirror.restore_wal().await?;
             for (table, newest) in mirror.remote.tables().await? {
                 mirror.stage(&table, Some(newest)).await?;
             }
             Ok::<(), RemoteError>(())
-        })?;
+        });
+        if let Err(e) = prepared {
+            // A server that did not start holds nothing: the next one need not wait.
+            if let Err(release) = mirror.release_lease() {
+                eprintln!("strata: {}: releasing the lease: {release}", mirror.url());
+            }
+            return Err(e);
+        }
         Ok(Arc::new(mirror))
     }
 
