@@ -202,7 +202,10 @@ ruleset(name="ship") {{
 
 def test_search_and_count_answer_from_the_same_tables(server):
     """The read subset: query DSL → SQL, hits with _id and _source, sort, terms and
-    date_histogram aggregations — checked against the documents computed here."""
+    date_histogram aggregations with metric sub-aggregations — checked against the documents
+    computed here."""
+    from elasticsearch import BadRequestError
+
     es = Elasticsearch(server.url, request_timeout=60)
     docs = []
     for i, line in enumerate(LOG.read_text().splitlines()[:2000]):
@@ -212,7 +215,7 @@ def test_search_and_count_answer_from_the_same_tables(server):
         day, clock = m.group(4).split(":", 1)[0], m.group(4).split(":", 1)[1].split(" ")[0]
         stamp = f"2015-05-{day[:2]}T{clock}Z"
         docs.append({"@timestamp": stamp, "status": int(m.group(6)), "method": m.group(5).split(" ")[0],
-                     "message": line})
+                     "message": line, "length": len(line)})
     es_helpers.bulk(es, ({"_index": "web-2015.05", "_id": str(i), "_source": d}
                          for i, d in enumerate(docs)))
     assert es.count(index="web-*")["count"] == len(docs)
@@ -249,8 +252,34 @@ def test_search_and_count_answer_from_the_same_tables(server):
     buckets = [b for b in aggs["per_hour"]["buckets"] if b["doc_count"]]
     assert {b["key_as_string"][:13]: b["doc_count"] for b in buckets} == dict(hours)
 
+    # Metric aggregations, alone and per bucket (Grafana's and Kibana's panels).
+    aggs = es.search(index="web-2015.05", size=0, aggs={
+        "mean_length": {"avg": {"field": "length"}},
+        "methods": {"cardinality": {"field": "method"}},
+        "by_status": {"terms": {"field": "status", "size": 2}, "aggs": {
+            "longest": {"max": {"field": "length"}}, "total": {"sum": {"field": "length"}},
+            "n": {"value_count": {"field": "length"}}, "shortest": {"min": {"field": "length"}}}},
+        "hourly": {"date_histogram": {"field": "@timestamp", "fixed_interval": "1h"},
+                   "aggs": {"mean": {"avg": {"field": "length"}}}},
+    })["aggregations"]
+    lengths = [d["length"] for d in docs]
+    assert aggs["mean_length"]["value"] == pytest.approx(sum(lengths) / len(lengths))
+    assert aggs["methods"]["value"] == len({d["method"] for d in docs})
+    for bucket, (status, count) in zip(aggs["by_status"]["buckets"], top[:2]):
+        mine = [d["length"] for d in docs if d["status"] == status]
+        assert (bucket["key"], bucket["doc_count"]) == (status, count)
+        assert bucket["longest"]["value"] == max(mine) and bucket["shortest"]["value"] == min(mine)
+        assert bucket["total"]["value"] == sum(mine) and bucket["n"]["value"] == len(mine)
+    for bucket in aggs["hourly"]["buckets"]:
+        mine = [d["length"] for d in docs if d["@timestamp"][:13] == bucket["key_as_string"][:13]]
+        expected = pytest.approx(sum(mine) / len(mine)) if mine else None
+        assert bucket["mean"]["value"] == expected, bucket
+    with pytest.raises(BadRequestError) as nested:
+        es.search(index="web-2015.05", size=0, aggs={"a": {"terms": {"field": "status"}, "aggs": {
+            "b": {"terms": {"field": "method"}}}}})
+    assert "nested in a bucket aggregation" in str(nested.value)
+
     # What is not supported is named, not approximated.
-    from elasticsearch import BadRequestError
     with pytest.raises(BadRequestError) as refused:
         es.search(index="web-2015.05", query={"fuzzy": {"message": "kibna"}})
     assert "fuzzy" in str(refused.value)

@@ -8,6 +8,7 @@
 //! `"errors":true`). Errors have Elasticsearch's shape:
 //! `{"error": {"root_cause": [...], "type": ..., "reason": ...}, "status": N}`.
 
+mod aggs;
 mod bulk;
 mod dsl;
 mod probes;

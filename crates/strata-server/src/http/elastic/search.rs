@@ -3,10 +3,7 @@
 //! (`a,b`) and hold `*` patterns; the indices' documents are read together.
 //!
 //! `_search` takes `query`, `size` (default 10), `from`, `sort`, `_source`,
-//! `track_total_hits`, and `aggs`/`aggregations` of kinds `terms` (`field`, `size`) and
-//! `date_histogram` (`field`, `fixed_interval` or `calendar_interval` up to a day; empty buckets
-//! between the first and the last are filled, as Elasticsearch's `min_doc_count: 0` does), without
-//! sub-aggregations. Hits have no score (`_score: null`): Strata filters, it does not rank. What is
+//! `track_total_hits`, and `aggs`/`aggregations` (see [`super::aggs`]). Hits have no score (`_score: null`): Strata filters, it does not rank. What is
 //! not supported is answered 400 with its name.
 
 use std::sync::Arc;
@@ -20,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::EsError;
-use super::dsl::{Unsupported, condition, field_sql, filter_source, order_by, string_sql};
+use super::dsl::{Unsupported, condition, filter_source, order_by, string_sql};
 use crate::Shared;
 
 /// Hits `_search` returns at most (`size` beyond is refused, as Elasticsearch's
@@ -50,7 +47,7 @@ fn respond(result: Result<Value, EsError>) -> Response {
     }
 }
 
-fn bad_request(reason: impl Into<String>) -> EsError {
+pub(super) fn bad_request(reason: impl Into<String>) -> EsError {
     EsError::new(StatusCode::BAD_REQUEST, "parsing_exception", reason)
 }
 
@@ -141,7 +138,10 @@ fn relation(tables: &[String]) -> String {
     format!("({}) AS docs", selects.join(" UNION ALL "))
 }
 
-async fn sql_rows(shared: &Shared, sql: &str) -> Result<Vec<Map<String, Value>>, EsError> {
+pub(super) async fn sql_rows(
+    shared: &Shared,
+    sql: &str,
+) -> Result<Vec<Map<String, Value>>, EsError> {
     let result = shared.session.run(sql).await.map_err(|e| {
         EsError::new(
             StatusCode::BAD_REQUEST,
@@ -177,7 +177,7 @@ fn where_clause(condition: &Option<String>) -> String {
         .map_or(String::new(), |c| format!(" WHERE {c}"))
 }
 
-async fn total(shared: &Shared, from: &str, filter: &str) -> Result<u64, EsError> {
+pub(super) async fn total(shared: &Shared, from: &str, filter: &str) -> Result<u64, EsError> {
     let rows = sql_rows(shared, &format!("SELECT count(*) AS n FROM {from}{filter}")).await?;
     Ok(rows
         .first()
@@ -271,7 +271,7 @@ async fn run_search(shared: &Shared, index: &str, body: &[u8]) -> Result<Value, 
         for (name, spec) in aggregations {
             results.insert(
                 name.clone(),
-                aggregation(shared, &relation, &condition, name, spec).await?,
+                super::aggs::aggregation(shared, &relation, &condition, name, spec).await?,
             );
         }
         answer["aggregations"] = Value::Object(results);
@@ -306,184 +306,15 @@ fn hit(mut row: Map<String, Value>, source_request: Option<&Value>, sorts: usize
     hit
 }
 
-async fn aggregation(
-    shared: &Shared,
-    relation: &str,
-    condition: &Option<String>,
-    name: &str,
-    spec: &Value,
-) -> Result<Value, EsError> {
-    let spec = spec
-        .as_object()
-        .ok_or_else(|| bad_request(format!("aggregation [{name}] must be an object")))?;
-    if spec.contains_key("aggs") || spec.contains_key("aggregations") {
-        return Err(Unsupported(format!(
-            "aggregation [{name}]: sub-aggregations are not supported"
-        ))
-        .into());
-    }
-    let with_field = |column: &str| match condition {
-        Some(c) => format!(" WHERE ({c}) AND {column} IS NOT NULL"),
-        None => format!(" WHERE {column} IS NOT NULL"),
-    };
-    if let Some(terms) = spec.get("terms") {
-        let field = agg_field(name, terms)?;
-        let size = terms.get("size").and_then(Value::as_u64).unwrap_or(10);
-        let column = field_sql(field);
-        let not_null = with_field(&column);
-        let rows = sql_rows(
-            shared,
-            &format!(
-                "SELECT {column} AS key, count(*) AS doc_count FROM {relation}{not_null} \
-                 GROUP BY 1 ORDER BY 2 DESC, 1 ASC LIMIT {size}"
-            ),
-        )
-        .await?;
-        let listed: u64 = rows
-            .iter()
-            .filter_map(|r| r.get("doc_count").and_then(Value::as_u64))
-            .sum();
-        let counted = total(shared, relation, &not_null).await?;
-        return Ok(json!({
-            "doc_count_error_upper_bound": 0,
-            "sum_other_doc_count": counted.saturating_sub(listed),
-            "buckets": rows,
-        }));
-    }
-    if let Some(histogram) = spec.get("date_histogram") {
-        let field = agg_field(name, histogram)?;
-        let interval = histogram
-            .get("fixed_interval")
-            .or_else(|| histogram.get("calendar_interval"))
-            .or_else(|| histogram.get("interval"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                bad_request(format!(
-                    "date_histogram [{name}] needs fixed_interval or calendar_interval"
-                ))
-            })?;
-        let step = interval_ms(interval).ok_or_else(|| {
-            Unsupported(format!(
-                "date_histogram [{name}]: interval {interval:?} (use s, m, h or d units, or \
-                 second, minute, hour, day)"
-            ))
-        })?;
-        let column = field_sql(field);
-        let not_null = with_field(&column);
-        let rows = sql_rows(
-            shared,
-            &format!(
-                "SELECT (CAST(to_timestamp_millis({column}) AS BIGINT) / {step}) * {step} AS key, \
-                 count(*) AS doc_count FROM {relation}{not_null} GROUP BY 1 ORDER BY 1"
-            ),
-        )
-        .await?;
-        return Ok(json!({"buckets": filled_buckets(&rows, step)}));
-    }
-    Err(Unsupported(format!(
-        "aggregation [{name}]: only terms and date_histogram are supported"
-    ))
-    .into())
-}
-
-fn agg_field<'a>(name: &str, spec: &'a Value) -> Result<&'a str, EsError> {
-    spec.get("field")
-        .and_then(Value::as_str)
-        .map(|field| field.strip_suffix(".keyword").unwrap_or(field))
-        .ok_or_else(|| bad_request(format!("aggregation [{name}] needs a field")))
-}
-
-/// Milliseconds of `30s`, `5m`, `1h`, `1d`, or `second`/`minute`/`hour`/`day` (also `1m` …).
-fn interval_ms(interval: &str) -> Option<i64> {
-    let unit_ms = |unit: &str| -> Option<i64> {
-        Some(match unit {
-            "ms" => 1,
-            "s" | "second" => 1_000,
-            "m" | "minute" => 60_000,
-            "h" | "hour" => 3_600_000,
-            "d" | "day" => 86_400_000,
-            _ => return None,
-        })
-    };
-    if let Some(ms) = unit_ms(interval) {
-        return Some(ms);
-    }
-    let at = interval.find(|c: char| !c.is_ascii_digit())?;
-    let (count, unit) = interval.split_at(at);
-    let count: i64 = count.parse().ok().filter(|c| *c > 0)?;
-    Some(count * unit_ms(unit)?)
-}
-
-/// Buckets every `step` ms from the first key to the last, with `key_as_string`.
-fn filled_buckets(rows: &[Map<String, Value>], step: i64) -> Vec<Value> {
-    let counts: Vec<(i64, u64)> = rows
-        .iter()
-        .filter_map(|r| Some((r.get("key")?.as_i64()?, r.get("doc_count")?.as_u64()?)))
-        .collect();
-    let (Some(first), Some(last)) = (counts.first(), counts.last()) else {
-        return Vec::new();
-    };
-    let mut buckets = Vec::new();
-    let mut next = counts.iter().peekable();
-    let mut key = first.0;
-    // A pathological range (years in milliseconds) is not filled beyond what was found.
-    let fill = (last.0 - first.0) / step <= 100_000;
-    while key <= last.0 {
-        let count = match next.peek() {
-            Some((k, c)) if *k == key => {
-                next.next();
-                *c
-            }
-            _ => 0,
-        };
-        if count > 0 || fill {
-            let text = chrono::DateTime::from_timestamp_millis(key)
-                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-                .unwrap_or_default();
-            buckets.push(json!({"key_as_string": text, "key": key, "doc_count": count}));
-        }
-        key = match (fill, next.peek()) {
-            (true, _) => key + step,
-            (false, Some((k, _))) => *k,
-            (false, None) => break,
-        };
-    }
-    buckets
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn globs_and_intervals() {
+    fn globs() {
         assert!(glob("logs-*", "logs-2024.01.01"));
         assert!(glob("*-2024*", "logs-2024.01.01"));
         assert!(!glob("logs-*", "metrics-1"));
         assert!(glob("*", "x"));
-        assert_eq!(interval_ms("30s"), Some(30_000));
-        assert_eq!(interval_ms("1m"), Some(60_000));
-        assert_eq!(interval_ms("hour"), Some(3_600_000));
-        assert_eq!(interval_ms("1M"), None);
-    }
-
-    #[test]
-    fn histogram_gaps_are_filled() {
-        let rows: Vec<Map<String, Value>> = [(0, 2), (120_000, 1)]
-            .iter()
-            .map(|(k, c)| {
-                json!({"key": k, "doc_count": c})
-                    .as_object()
-                    .unwrap()
-                    .clone()
-            })
-            .collect();
-        let buckets = filled_buckets(&rows, 60_000);
-        let counts: Vec<u64> = buckets
-            .iter()
-            .map(|b| b["doc_count"].as_u64().unwrap())
-            .collect();
-        assert_eq!(counts, [2, 0, 1]);
-        assert_eq!(buckets[1]["key_as_string"], "1970-01-01T00:01:00.000Z");
     }
 }

@@ -1,0 +1,322 @@
+//! `aggs` / `aggregations` of `_search`, answered by one SQL `GROUP BY` (or one aggregate) each:
+//!
+//! - bucket aggregations: `terms` (`field`, `size`: the most frequent values, with
+//!   `sum_other_doc_count`) and `date_histogram` (`field`, `fixed_interval` or
+//!   `calendar_interval` up to a day; empty buckets between the first and the last are filled,
+//!   as Elasticsearch's `min_doc_count: 0` does);
+//! - metric aggregations, at the top or as sub-aggregations of a bucket aggregation (what
+//!   Grafana's and Kibana's panels send: a histogram with the average or the maximum of a field
+//!   per bucket): `avg`, `sum`, `min`, `max` (numbers, answered as doubles), `value_count` and
+//!   `cardinality` (exact here: Elasticsearch's is approximate);
+//! - not supported (400 naming it): a bucket aggregation inside another, other kinds.
+
+use serde_json::{Map, Value, json};
+
+use super::EsError;
+use super::dsl::{Unsupported, field_sql};
+use super::search::{bad_request, sql_rows, total};
+use crate::Shared;
+
+/// A metric aggregation: its name, its SQL aggregate, and its value in an empty bucket.
+struct Metric {
+    name: String,
+    sql: String,
+    empty: Value,
+}
+
+/// The metric aggregation `spec` asks for, if it is one.
+fn metric_of(name: &str, spec: &Map<String, Value>) -> Result<Option<Metric>, EsError> {
+    for kind in ["avg", "sum", "min", "max", "value_count", "cardinality"] {
+        let Some(body) = spec.get(kind) else {
+            continue;
+        };
+        let column = field_sql(agg_field(name, body)?);
+        let (sql, empty) = match kind {
+            "avg" | "min" | "max" => (format!("CAST({kind}({column}) AS DOUBLE)"), Value::Null),
+            "sum" => (format!("CAST(sum({column}) AS DOUBLE)"), json!(0.0)),
+            "value_count" => (format!("count({column})"), json!(0)),
+            _ => (format!("count(DISTINCT {column})"), json!(0)),
+        };
+        return Ok(Some(Metric {
+            name: name.to_owned(),
+            sql,
+            empty,
+        }));
+    }
+    Ok(None)
+}
+
+/// The metric sub-aggregations of a bucket aggregation.
+fn sub_metrics(name: &str, spec: &Map<String, Value>) -> Result<Vec<Metric>, EsError> {
+    let Some(subs) = spec.get("aggs").or_else(|| spec.get("aggregations")) else {
+        return Ok(Vec::new());
+    };
+    let subs = subs
+        .as_object()
+        .ok_or_else(|| bad_request(format!("aggregation [{name}]: aggs must be an object")))?;
+    let mut metrics = Vec::with_capacity(subs.len());
+    for (sub, sub_spec) in subs {
+        let sub_spec = object(sub, sub_spec)?;
+        match metric_of(sub, sub_spec)? {
+            Some(metric) => metrics.push(metric),
+            None => {
+                return Err(Unsupported(format!(
+                    "aggregation [{name}] > [{sub}]: only metric aggregations (avg, sum, min, \
+                     max, value_count, cardinality) can be nested in a bucket aggregation"
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(metrics)
+}
+
+/// The select list of `metrics` (`, <aggregate> AS m<i>`).
+fn metric_columns(metrics: &[Metric]) -> String {
+    metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| format!(", {} AS m{i}", m.sql))
+        .collect()
+}
+
+/// Moves the metric columns of a SQL row into a bucket, as `{"<name>": {"value": v}}`.
+fn bucket_of(mut row: Map<String, Value>, metrics: &[Metric]) -> Map<String, Value> {
+    for (i, metric) in metrics.iter().enumerate() {
+        let value = row
+            .remove(&format!("m{i}"))
+            .unwrap_or_else(|| metric.empty.clone());
+        row.insert(metric.name.clone(), json!({ "value": value }));
+    }
+    row
+}
+
+pub(super) async fn aggregation(
+    shared: &Shared,
+    relation: &str,
+    condition: &Option<String>,
+    name: &str,
+    spec: &Value,
+) -> Result<Value, EsError> {
+    let spec = object(name, spec)?;
+    let filter = |column: Option<&str>| match (condition, column) {
+        (Some(c), Some(column)) => format!(" WHERE ({c}) AND {column} IS NOT NULL"),
+        (Some(c), None) => format!(" WHERE {c}"),
+        (None, Some(column)) => format!(" WHERE {column} IS NOT NULL"),
+        (None, None) => String::new(),
+    };
+    if let Some(metric) = metric_of(name, spec)? {
+        let rows = sql_rows(
+            shared,
+            &format!(
+                "SELECT {} AS m0 FROM {relation}{}",
+                metric.sql,
+                filter(None)
+            ),
+        )
+        .await?;
+        let value = rows
+            .into_iter()
+            .next()
+            .and_then(|mut row| row.remove("m0"))
+            .unwrap_or(metric.empty);
+        return Ok(json!({ "value": value }));
+    }
+    let metrics = sub_metrics(name, spec)?;
+    if let Some(terms) = spec.get("terms") {
+        let field = agg_field(name, terms)?;
+        let size = terms.get("size").and_then(Value::as_u64).unwrap_or(10);
+        let column = field_sql(field);
+        let not_null = filter(Some(&column));
+        let rows = sql_rows(
+            shared,
+            &format!(
+                "SELECT {column} AS key, count(*) AS doc_count{} FROM {relation}{not_null} \
+                 GROUP BY 1 ORDER BY 2 DESC, 1 ASC LIMIT {size}",
+                metric_columns(&metrics)
+            ),
+        )
+        .await?;
+        let listed: u64 = rows
+            .iter()
+            .filter_map(|r| r.get("doc_count").and_then(Value::as_u64))
+            .sum();
+        let counted = total(shared, relation, &not_null).await?;
+        let buckets: Vec<Value> = rows
+            .into_iter()
+            .map(|row| Value::Object(bucket_of(row, &metrics)))
+            .collect();
+        return Ok(json!({
+            "doc_count_error_upper_bound": 0,
+            "sum_other_doc_count": counted.saturating_sub(listed),
+            "buckets": buckets,
+        }));
+    }
+    if let Some(histogram) = spec.get("date_histogram") {
+        let field = agg_field(name, histogram)?;
+        let interval = histogram
+            .get("fixed_interval")
+            .or_else(|| histogram.get("calendar_interval"))
+            .or_else(|| histogram.get("interval"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                bad_request(format!(
+                    "date_histogram [{name}] needs fixed_interval or calendar_interval"
+                ))
+            })?;
+        let step = interval_ms(interval).ok_or_else(|| {
+            Unsupported(format!(
+                "date_histogram [{name}]: interval {interval:?} (use s, m, h or d units, or \
+                 second, minute, hour, day)"
+            ))
+        })?;
+        let column = field_sql(field);
+        let rows = sql_rows(
+            shared,
+            &format!(
+                "SELECT (CAST(to_timestamp_millis({column}) AS BIGINT) / {step}) * {step} AS key, \
+                 count(*) AS doc_count{} FROM {relation}{} GROUP BY 1 ORDER BY 1",
+                metric_columns(&metrics),
+                filter(Some(&column))
+            ),
+        )
+        .await?;
+        return Ok(json!({"buckets": filled_buckets(rows, step, &metrics)}));
+    }
+    Err(Unsupported(format!(
+        "aggregation [{name}]: the kinds supported are terms, date_histogram, avg, sum, min, \
+         max, value_count and cardinality"
+    ))
+    .into())
+}
+
+fn object<'a>(name: &str, spec: &'a Value) -> Result<&'a Map<String, Value>, EsError> {
+    spec.as_object()
+        .ok_or_else(|| bad_request(format!("aggregation [{name}] must be an object")))
+}
+
+fn agg_field<'a>(name: &str, spec: &'a Value) -> Result<&'a str, EsError> {
+    spec.get("field")
+        .and_then(Value::as_str)
+        .map(|field| field.strip_suffix(".keyword").unwrap_or(field))
+        .ok_or_else(|| bad_request(format!("aggregation [{name}] needs a field")))
+}
+
+/// Milliseconds of `30s`, `5m`, `1h`, `1d`, or `second`/`minute`/`hour`/`day` (also `1m` …).
+fn interval_ms(interval: &str) -> Option<i64> {
+    let unit_ms = |unit: &str| -> Option<i64> {
+        Some(match unit {
+            "ms" => 1,
+            "s" | "second" => 1_000,
+            "m" | "minute" => 60_000,
+            "h" | "hour" => 3_600_000,
+            "d" | "day" => 86_400_000,
+            _ => return None,
+        })
+    };
+    if let Some(ms) = unit_ms(interval) {
+        return Some(ms);
+    }
+    let at = interval.find(|c: char| !c.is_ascii_digit())?;
+    let (count, unit) = interval.split_at(at);
+    let count: i64 = count.parse().ok().filter(|c| *c > 0)?;
+    Some(count * unit_ms(unit)?)
+}
+
+/// Buckets every `step` ms from the first key to the last, with `key_as_string`; empty ones
+/// hold each metric's empty value.
+fn filled_buckets(rows: Vec<Map<String, Value>>, step: i64, metrics: &[Metric]) -> Vec<Value> {
+    let found: Vec<(i64, Map<String, Value>)> = rows
+        .into_iter()
+        .filter_map(|row| Some((row.get("key")?.as_i64()?, row)))
+        .collect();
+    let (Some(first), Some(last)) = (
+        found.first().map(|(k, _)| *k),
+        found.last().map(|(k, _)| *k),
+    ) else {
+        return Vec::new();
+    };
+    // A pathological range (years in milliseconds) is not filled beyond what was found.
+    let fill = (last - first) / step <= 100_000;
+    let mut buckets = Vec::new();
+    let mut next = found.into_iter().peekable();
+    let mut key = first;
+    while key <= last {
+        let row = match next.peek() {
+            Some((k, _)) if *k == key => next.next().map(|(_, row)| row),
+            _ => None,
+        };
+        if row.is_some() || fill {
+            let mut bucket = match row {
+                Some(row) => bucket_of(row, metrics),
+                None => bucket_of(
+                    json!({"key": key, "doc_count": 0})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                    metrics,
+                ),
+            };
+            let text = chrono::DateTime::from_timestamp_millis(key)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                .unwrap_or_default();
+            bucket.insert("key_as_string".into(), Value::String(text));
+            buckets.push(Value::Object(bucket));
+        }
+        key = match (fill, next.peek()) {
+            (true, _) => key + step,
+            (false, Some((k, _))) => *k,
+            (false, None) => break,
+        };
+    }
+    buckets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals() {
+        assert_eq!(interval_ms("30s"), Some(30_000));
+        assert_eq!(interval_ms("1m"), Some(60_000));
+        assert_eq!(interval_ms("hour"), Some(3_600_000));
+        assert_eq!(interval_ms("1M"), None);
+    }
+
+    #[test]
+    fn histogram_gaps_are_filled_with_empty_metrics() {
+        let rows: Vec<Map<String, Value>> = [(0, 2, 1.5), (120_000, 1, 4.0)]
+            .iter()
+            .map(|(k, c, m)| {
+                json!({"key": k, "doc_count": c, "m0": m, "m1": c})
+                    .as_object()
+                    .unwrap()
+                    .clone()
+            })
+            .collect();
+        let metrics = [
+            Metric {
+                name: "mean".into(),
+                sql: String::new(),
+                empty: Value::Null,
+            },
+            Metric {
+                name: "n".into(),
+                sql: String::new(),
+                empty: json!(0),
+            },
+        ];
+        let buckets = filled_buckets(rows, 60_000, &metrics);
+        let counts: Vec<u64> = buckets
+            .iter()
+            .map(|b| b["doc_count"].as_u64().unwrap())
+            .collect();
+        assert_eq!(counts, [2, 0, 1]);
+        assert_eq!(buckets[1]["key_as_string"], "1970-01-01T00:01:00.000Z");
+        assert_eq!(buckets[0]["mean"], json!({"value": 1.5}));
+        assert_eq!(buckets[1]["mean"], json!({"value": null}));
+        assert_eq!(buckets[1]["n"], json!({"value": 0}));
+        assert!(buckets[0].get("m0").is_none());
+    }
+}
