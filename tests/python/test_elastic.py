@@ -274,10 +274,30 @@ def test_search_and_count_answer_from_the_same_tables(server):
         mine = [d["length"] for d in docs if d["@timestamp"][:13] == bucket["key_as_string"][:13]]
         expected = pytest.approx(sum(mine) / len(mine)) if mine else None
         assert bucket["mean"]["value"] == expected, bucket
-    with pytest.raises(BadRequestError) as nested:
+    # Buckets inside buckets: the top methods of each status, and each hour's top statuses.
+    aggs = es.search(index="web-2015.05", size=0, aggs={
+        "by_status": {"terms": {"field": "status", "size": 3}, "aggs": {
+            "methods": {"terms": {"field": "method", "size": 1}, "aggs": {
+                "mean": {"avg": {"field": "length"}}}}}},
+        "hourly": {"date_histogram": {"field": "@timestamp", "fixed_interval": "1h"}, "aggs": {
+            "statuses": {"terms": {"field": "status", "size": 2}}}},
+    })["aggregations"]
+    for bucket, (status, count) in zip(aggs["by_status"]["buckets"], top):
+        methods = Counter(d["method"] for d in docs if d["status"] == status)
+        (method, n), = sorted(methods.items(), key=lambda kv: (-kv[1], kv[0]))[:1]
+        [inner] = bucket["methods"]["buckets"]
+        assert (inner["key"], inner["doc_count"]) == (method, n)
+        assert bucket["methods"]["sum_other_doc_count"] == count - n
+        mine = [d["length"] for d in docs if d["status"] == status and d["method"] == method]
+        assert inner["mean"]["value"] == pytest.approx(sum(mine) / len(mine))
+    for bucket in aggs["hourly"]["buckets"]:
+        statuses = Counter(d["status"] for d in docs if d["@timestamp"][:13] == bucket["key_as_string"][:13])
+        expected = sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+        assert [(b["key"], b["doc_count"]) for b in bucket["statuses"]["buckets"]] == expected, bucket
+    with pytest.raises(BadRequestError) as deeper:
         es.search(index="web-2015.05", size=0, aggs={"a": {"terms": {"field": "status"}, "aggs": {
-            "b": {"terms": {"field": "method"}}}}})
-    assert "nested in a bucket aggregation" in str(nested.value)
+            "b": {"terms": {"field": "method"}, "aggs": {"c": {"terms": {"field": "length"}}}}}}})
+    assert "two levels deep" in str(deeper.value)
 
     # What is not supported is named, not approximated.
     with pytest.raises(BadRequestError) as refused:

@@ -8,12 +8,16 @@
 //!   Grafana's and Kibana's panels send: a histogram with the average or the maximum of a field
 //!   per bucket): `avg`, `sum`, `min`, `max` (numbers, answered as doubles), `value_count` and
 //!   `cardinality` (exact here: Elasticsearch's is approximate);
-//! - not supported (400 naming it): a bucket aggregation inside another, other kinds.
+//! - one bucket aggregation inside another (top values over time, a histogram per value): the
+//!   inner buckets of every outer bucket come from one more `GROUP BY` of both keys, restricted
+//!   to the outer keys listed, and are regrouped by outer key;
+//! - not supported (400 naming it): a third level of buckets, two bucket aggregations side by
+//!   side inside one, other kinds.
 
 use serde_json::{Map, Value, json};
 
 use super::EsError;
-use super::dsl::{Unsupported, field_sql};
+use super::dsl::{Unsupported, field_sql, literal_sql};
 use super::search::{bad_request, sql_rows, total};
 use crate::Shared;
 
@@ -46,29 +50,125 @@ fn metric_of(name: &str, spec: &Map<String, Value>) -> Result<Option<Metric>, Es
     Ok(None)
 }
 
-/// The metric sub-aggregations of a bucket aggregation.
-fn sub_metrics(name: &str, spec: &Map<String, Value>) -> Result<Vec<Metric>, EsError> {
-    let Some(subs) = spec.get("aggs").or_else(|| spec.get("aggregations")) else {
-        return Ok(Vec::new());
-    };
-    let subs = subs
-        .as_object()
-        .ok_or_else(|| bad_request(format!("aggregation [{name}]: aggs must be an object")))?;
-    let mut metrics = Vec::with_capacity(subs.len());
-    for (sub, sub_spec) in subs {
-        let sub_spec = object(sub, sub_spec)?;
-        match metric_of(sub, sub_spec)? {
-            Some(metric) => metrics.push(metric),
-            None => {
-                return Err(Unsupported(format!(
-                    "aggregation [{name}] > [{sub}]: only metric aggregations (avg, sum, min, \
-                     max, value_count, cardinality) can be nested in a bucket aggregation"
+/// A bucket aggregation: how it groups, and the metrics of each bucket.
+struct Bucketing {
+    name: String,
+    /// The field's SQL (must not be NULL for a document to fall in a bucket).
+    column: String,
+    /// The bucket key's SQL.
+    key_sql: String,
+    grouping: Grouping,
+    metrics: Vec<Metric>,
+}
+
+enum Grouping {
+    /// The `size` most frequent values.
+    Terms { size: u64 },
+    /// Every `step` milliseconds, empty buckets between the first and the last included.
+    Histogram { step: i64 },
+}
+
+impl Bucketing {
+    /// The bucket aggregation `spec` asks for, with its metric sub-aggregations, and its bucket
+    /// sub-aggregation (its name and spec) if it has one.
+    fn of<'a>(
+        name: &str,
+        spec: &'a Map<String, Value>,
+    ) -> Result<Option<(Bucketing, Option<(&'a str, &'a Map<String, Value>)>)>, EsError> {
+        let (grouping, body) = if let Some(terms) = spec.get("terms") {
+            let size = terms.get("size").and_then(Value::as_u64).unwrap_or(10);
+            (Grouping::Terms { size }, terms)
+        } else if let Some(histogram) = spec.get("date_histogram") {
+            let interval = histogram
+                .get("fixed_interval")
+                .or_else(|| histogram.get("calendar_interval"))
+                .or_else(|| histogram.get("interval"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    bad_request(format!(
+                        "date_histogram [{name}] needs fixed_interval or calendar_interval"
+                    ))
+                })?;
+            let step = interval_ms(interval).ok_or_else(|| {
+                Unsupported(format!(
+                    "date_histogram [{name}]: interval {interval:?} (use s, m, h or d units, or \
+                     second, minute, hour, day)"
                 ))
-                .into());
+            })?;
+            (Grouping::Histogram { step }, histogram)
+        } else {
+            return Ok(None);
+        };
+        let column = field_sql(agg_field(name, body)?);
+        let key_sql = match grouping {
+            Grouping::Terms { .. } => column.clone(),
+            Grouping::Histogram { step } => {
+                format!("(CAST(to_timestamp_millis({column}) AS BIGINT) / {step}) * {step}")
+            }
+        };
+        let mut metrics = Vec::new();
+        let mut inner = None;
+        if let Some(subs) = spec.get("aggs").or_else(|| spec.get("aggregations")) {
+            let subs = subs.as_object().ok_or_else(|| {
+                bad_request(format!("aggregation [{name}]: aggs must be an object"))
+            })?;
+            for (sub, sub_spec) in subs {
+                let sub_spec = object(sub, sub_spec)?;
+                if let Some(metric) = metric_of(sub, sub_spec)? {
+                    metrics.push(metric);
+                } else if inner.is_none() {
+                    inner = Some((sub.as_str(), sub_spec));
+                } else {
+                    return Err(Unsupported(format!(
+                        "aggregation [{name}]: one bucket aggregation per level (with any \
+                         number of metrics)"
+                    ))
+                    .into());
+                }
             }
         }
+        Ok(Some((
+            Bucketing {
+                name: name.to_owned(),
+                column,
+                key_sql,
+                grouping,
+                metrics,
+            },
+            inner,
+        )))
     }
-    Ok(metrics)
+
+    /// The answer of this aggregation for the SQL `rows` of its buckets (`key`, `doc_count`, the
+    /// metrics), ordered as its query orders them; `total`: documents with the field (terms).
+    fn answer(&self, rows: Vec<Map<String, Value>>, total: u64) -> Map<String, Value> {
+        let mut answer = Map::new();
+        match self.grouping {
+            Grouping::Terms { size } => {
+                let listed: Vec<Map<String, Value>> =
+                    rows.into_iter().take(size as usize).collect();
+                let counted: u64 = listed
+                    .iter()
+                    .filter_map(|r| r.get("doc_count").and_then(Value::as_u64))
+                    .sum();
+                answer.insert("doc_count_error_upper_bound".into(), json!(0));
+                answer.insert(
+                    "sum_other_doc_count".into(),
+                    json!(total.saturating_sub(counted)),
+                );
+                let buckets = listed
+                    .into_iter()
+                    .map(|row| Value::Object(bucket_of(row, &self.metrics)))
+                    .collect();
+                answer.insert("buckets".into(), Value::Array(buckets));
+            }
+            Grouping::Histogram { step } => {
+                let buckets = filled_buckets(rows, step, &self.metrics);
+                answer.insert("buckets".into(), Value::Array(buckets));
+            }
+        }
+        answer
+    }
 }
 
 /// The select list of `metrics` (`, <aggregate> AS m<i>`).
@@ -99,20 +199,19 @@ pub(super) async fn aggregation(
     spec: &Value,
 ) -> Result<Value, EsError> {
     let spec = object(name, spec)?;
-    let filter = |column: Option<&str>| match (condition, column) {
-        (Some(c), Some(column)) => format!(" WHERE ({c}) AND {column} IS NOT NULL"),
-        (Some(c), None) => format!(" WHERE {c}"),
-        (None, Some(column)) => format!(" WHERE {column} IS NOT NULL"),
-        (None, None) => String::new(),
+    let filter = |columns: &[&str]| {
+        let mut conjuncts: Vec<String> = condition.iter().map(|c| format!("({c})")).collect();
+        conjuncts.extend(columns.iter().map(|c| format!("{c} IS NOT NULL")));
+        if conjuncts.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conjuncts.join(" AND "))
+        }
     };
     if let Some(metric) = metric_of(name, spec)? {
         let rows = sql_rows(
             shared,
-            &format!(
-                "SELECT {} AS m0 FROM {relation}{}",
-                metric.sql,
-                filter(None)
-            ),
+            &format!("SELECT {} AS m0 FROM {relation}{}", metric.sql, filter(&[])),
         )
         .await?;
         let value = rows
@@ -122,72 +221,109 @@ pub(super) async fn aggregation(
             .unwrap_or(metric.empty);
         return Ok(json!({ "value": value }));
     }
-    let metrics = sub_metrics(name, spec)?;
-    if let Some(terms) = spec.get("terms") {
-        let field = agg_field(name, terms)?;
-        let size = terms.get("size").and_then(Value::as_u64).unwrap_or(10);
-        let column = field_sql(field);
-        let not_null = filter(Some(&column));
-        let rows = sql_rows(
-            shared,
-            &format!(
-                "SELECT {column} AS key, count(*) AS doc_count{} FROM {relation}{not_null} \
-                 GROUP BY 1 ORDER BY 2 DESC, 1 ASC LIMIT {size}",
-                metric_columns(&metrics)
-            ),
-        )
-        .await?;
-        let listed: u64 = rows
-            .iter()
-            .filter_map(|r| r.get("doc_count").and_then(Value::as_u64))
-            .sum();
-        let counted = total(shared, relation, &not_null).await?;
-        let buckets: Vec<Value> = rows
-            .into_iter()
-            .map(|row| Value::Object(bucket_of(row, &metrics)))
-            .collect();
-        return Ok(json!({
-            "doc_count_error_upper_bound": 0,
-            "sum_other_doc_count": counted.saturating_sub(listed),
-            "buckets": buckets,
-        }));
-    }
-    if let Some(histogram) = spec.get("date_histogram") {
-        let field = agg_field(name, histogram)?;
-        let interval = histogram
-            .get("fixed_interval")
-            .or_else(|| histogram.get("calendar_interval"))
-            .or_else(|| histogram.get("interval"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                bad_request(format!(
-                    "date_histogram [{name}] needs fixed_interval or calendar_interval"
+    let Some((outer, inner)) = Bucketing::of(name, spec)? else {
+        return Err(Unsupported(format!(
+            "aggregation [{name}]: the kinds supported are terms, date_histogram, avg, sum, \
+             min, max, value_count and cardinality"
+        ))
+        .into());
+    };
+    let inner = match inner {
+        None => None,
+        Some((inner_name, inner_spec)) => match Bucketing::of(inner_name, inner_spec)? {
+            Some((inner, None)) => Some(inner),
+            Some((_, Some((deeper, _)))) => {
+                return Err(Unsupported(format!(
+                    "aggregation [{name}] > [{inner_name}] > [{deeper}]: bucket aggregations \
+                     nest two levels deep at most"
                 ))
-            })?;
-        let step = interval_ms(interval).ok_or_else(|| {
-            Unsupported(format!(
-                "date_histogram [{name}]: interval {interval:?} (use s, m, h or d units, or \
-                 second, minute, hour, day)"
-            ))
-        })?;
-        let column = field_sql(field);
-        let rows = sql_rows(
-            shared,
-            &format!(
-                "SELECT (CAST(to_timestamp_millis({column}) AS BIGINT) / {step}) * {step} AS key, \
-                 count(*) AS doc_count{} FROM {relation}{} GROUP BY 1 ORDER BY 1",
-                metric_columns(&metrics),
-                filter(Some(&column))
-            ),
-        )
-        .await?;
-        return Ok(json!({"buckets": filled_buckets(rows, step, &metrics)}));
+                .into());
+            }
+            None => {
+                return Err(Unsupported(format!(
+                    "aggregation [{name}] > [{inner_name}]: the kinds supported are terms, \
+                     date_histogram, avg, sum, min, max, value_count and cardinality"
+                ))
+                .into());
+            }
+        },
+    };
+    let order = match outer.grouping {
+        Grouping::Terms { size } => format!(" ORDER BY 2 DESC, 1 ASC LIMIT {size}"),
+        Grouping::Histogram { .. } => " ORDER BY 1".to_owned(),
+    };
+    let outer_filter = filter(&[&outer.column]);
+    let rows = sql_rows(
+        shared,
+        &format!(
+            "SELECT {} AS key, count(*) AS doc_count{} FROM {relation}{outer_filter} GROUP BY 1{order}",
+            outer.key_sql,
+            metric_columns(&outer.metrics)
+        ),
+    )
+    .await?;
+    let outer_total = match outer.grouping {
+        Grouping::Terms { .. } => total(shared, relation, &outer_filter).await?,
+        Grouping::Histogram { .. } => 0,
+    };
+    let keys: Vec<Value> = rows.iter().filter_map(|r| r.get("key").cloned()).collect();
+    let mut answer = outer.answer(rows, outer_total);
+    let Some(inner) = inner else {
+        return Ok(Value::Object(answer));
+    };
+    // The inner buckets of every outer bucket in one statement, regrouped by outer key.
+    let mut inner_filter = filter(&[&outer.column, &inner.column]);
+    if let Grouping::Terms { .. } = outer.grouping {
+        let listed: Vec<String> = keys.iter().filter_map(literal_sql).collect();
+        if listed.is_empty() {
+            inner_filter.push_str(" AND FALSE");
+        } else {
+            inner_filter.push_str(&format!(" AND {} IN ({})", outer.column, listed.join(", ")));
+        }
     }
-    Err(Unsupported(format!(
-        "aggregation [{name}]: the kinds supported are terms, date_histogram, avg, sum, min, \
-         max, value_count and cardinality"
-    ))
-    .into())
+    let inner_order = match inner.grouping {
+        Grouping::Terms { .. } => "ORDER BY 1, 3 DESC, 2 ASC",
+        Grouping::Histogram { .. } => "ORDER BY 1, 2",
+    };
+    let rows = sql_rows(
+        shared,
+        &format!(
+            "SELECT {} AS outer_key, {} AS key, count(*) AS doc_count{} FROM {relation}{inner_filter} \
+             GROUP BY 1, 2 {inner_order}",
+            outer.key_sql,
+            inner.key_sql,
+            metric_columns(&inner.metrics)
+        ),
+    )
+    .await?;
+    let mut by_outer: std::collections::HashMap<String, Vec<Map<String, Value>>> =
+        std::collections::HashMap::new();
+    for mut row in rows {
+        let outer_key = row.remove("outer_key").unwrap_or(Value::Null).to_string();
+        by_outer.entry(outer_key).or_default().push(row);
+    }
+    if let Some(Value::Array(buckets)) = answer.get_mut("buckets") {
+        for bucket in buckets.iter_mut() {
+            let Value::Object(bucket) = bucket else {
+                continue;
+            };
+            let key = bucket
+                .get("key")
+                .cloned()
+                .unwrap_or(Value::Null)
+                .to_string();
+            let rows = by_outer.remove(&key).unwrap_or_default();
+            let with_field = rows
+                .iter()
+                .filter_map(|r| r.get("doc_count").and_then(Value::as_u64))
+                .sum();
+            bucket.insert(
+                inner.name.clone(),
+                Value::Object(inner.answer(rows, with_field)),
+            );
+        }
+    }
+    Ok(Value::Object(answer))
 }
 
 fn object<'a>(name: &str, spec: &'a Value) -> Result<&'a Map<String, Value>, EsError> {

@@ -30,7 +30,7 @@ pub fn string_sql(text: &str) -> String {
 }
 
 /// A JSON scalar as a SQL literal; None for arrays, objects and null.
-fn literal_sql(value: &Value) -> Option<String> {
+pub fn literal_sql(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(string_sql(s)),
         Value::Number(n) => Some(n.to_string()),
