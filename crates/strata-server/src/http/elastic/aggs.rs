@@ -61,6 +61,9 @@ struct Bucketing {
     metrics: Vec<Metric>,
 }
 
+/// A bucket sub-aggregation as written: its name and spec.
+type SubBucketing<'a> = (&'a str, &'a Map<String, Value>);
+
 enum Grouping {
     /// The `size` most frequent values.
     Terms { size: u64 },
@@ -74,7 +77,7 @@ impl Bucketing {
     fn of<'a>(
         name: &str,
         spec: &'a Map<String, Value>,
-    ) -> Result<Option<(Bucketing, Option<(&'a str, &'a Map<String, Value>)>)>, EsError> {
+    ) -> Result<Option<(Bucketing, Option<SubBucketing<'a>>)>, EsError> {
         let (grouping, body) = if let Some(terms) = spec.get("terms") {
             let size = terms.get("size").and_then(Value::as_u64).unwrap_or(10);
             (Grouping::Terms { size }, terms)
