@@ -24,11 +24,14 @@ impl ServeMirror {
         else {
             return Ok(());
         };
-        self.note_footer_copies(table, &manifest).await
+        // Staging linked every part already: the links are recognised as such.
+        self.note_footer_copies(table, &manifest, &[]);
+        Ok(())
     }
 
-    /// Records which of `manifest`'s part files in the working directory are footer copies.
-    async fn note_footer_copies(
+    /// Links what the working directory lacks of `manifest`'s parts (other writers' parts in a
+    /// rebased commit) and records the footer copies.
+    async fn link_footer_copies(
         &self,
         table: &str,
         manifest: &Manifest,
@@ -38,6 +41,14 @@ impl ServeMirror {
             .remote
             .link_parts(&self.files, &dir, table, manifest)
             .await?;
+        self.note_footer_copies(table, manifest, &linked);
+        Ok(())
+    }
+
+    /// Records which of `manifest`'s part files in the working directory are footer copies:
+    /// those in `linked`, and links to the cache's footer copies.
+    fn note_footer_copies(&self, table: &str, manifest: &Manifest, linked: &[std::path::PathBuf]) {
+        let dir = self.root.join(table);
         let mut footer_copies = self
             .footer_copies
             .lock()
@@ -50,7 +61,6 @@ impl ServeMirror {
                 footer_copies.insert(path);
             }
         }
-        Ok(())
     }
 
     /// Lets queries read the parts of `manifest` that are whole in `table_dir` (the ones this
@@ -96,7 +106,7 @@ impl Mirror for ServeMirror {
                 crate::push::commit_table(&self.remote, &self.root, table, base.as_ref(), manifest)
                     .await?;
             // Parts other writers committed meanwhile are opened from footer copies here too.
-            self.note_footer_copies(table, &committed).await?;
+            self.link_footer_copies(table, &committed).await?;
             Ok::<Manifest, RemoteError>(committed)
         });
         match result {
