@@ -218,3 +218,31 @@ def test_changing_statements_with_parameters_over_psycopg(server):
         rows = conn.execute("SELECT data FROM t WHERE data.id = %s", (1,)).fetchall()
         assert rows == [({"id": 1, "n": 10},)]
         assert [d["id"] for d in documents(conn)] == [1, 3]
+
+
+def test_point_reads_by_key_over_prepared_statements(server):
+    """`SELECT data FROM t WHERE data->>'id' = $1` is answered without planning (ADR 0017): the
+    same documents as the planned statement, typed `json`, through text and binary parameters,
+    after replacements and deletions, and never by a value spliced into SQL."""
+    server.ingest("s", ndjson([{"id": f"u{i}", "n": i} for i in range(100)]), query="?key=id")
+    server.ingest("i", ndjson([{"id": i, "n": i} for i in range(100)]), query="?key=id:integer")
+    by_text = "SELECT data FROM s WHERE data->>'id' = %s"
+    by_int = "SELECT data FROM i WHERE data.id = %s"
+    int_as_text = "SELECT * FROM i WHERE (data->>'id') = %s"
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        for binary in (False, True):
+            for _ in range(3):
+                assert conn.execute(by_text, ("u7",), prepare=True, binary=binary).fetchall() == [({"id": "u7", "n": 7},)]
+                assert conn.execute(by_int, (42,), prepare=True, binary=binary).fetchall() == [({"id": 42, "n": 42},)]
+                assert conn.execute(int_as_text, ("42",), prepare=True, binary=binary).fetchall() == [({"id": 42, "n": 42},)]
+                assert conn.execute(int_as_text, ("042",), prepare=True, binary=binary).fetchall() == []
+                assert conn.execute(by_text, ("nope",), prepare=True, binary=binary).fetchall() == []
+                assert conn.execute(by_text, (None,), prepare=True, binary=binary).fetchall() == []
+                assert conn.execute(by_text, ("u1' OR '1'='1",), prepare=True, binary=binary).fetchall() == []
+        conn.execute("UPDATE s SET data = data || %s WHERE data.id = %s", ('{"seen": true}', "u7"))
+        assert conn.execute(by_text, ("u7",), prepare=True).fetchall() == [({"id": "u7", "n": 7, "seen": True},)]
+        conn.execute("DELETE FROM i WHERE data.id = %s", (42,))
+        assert conn.execute(by_int, (42,), prepare=True).fetchall() == []
+        # The planned statement agrees (a second condition keeps it from the direct path).
+        planned = "SELECT data FROM s WHERE data->>'id' = %s AND true"
+        assert conn.execute(planned, ("u7",)).fetchall() == conn.execute(by_text, ("u7",), prepare=True).fetchall()

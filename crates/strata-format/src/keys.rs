@@ -11,7 +11,9 @@
 //! is sorted, the pages that can hold a key are the few whose range covers it: a lookup of one
 //! key reads one page of about a thousand keys (and the footer), whatever the part's size. The
 //! manifest entry carries the part's smallest and largest key, so most parts are skipped
-//! without opening anything.
+//! without opening anything. [`find_keys`] looks up many keys in one read of the file (what
+//! ingest and transactions do); [`KeyFile`] and [`KeyPage`] look up one key at a time in pages a
+//! reader decodes once and keeps (what queries do, through their session's cache).
 //!
 //! Invariants: a key file has exactly its part's row count and lists every row once; a key may
 //! be listed at several rows (a replaced row stays in its part until a merge, deleted by the
@@ -28,7 +30,7 @@ use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde::{Deserialize, Serialize};
@@ -333,6 +335,43 @@ fn page_selection(
     metadata: &parquet::arrow::arrow_reader::ArrowReaderMetadata,
     wanted: &[&KeyValue],
 ) -> Option<RowSelection> {
+    let pages = page_bounds(metadata)?;
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    for page in pages.iter().filter(|page| page.may_hold_any(wanted)) {
+        match ranges.last_mut() {
+            Some(last) if last.end == page.rows.start => last.end = page.rows.end,
+            _ => ranges.push(page.rows.clone()),
+        }
+    }
+    let total = pages.last().map_or(0, |page| page.rows.end);
+    Some(RowSelection::from_consecutive_ranges(
+        ranges.into_iter(),
+        total,
+    ))
+}
+
+/// One data page of a key file: its rows (positions in the file) and key range.
+#[derive(Debug, Clone)]
+struct PageBounds {
+    rows: Range<usize>,
+    min: KeyValue,
+    max: KeyValue,
+}
+
+impl PageBounds {
+    /// Whether one of `wanted` (sorted) falls in the page's key range.
+    fn may_hold_any(&self, wanted: &[&KeyValue]) -> bool {
+        // The first wanted key not below the page's smallest: the page is needed if it is not
+        // above its largest.
+        let first = wanted.partition_point(|k| **k < self.min);
+        wanted.get(first).is_some_and(|k| **k <= self.max)
+    }
+}
+
+/// The key file's data pages from its page index, in file order; None when it has none.
+fn page_bounds(
+    metadata: &parquet::arrow::arrow_reader::ArrowReaderMetadata,
+) -> Option<Vec<PageBounds>> {
     let parquet = metadata.metadata();
     let column_index = parquet.column_index()?;
     let offset_index = parquet.offset_index()?;
@@ -355,35 +394,188 @@ fn page_selection(
     if mins.len() != maxes.len() || mins.len() != counts.len() {
         return None;
     }
-    let mut ranges: Vec<Range<usize>> = Vec::new();
+    let mut pages = Vec::with_capacity(mins.len());
     let mut start = 0usize;
     for page in 0..mins.len() {
         let rows = counts.value(page) as usize;
-        let (low, high) = (bound(&mins, page)?, bound(&maxes, page)?);
-        // The first wanted key not below the page's smallest: the page is needed if it is not
-        // above its largest.
-        let first = wanted.partition_point(|k| **k < low);
-        if wanted.get(first).is_some_and(|k| **k <= high) {
-            match ranges.last_mut() {
-                Some(last) if last.end == start => last.end = start + rows,
-                _ => ranges.push(start..start + rows),
-            }
-        }
+        pages.push(PageBounds {
+            rows: start..start + rows,
+            min: bound(&mins, page)?,
+            max: bound(&maxes, page)?,
+        });
         start += rows;
     }
-    let mut selectors = Vec::new();
-    let mut at = 0;
-    for range in ranges {
-        if range.start > at {
-            selectors.push(RowSelector::skip(range.start - at));
+    Some(pages)
+}
+
+/// A key file opened for lookups one key at a time: its verified footer and the key range of
+/// each data page, so that a lookup reads (or finds cached) the one page that can hold a key.
+/// What a session keeps per key file; [`KeyPage`]s are what it keeps per page.
+#[derive(Debug)]
+pub struct KeyFile {
+    path: PathBuf,
+    opened: crate::checksum::OpenedPart,
+    part_rows: u64,
+    /// The data pages; one range over the whole file when it has no page index.
+    pages: Vec<PageBounds>,
+}
+
+impl KeyFile {
+    /// Opens and verifies the footer of the key file `keys_entry` of a part of `part_rows` rows
+    /// in `table_dir`.
+    pub fn open(
+        table_dir: &Path,
+        keys_entry: &PartKeys,
+        part_rows: u64,
+    ) -> Result<KeyFile, FormatError> {
+        let path = Manifest::part_path(table_dir, &keys_entry.file);
+        let opened = open_verified(&path, keys_entry.bytes, true, part_rows)?;
+        let pages = match page_bounds(&opened.metadata) {
+            Some(pages) => pages,
+            None => {
+                let (Some(min), Some(max)) = (json_key(&keys_entry.min), json_key(&keys_entry.max))
+                else {
+                    return Err(FormatError::Damaged {
+                        path,
+                        message: "its manifest entry has no key range".into(),
+                    });
+                };
+                vec![PageBounds {
+                    rows: 0..part_rows as usize,
+                    min,
+                    max,
+                }]
+            }
+        };
+        Ok(KeyFile {
+            path,
+            opened,
+            part_rows,
+            pages,
+        })
+    }
+
+    /// The pages whose key range covers `key`.
+    pub fn pages_of(&self, key: &KeyValue) -> Vec<usize> {
+        let wanted = [key];
+        (0..self.pages.len())
+            .filter(|&i| self.pages[i].may_hold_any(&wanted))
+            .collect()
+    }
+
+    /// Reads and verifies data page `page`.
+    pub fn read_page(&self, page: usize) -> Result<KeyPage, FormatError> {
+        let damaged = |message: String| FormatError::Damaged {
+            path: self.path.clone(),
+            message,
+        };
+        let bounds = self
+            .pages
+            .get(page)
+            .ok_or_else(|| damaged(format!("it has no page {page}")))?;
+        let total = self.pages.last().map_or(0, |p| p.rows.end);
+        let selection =
+            RowSelection::from_consecutive_ranges(std::iter::once(bounds.rows.clone()), total);
+        let mut keys: Vec<ArrayRef> = Vec::new();
+        let mut rows: Vec<ArrayRef> = Vec::new();
+        let file = PartFile::open(&self.path, self.opened.checksums.clone())?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.opened.metadata.clone())
+                .with_batch_size(bounds.rows.len().max(1))
+                .with_row_selection(selection)
+                .build()
+                .map_err(|source| FormatError::Parquet {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        for batch in reader {
+            let batch = batch.map_err(|source| FormatError::Arrow {
+                path: self.path.clone(),
+                source,
+            })?;
+            keys.push(batch.column(0).clone());
+            rows.push(batch.column(1).clone());
         }
-        selectors.push(RowSelector::select(range.len()));
-        at = range.end;
+        let concat = |arrays: &[ArrayRef]| {
+            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+            arrow::compute::concat(&refs).map_err(|source| FormatError::Arrow {
+                path: self.path.clone(),
+                source,
+            })
+        };
+        let (keys, rows) = (concat(&keys)?, concat(&rows)?);
+        if !matches!(keys.data_type(), DataType::Utf8 | DataType::Int64) {
+            return Err(damaged(format!(
+                "its key column is of type {}",
+                keys.data_type()
+            )));
+        }
+        let rows = rows
+            .as_primitive_opt::<arrow::datatypes::UInt32Type>()
+            .cloned()
+            .ok_or_else(|| damaged(format!("its row column is of type {}", rows.data_type())))?;
+        if let Some(bad) = rows
+            .values()
+            .iter()
+            .find(|&&row| u64::from(row) >= self.part_rows)
+        {
+            return Err(damaged(format!(
+                "it lists row {bad} of a part of {} rows",
+                self.part_rows
+            )));
+        }
+        Ok(KeyPage { keys, rows })
     }
-    if start > at {
-        selectors.push(RowSelector::skip(start - at));
+
+    /// Bytes of memory the parsed footer takes (what a cache counts).
+    pub fn memory_size(&self) -> usize {
+        self.opened.metadata.metadata().memory_size()
+            + self.pages.len() * std::mem::size_of::<PageBounds>()
     }
-    Some(RowSelection::from(selectors))
+}
+
+/// One decoded data page of a key file: keys in ascending order and their rows.
+#[derive(Debug)]
+pub struct KeyPage {
+    /// `Utf8` or `Int64`.
+    keys: ArrayRef,
+    rows: UInt32Array,
+}
+
+impl KeyPage {
+    /// The rows (part positions) the page lists for `key`, ascending.
+    pub fn rows_of(&self, key: &KeyValue) -> Vec<u64> {
+        let compare = |i: usize| -> Ordering {
+            match (key, self.keys.data_type()) {
+                (KeyValue::String(key), DataType::Utf8) => {
+                    self.keys.as_string::<i32>().value(i).cmp(key.as_str())
+                }
+                (KeyValue::Integer(key), DataType::Int64) => {
+                    self.keys.as_primitive::<Int64Type>().value(i).cmp(key)
+                }
+                // A key of the other type is never listed.
+                _ => Ordering::Greater,
+            }
+        };
+        let (mut low, mut high) = (0, self.keys.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if compare(mid) == Ordering::Less {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        (low..self.keys.len())
+            .take_while(|&i| compare(i) == Ordering::Equal)
+            .map(|i| u64::from(self.rows.value(i)))
+            .collect()
+    }
+
+    /// Bytes of memory the page takes (what a cache counts).
+    pub fn memory_size(&self) -> usize {
+        self.keys.get_array_memory_size() + self.rows.get_array_memory_size()
+    }
 }
 
 fn bound(values: &ArrayRef, i: usize) -> Option<KeyValue> {

@@ -30,7 +30,7 @@ pub use checksum::{
 };
 pub use deletes::{DeletionVector, PartDeletes};
 pub use error::FormatError;
-pub use keys::{KeyHit, PartKeys, find_keys, write_key_file};
+pub use keys::{KeyFile, KeyHit, KeyPage, PartKeys, find_keys, write_key_file};
 pub use manifest::{KeyRun, KeyRuns, KeySetting, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
     ColumnHints, FooterColumns, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter,

@@ -21,6 +21,7 @@ pub mod output;
 pub mod partial_count;
 pub mod paths;
 pub mod planner;
+pub mod point_read;
 pub mod rule;
 pub mod scan;
 pub mod stream;
@@ -43,6 +44,7 @@ use strata_engine::DataDir;
 
 use crate::literal_typing::TypeComparisonsByLiteral;
 use crate::planner::JsonPathPlanner;
+use crate::point_read::{BoundValue, PointRead, PointValue};
 use crate::rule::ReadPathsFromColumns;
 use crate::table::{DataDirSchema, PathRegistry};
 
@@ -103,6 +105,8 @@ pub struct QueryResult {
 /// A SQL session over one data directory.
 pub struct Session {
     context: SessionContext,
+    /// The catalog schema of the data directory's tables (also registered in `context`).
+    tables: Arc<DataDirSchema>,
     /// Told the tables each transaction commit changed (the server's merger listens).
     on_commit: Option<transaction::CommitObserver>,
 }
@@ -217,16 +221,29 @@ impl Session {
         if let Some(store) = store {
             schema = schema.with_store(store);
         }
-        catalog.register_schema("public", Arc::new(schema))?;
+        let tables = Arc::new(schema);
+        catalog.register_schema("public", tables.clone())?;
         context.register_catalog("strata", Arc::new(catalog));
         Ok(Session {
             context,
+            tables,
             on_commit: None,
         })
     }
 
     pub fn context(&self) -> &SessionContext {
         &self.context
+    }
+
+    /// Answers the point read `read` (a statement [`PointRead::parse`] recognised) with `value`
+    /// as its compared value, without planning; None when the statement must be planned
+    /// instead (its table is not keyed by its path, or the value is not compared as a key).
+    pub async fn point_read(
+        &self,
+        read: &PointRead,
+        value: &BoundValue,
+    ) -> Result<Option<QueryResult>, QueryError> {
+        self.tables.point_read(read, value).await
     }
 
     /// Plans and runs one statement, collecting its result.
@@ -236,6 +253,12 @@ impl Session {
         }
         if dml::command_tag(sql).is_some() {
             return self.autocommit(sql).await;
+        }
+        if let Some(read) = PointRead::parse(sql)
+            && let PointValue::Literal(value) = &read.value
+            && let Some(result) = self.point_read(&read, value).await?
+        {
+            return Ok(result);
         }
         let frame = match self.context.sql(&stream::copy_with_format(sql)?).await {
             Ok(frame) => frame,

@@ -26,7 +26,10 @@ use strata_engine::{DataDir, ReadLease};
 use strata_format::Manifest;
 
 use crate::paths::{PathColumn, PathIndex};
-use crate::scan::{PartMetadataCache, ScanOutput, StrataScanExec};
+use crate::point_read::{BoundValue, PointRead};
+use crate::scan::{
+    PartMetadataCache, PointSource, ScanOutput, StrataScanExec, read_documents_by_key,
+};
 use crate::transaction::TransactionTables;
 use crate::udf::json_field;
 
@@ -456,6 +459,64 @@ impl DataDirSchema {
 
     pub fn data_dir(&self) -> &DataDir {
         &self.data_dir
+    }
+
+    /// The documents `read` asks for, read through the table's key files without a plan
+    /// (`crate::point_read`); None when `read.table` is not a table keyed by `read.path`, or
+    /// `value` is not compared as a key there: the statement is then planned as usual.
+    pub(crate) async fn point_read(
+        &self,
+        read: &PointRead,
+        value: &BoundValue,
+    ) -> Result<Option<crate::QueryResult>, crate::QueryError> {
+        if !self.pruning
+            || self.transaction.is_some()
+            || strata_engine::table::validate_table_name(&read.table).is_err()
+        {
+            return Ok(None);
+        }
+        let Some(table) = StrataTable::open(
+            &self.data_dir,
+            &read.table,
+            &self.snapshots,
+            self.metadata_cache.clone(),
+            &self.store,
+        )?
+        else {
+            return Ok(None);
+        };
+        let Some(setting) = &table.manifest.settings.key else {
+            return Ok(None);
+        };
+        if strata_json::JsonPath::decode(&setting.path) != read.path {
+            return Ok(None);
+        }
+        let Some(key) = read.key(setting.key_type, value) else {
+            return Ok(None);
+        };
+        let schema = Arc::new(Schema::new(vec![table.schema.field(0).clone()]));
+        let Some(key) = key else {
+            return Ok(Some(crate::QueryResult {
+                schema,
+                batches: Vec::new(),
+            }));
+        };
+        let source = PointSource {
+            table: &table.name,
+            dir: &table.dir,
+            store: &table.store,
+            manifest: &table.manifest,
+            metadata_cache: &table.metadata_cache,
+        };
+        // The table's read lease keeps its parts on disk until the rows are read.
+        let batch = read_documents_by_key(&source, &key, &schema).await?;
+        // No rows, no batch: as a planned statement answers.
+        let batches = if batch.num_rows() == 0 {
+            Vec::new()
+        } else {
+            vec![batch]
+        };
+        Ok(Some(crate::QueryResult { schema, batches }))
     }
 
     /// The same schema with its tables pinned for a transaction: all now (`all`, one snapshot),

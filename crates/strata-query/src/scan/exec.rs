@@ -95,7 +95,7 @@ impl StrataScanExec {
                 continue;
             }
             let key_rows = match &wanted_keys {
-                Some(keys) => key_index::key_rows(&dir, entry, keys)
+                Some(keys) => key_index::key_rows(metadata_cache, &dir, entry, keys)
                     .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?,
                 None => None,
             };

@@ -1,5 +1,5 @@
-//! Parsed footers and page indexes of parts, and their deletion vectors and text indexes,
-//! shared by the statements of a session.
+//! Parsed footers and page indexes of parts, and their deletion vectors, text indexes and key
+//! file pages, shared by the statements of a session.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +8,10 @@ use arrow::datatypes::DataType;
 use datafusion::execution::cache::lru_queue::LruQueue;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use strata_format::deletes::read_deletion_vector;
-use strata_format::{DeletionVector, Manifest, PartChecksums, PartEntry, TextIndex};
+use strata_format::{
+    DeletionVector, KeyFile, KeyPage, Manifest, PartChecksums, PartEntry, TextIndex,
+};
+use strata_json::KeyValue;
 
 /// Parsed footers and page indexes of parts, kept across the statements of a session.
 ///
@@ -27,19 +30,26 @@ struct Entries {
     bytes: usize,
     /// Deletion vectors by file: like parts, a vector file is immutable and its name (part and
     /// manifest version) is never reused for other contents, so an entry is never stale.
-    vectors: SideFiles<DeletionVector>,
+    vectors: SideFiles<PathBuf, DeletionVector>,
     /// Text indexes by file, immutable like parts (ADR 0019).
-    text_indexes: SideFiles<TextIndex>,
+    text_indexes: SideFiles<PathBuf, TextIndex>,
+    /// Opened key files (footer and page ranges) by file, immutable like parts (ADR 0016).
+    key_files: SideFiles<PathBuf, KeyFile>,
+    /// Decoded key file pages by file and page.
+    key_pages: SideFiles<(PathBuf, usize), KeyPage>,
+    /// Whole documents that point reads rebuilt, by part file and row: a part's row never
+    /// changes (deletion vectors say which rows are gone; they are applied before this).
+    documents: SideFiles<(PathBuf, u64), String>,
 }
 
-/// Files read beside parts (deletion vectors, text indexes), by path, least recently used
-/// first out once their file sizes pass a budget.
-struct SideFiles<V> {
-    queue: LruQueue<PathBuf, (Arc<V>, usize)>,
+/// Files (or pieces of files) read beside parts — deletion vectors, text indexes, key files —
+/// by path, least recently used first out once their sizes pass a budget.
+struct SideFiles<K: Clone + Eq + std::hash::Hash, V> {
+    queue: LruQueue<K, (Arc<V>, usize)>,
     bytes: usize,
 }
 
-impl<V> SideFiles<V> {
+impl<K: Clone + Eq + std::hash::Hash, V> SideFiles<K, V> {
     fn new() -> Self {
         SideFiles {
             queue: LruQueue::new(),
@@ -79,6 +89,9 @@ impl PartMetadataCache {
                 bytes: 0,
                 vectors: SideFiles::new(),
                 text_indexes: SideFiles::new(),
+                key_files: SideFiles::new(),
+                key_pages: SideFiles::new(),
+                documents: SideFiles::new(),
             }),
             budget_bytes,
         }
@@ -91,6 +104,77 @@ impl PartMetadataCache {
     /// Text indexes kept at most, counted by their file sizes (the filters are their bytes).
     pub const TEXT_INDEX_BUDGET_BYTES: usize = 64 * 1024 * 1024;
 
+    /// Key file footers and decoded key pages kept at most, by their memory sizes: about
+    /// 30 MB of decoded pages hold the keys of a million documents, so point reads of a
+    /// working set that size never read a key file.
+    pub const KEY_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+    /// The rows of the part `entry` (of the table in `table_dir`) whose key is `key`, ascending,
+    /// deleted rows included (None: the part has no key file): from the decoded pages of its
+    /// key file, each read and verified once (`strata_format::KeyFile`), then shared.
+    pub(super) fn key_rows(
+        &self,
+        table_dir: &Path,
+        entry: &PartEntry,
+        key: &KeyValue,
+    ) -> std::result::Result<Option<Vec<u64>>, strata_format::FormatError> {
+        let Some(keys) = &entry.keys else {
+            return Ok(None);
+        };
+        if !keys.may_hold(key) {
+            return Ok(Some(Vec::new()));
+        }
+        let path = Manifest::part_path(table_dir, &keys.file);
+        let file = self.side_file(
+            |entries| &mut entries.key_files,
+            path.clone(),
+            |file| file.memory_size(),
+            Self::KEY_BUDGET_BYTES,
+            || KeyFile::open(table_dir, keys, entry.rows),
+        )?;
+        let mut rows = Vec::new();
+        for page in file.pages_of(key) {
+            let page = self.side_file(
+                |entries| &mut entries.key_pages,
+                (path.clone(), page),
+                |page| page.memory_size(),
+                Self::KEY_BUDGET_BYTES,
+                || file.read_page(page),
+            )?;
+            rows.extend(page.rows_of(key));
+        }
+        Ok(Some(rows))
+    }
+
+    /// Documents that point reads keep at most, by their text's length and their entry: about
+    /// 200,000 documents of 300 bytes, least recently read first out.
+    pub const DOCUMENT_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+    /// The document at `row` of the part at `part_path` if a point read kept it.
+    pub(super) fn document(&self, part_path: &Path, row: u64) -> Option<Arc<String>> {
+        let mut entries = self.entries.lock().ok()?;
+        entries
+            .documents
+            .queue
+            .get(&(part_path.to_owned(), row))
+            .map(|(document, _)| document.clone())
+    }
+
+    /// Keeps the document at `row` of the part at `part_path` for later point reads.
+    pub(super) fn keep_document(&self, part_path: &Path, row: u64, document: String) {
+        if let Ok(mut entries) = self.entries.lock() {
+            let cached = &mut entries.documents;
+            let size = document.len() + std::mem::size_of::<(PathBuf, u64, String)>();
+            put_within_budget(
+                &mut cached.queue,
+                &mut cached.bytes,
+                (part_path.to_owned(), row),
+                (Arc::new(document), size),
+                Self::DOCUMENT_BUDGET_BYTES,
+            );
+        }
+    }
+
     /// The text index of the part `entry` of the table in `table_dir` (None: it has none), read
     /// and verified once (`TextIndex::read`), then shared.
     pub(super) fn text_index(
@@ -102,10 +186,11 @@ impl PartMetadataCache {
             return Ok(None);
         };
         let path = Manifest::part_path(table_dir, &indexed.file);
+        let bytes = indexed.bytes as usize;
         self.side_file(
             |entries| &mut entries.text_indexes,
             path,
-            indexed.bytes as usize,
+            |_| bytes,
             Self::TEXT_INDEX_BUDGET_BYTES,
             || TextIndex::read(table_dir, indexed),
         )
@@ -123,38 +208,40 @@ impl PartMetadataCache {
             return Ok(None);
         };
         let path = Manifest::part_path(table_dir, &deletes.file);
+        let bytes = deletes.bytes as usize;
         self.side_file(
             |entries| &mut entries.vectors,
             path,
-            deletes.bytes as usize,
+            |_| bytes,
             Self::VECTOR_BUDGET_BYTES,
             || read_deletion_vector(table_dir, deletes, entry.rows),
         )
         .map(Some)
     }
 
-    /// The file at `path` from the side-file cache `files` picks, or `read` once and kept
-    /// (counted as `size` bytes against `budget`).
-    fn side_file<V>(
+    /// The value under `key` in the side-file cache `files` picks, or `read` once and kept
+    /// (counted as `size` of it against `budget`).
+    fn side_file<K: Clone + Eq + std::hash::Hash, V>(
         &self,
-        files: impl Fn(&mut Entries) -> &mut SideFiles<V>,
-        path: PathBuf,
-        size: usize,
+        files: impl Fn(&mut Entries) -> &mut SideFiles<K, V>,
+        key: K,
+        size: impl FnOnce(&V) -> usize,
         budget: usize,
         read: impl FnOnce() -> std::result::Result<V, strata_format::FormatError>,
     ) -> std::result::Result<Arc<V>, strata_format::FormatError> {
         if let Ok(mut entries) = self.entries.lock()
-            && let Some((found, _)) = files(&mut entries).queue.get(&path)
+            && let Some((found, _)) = files(&mut entries).queue.get(&key)
         {
             return Ok(found.clone());
         }
         let value = Arc::new(read()?);
+        let size = size(&value);
         if let Ok(mut entries) = self.entries.lock() {
             let cached = files(&mut entries);
             put_within_budget(
                 &mut cached.queue,
                 &mut cached.bytes,
-                path,
+                key,
                 (value.clone(), size),
                 budget,
             );
@@ -202,10 +289,10 @@ impl PartMetadataCache {
 
 /// Puts `entry` (a value and its size) under `key`, then evicts the least recently used entries
 /// until `bytes` (the sizes held) is within `budget`, always keeping the newest.
-fn put_within_budget<V>(
-    queue: &mut LruQueue<PathBuf, (V, usize)>,
+fn put_within_budget<K: Clone + Eq + std::hash::Hash, V>(
+    queue: &mut LruQueue<K, (V, usize)>,
     bytes: &mut usize,
-    key: PathBuf,
+    key: K,
     entry: (V, usize),
     budget: usize,
 ) {

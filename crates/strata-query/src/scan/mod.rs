@@ -13,13 +13,15 @@
 //! `count` (filtered counts from row-group statistics where they cover the filter),
 //! `read` (opening a part, building outputs, the remainder overlay), `reduce` (rows dropped
 //! before documents are built, for filters and top-k above the scan), `group_counter` (grouped
-//! counts by dictionary key), `metadata_cache` (parsed footers kept across statements).
+//! counts by dictionary key), `metadata_cache` (parsed footers kept across statements), `point`
+//! (the rows of one key, read without a plan).
 
 mod access_plan;
 mod count;
 mod exec;
 mod group_counter;
 mod metadata_cache;
+mod point;
 mod prune;
 mod read;
 mod reduce;
@@ -35,6 +37,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 pub use count::Covering;
 pub use exec::StrataScanExec;
 pub use metadata_cache::PartMetadataCache;
+pub use point::{PointSource, read_documents_by_key};
 pub(crate) use prune::filter_is_exact;
 pub use reduce::{RowReduction, TopRows};
 

@@ -8,6 +8,9 @@
 //! numbers and booleans before they are written unquoted, NULL is `NULL` — so a parameter can
 //! never change the statement's structure. Only `$n` placeholder tokens are replaced: a `$1`
 //! inside a string literal or a comment stays as it is.
+//!
+//! Point reads (`strata_query::point_read`) are not planned either: their one parameter is
+//! decoded here the same way and compared as a key (`point_value`).
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -49,6 +52,16 @@ pub fn bind<S>(sql: &str, portal: &Portal<S>, types: &[Option<Type>]) -> Result<
     Ok(out)
 }
 
+/// One parameter's value, checked against its type.
+#[derive(Debug, PartialEq)]
+enum Value {
+    Null,
+    Text(String),
+    /// The canonical text of a number.
+    Number(String),
+    Bool(bool),
+}
+
 /// The SQL literal of one parameter value.
 fn literal(
     value: Option<&[u8]>,
@@ -56,12 +69,58 @@ fn literal(
     binary: bool,
     name: &str,
 ) -> Result<String, String> {
+    Ok(match decode(value, pg_type, binary, name)? {
+        Value::Null => "NULL".to_owned(),
+        Value::Text(text) => quoted(&text),
+        Value::Number(text) => text,
+        Value::Bool(value) => value.to_string(),
+    })
+}
+
+/// Parameter `index` (1-based) of `portal` as a point read compares it (`strata_query::
+/// point_read`): None when it is of a type a key is never compared with (a fraction, a
+/// boolean), so the statement is planned instead.
+pub fn point_value<S>(
+    portal: &Portal<S>,
+    index: usize,
+    types: &[Option<Type>],
+) -> Result<Option<strata_query::point_read::BoundValue>, String> {
+    use strata_query::point_read::BoundValue;
+    let name = format!("${index}");
+    let value = index
+        .checked_sub(1)
+        .and_then(|i| portal.parameters.get(i))
+        .ok_or_else(|| {
+            format!(
+                "parameter {name} was not given ({} given)",
+                portal.parameters.len()
+            )
+        })?;
+    let pg_type = types.get(index - 1).cloned().flatten();
+    let binary = portal.parameter_format.is_binary(index - 1);
+    Ok(
+        match decode(value.as_deref(), pg_type.as_ref(), binary, &name)? {
+            Value::Null => Some(BoundValue::Null),
+            Value::Text(text) => Some(BoundValue::Text(text)),
+            Value::Number(text) => text.parse().ok().map(BoundValue::Integer),
+            Value::Bool(_) => None,
+        },
+    )
+}
+
+/// One parameter value of type `pg_type`, sent in the binary or the text format.
+fn decode(
+    value: Option<&[u8]>,
+    pg_type: Option<&Type>,
+    binary: bool,
+    name: &str,
+) -> Result<Value, String> {
     let Some(bytes) = value else {
-        return Ok("NULL".to_owned());
+        return Ok(Value::Null);
     };
-    let numeric = |text: String| -> Result<String, String> {
+    let numeric = |text: String| -> Result<Value, String> {
         if text.parse::<f64>().is_ok() || text.parse::<i128>().is_ok() {
-            Ok(text)
+            Ok(Value::Number(text))
         } else {
             Err(format!("parameter {name}: {text:?} is not a number"))
         }
@@ -90,7 +149,7 @@ fn literal(
                     4 => i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
                     _ => i64::from_be_bytes(to_array(b)),
                 };
-                Ok(value.to_string())
+                Ok(Value::Number(value.to_string()))
             } else {
                 numeric(text(bytes, name)?)
             }
@@ -106,7 +165,7 @@ fn literal(
                 if !value.is_finite() {
                     return Err(format!("parameter {name}: {value} is not a finite number"));
                 }
-                Ok(format!("{value:?}"))
+                Ok(Value::Number(format!("{value:?}")))
             } else {
                 numeric(text(bytes, name)?)
             }
@@ -122,18 +181,18 @@ fn literal(
                     other => return Err(format!("parameter {name}: {other:?} is not a boolean")),
                 }
             };
-            Ok(value.to_string())
+            Ok(Value::Bool(value))
         }
         // jsonb's binary form is a version byte (1) and the text.
         Some(t) if *t == Type::JSONB && binary => match bytes.split_first() {
-            Some((1, rest)) => Ok(quoted(&text(rest, name)?)),
+            Some((1, rest)) => Ok(Value::Text(text(rest, name)?)),
             _ => Err(format!("parameter {name}: unknown jsonb binary version")),
         },
         Some(t) if binary && !is_text_type(t) => Err(format!(
             "parameter {name}: binary values of type {} are not supported; send it as text",
             t.name()
         )),
-        _ => Ok(quoted(&text(bytes, name)?)),
+        _ => Ok(Value::Text(text(bytes, name)?)),
     }
 }
 

@@ -211,6 +211,32 @@ pub struct StrataStatements {
     parser: Arc<StrataParser>,
     shared: Arc<Shared>,
     registry: Arc<CancelRegistry>,
+    /// Which prepared statements are point reads, by their text (see [`PointReads`]).
+    point_reads: PointReads,
+}
+
+/// Statement texts recognised as point reads (`strata_query::point_read`) or not, so that a
+/// prepared statement is tokenised once, not at every execution. Bounded: emptied when full.
+#[derive(Default)]
+struct PointReads {
+    known: Mutex<HashMap<String, Option<Arc<strata_query::point_read::PointRead>>>>,
+}
+
+impl PointReads {
+    const MAX_STATEMENTS: usize = 4096;
+
+    fn get(&self, sql: &str) -> Option<Arc<strata_query::point_read::PointRead>> {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = known.get(sql) {
+            return found.clone();
+        }
+        let parsed = strata_query::point_read::PointRead::parse(sql).map(Arc::new);
+        if known.len() >= Self::MAX_STATEMENTS {
+            known.clear();
+        }
+        known.insert(sql.to_owned(), parsed.clone());
+        parsed
+    }
 }
 
 impl StrataStatements {
@@ -227,7 +253,55 @@ impl StrataStatements {
             parser,
             shared,
             registry,
+            point_reads: PointReads::default(),
         }
+    }
+
+    /// The portal's statement answered as a point read (`strata_query::point_read`), or None
+    /// when it is not one or must be planned.
+    async fn point_read(&self, portal: &Portal<DfStatement>) -> PgWireResult<Option<Response>> {
+        use strata_query::point_read::PointValue;
+        let Some(read) = self.point_reads.get(&portal.statement.statement.0) else {
+            return Ok(None);
+        };
+        let value = match &read.value {
+            PointValue::Literal(value) => value.clone(),
+            PointValue::Parameter(index) => {
+                let types = &portal.statement.parameter_types;
+                match super::parameters::point_value(portal, *index, types)
+                    .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?
+                {
+                    Some(value) => value,
+                    None => return Ok(None),
+                }
+            }
+        };
+        // On the runtime's worker, unlike other statements: a point read blocks only on small
+        // reads (the manifest, a shared lock on the table's readers file, a key page once),
+        // and handing the worker off (`block_in_place`) would cost more than the read.
+        let result = self
+            .shared
+            .session
+            .point_read(&read, &value)
+            .await
+            .map_err(query_error)?;
+        let Some(result) = result else {
+            return Ok(None);
+        };
+        use datafusion_postgres::arrow_pg::datatypes::encode_recordbatch;
+        let fields = Arc::new(self.parser.get_result_schema(
+            &portal.statement.statement,
+            Some(&portal.result_column_format),
+        )?);
+        let rows: Vec<_> = result
+            .batches
+            .into_iter()
+            .flat_map(|batch| encode_recordbatch(fields.clone(), batch))
+            .collect();
+        Ok(Some(Response::Query(QueryResponse::new(
+            fields,
+            futures::stream::iter(rows),
+        ))))
     }
 
     /// A statement that changes tables or documents, outside a block, through `Session::run`, as
@@ -744,7 +818,14 @@ impl ExtendedQueryHandler for StrataStatements {
         let sql = &portal.statement.statement.0;
         let slot = slot_of(client);
         let in_block = slot.in_block() || control_of(sql).is_some();
-        let response = match strata_query::table_change_tag(sql) {
+        // A point read is a query: not parsed again to be told apart from a change.
+        let point_read = !in_block && self.point_reads.get(sql).is_some();
+        let change = if point_read {
+            None
+        } else {
+            strata_query::table_change_tag(sql)
+        };
+        let response = match change {
             _ if in_block => {
                 let types = &portal.statement.parameter_types;
                 let bound = super::parameters::bind(sql, portal, types)
@@ -765,13 +846,16 @@ impl ExtendedQueryHandler for StrataStatements {
                 )
                 .await?
             }
-            None => {
-                guarded(
-                    &running,
-                    ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
-                )
-                .await?
-            }
+            None => match guarded(&running, self.point_read(portal)).await? {
+                Some(response) => response,
+                None => {
+                    guarded(
+                        &running,
+                        ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
+                    )
+                    .await?
+                }
+            },
         };
         let json = plan_of(&portal.statement.statement)
             .map(json_columns)

@@ -14,11 +14,12 @@ use std::path::Path;
 
 use datafusion::common::ScalarValue;
 use datafusion::physical_expr::utils::Guarantee;
-use strata_format::{FormatError, KeySetting, PartEntry, find_keys};
+use strata_format::{FormatError, KeySetting, PartEntry};
 use strata_json::{KeyType, KeyValue};
 
 use super::ScanPredicate;
 use crate::paths::PathMode;
+use crate::scan::metadata_cache::PartMetadataCache;
 
 /// The keys the filters pin `key`'s path to (sorted, without duplicates); None when they do
 /// not pin it.
@@ -90,20 +91,22 @@ fn key_of_literal(literal: &ScalarValue, mode: PathMode, key_type: KeyType) -> L
     }
 }
 
-/// The rows of `entry` (in the table at `table_dir`) holding one of `keys`, sorted; deleted
-/// rows among them are left to the part's deletion vector.
+/// The rows of `entry` (in the table at `table_dir`) holding one of `keys`, sorted, from the
+/// session's cached key file pages; deleted rows among them are left to the part's deletion
+/// vector. None when the part has no key file.
 pub(in crate::scan) fn key_rows(
+    cache: &PartMetadataCache,
     table_dir: &Path,
     entry: &PartEntry,
     keys: &[KeyValue],
 ) -> Result<Option<Vec<u64>>, FormatError> {
-    let Some(part_keys) = &entry.keys else {
+    if entry.keys.is_none() {
         return Ok(None);
-    };
-    let mut rows: Vec<u64> = find_keys(table_dir, part_keys, entry.rows, keys)?
-        .into_iter()
-        .map(|hit| hit.row)
-        .collect();
+    }
+    let mut rows = Vec::new();
+    for key in keys {
+        rows.extend(cache.key_rows(table_dir, entry, key)?.unwrap_or_default());
+    }
     rows.sort_unstable();
     rows.dedup();
     Ok(Some(rows))

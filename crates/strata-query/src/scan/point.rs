@@ -1,0 +1,175 @@
+//! Point reads: the documents of one key of a keyed table, read without planning a query.
+//!
+//! `SELECT data FROM t WHERE data->>'id' = $1` is the most frequent statement of an
+//! application that keeps documents, and planning it through DataFusion (analysis, logical and
+//! physical optimisation) costs more than reading the document. This module reads what the
+//! planned scan would read for that statement — the same parts (by their key ranges), the same
+//! rows (by their key files, less the rows their deletion vectors delete), the same pages and
+//! the same document rebuilding (`read`) — so the answer is the scan's answer, produced
+//! directly. `crate::point_read` decides which statements qualify.
+//!
+//! Documents rebuilt here are kept in the session's cache by part and row
+//! (`PartMetadataCache::document`): a part never changes once written and its name is never
+//! reused, so a kept document is always the row's document; whether the row is still live is
+//! decided by the part's deletion vector of the snapshot read, every time, before the cache is
+//! asked.
+//!
+//! Invariant: for a key `k`, the rows produced are exactly the live rows whose key is `k` in
+//! the snapshot `manifest`, in part order then row order — the rows the planned statement
+//! returns.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
+use datafusion::physical_plan::metrics::Count;
+use futures::StreamExt;
+use object_store::ObjectStore;
+use strata_format::Manifest;
+use strata_json::KeyValue;
+
+use super::access_plan::{self, PartInScan, PruneCounts};
+use super::metadata_cache::PartMetadataCache;
+use super::read::{build_outputs, open_unit, plan_output};
+use super::{ScanOutput, part_error};
+
+/// Where a point read finds its rows: a table snapshot and the session's caches.
+pub struct PointSource<'a> {
+    pub table: &'a str,
+    pub dir: &'a Path,
+    pub store: &'a Arc<dyn ObjectStore>,
+    pub manifest: &'a Manifest,
+    pub metadata_cache: &'a PartMetadataCache,
+}
+
+/// The whole documents (the one `data` column of `schema`) of the live rows whose key is
+/// `key`.
+pub async fn read_documents_by_key(
+    source: &PointSource<'_>,
+    key: &KeyValue,
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
+    let PointSource {
+        table,
+        dir,
+        manifest,
+        metadata_cache,
+        ..
+    } = source;
+    let context =
+        |e: strata_format::FormatError| DataFusionError::Execution(format!("table {table}: {e}"));
+    let mut documents: Vec<Arc<String>> = Vec::new();
+    for entry in &manifest.parts {
+        let Some(mut rows) = metadata_cache.key_rows(dir, entry, key).map_err(context)? else {
+            return Err(DataFusionError::Internal(format!(
+                "table {table}: part {} of a keyed table has no key file",
+                entry.file
+            )));
+        };
+        if rows.is_empty() {
+            continue;
+        }
+        if let Some(deleted) = metadata_cache
+            .deletion_vector(dir, entry)
+            .map_err(context)?
+        {
+            rows.retain(|&row| !deleted.contains(row));
+        }
+        let path = Manifest::part_path(dir, &entry.file);
+        let mut found: Vec<(u64, Arc<String>)> = Vec::with_capacity(rows.len());
+        let mut missing = Vec::new();
+        for row in rows {
+            match metadata_cache.document(&path, row) {
+                Some(document) => found.push((row, document)),
+                None => missing.push(row),
+            }
+        }
+        if !missing.is_empty() {
+            let read = read_rows(source, entry, &path, &missing).await?;
+            for (row, document) in missing.into_iter().zip(read) {
+                metadata_cache.keep_document(&path, row, document.clone());
+                found.push((row, Arc::new(document)));
+            }
+            found.sort_unstable_by_key(|(row, _)| *row);
+        }
+        documents.extend(found.into_iter().map(|(_, document)| document));
+    }
+    let column = StringArray::from_iter_values(documents.iter().map(|d| d.as_str()));
+    Ok(RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(column)],
+    )?)
+}
+
+/// The documents at `rows` (ascending) of the part `entry` at `path`, in that order.
+async fn read_rows(
+    source: &PointSource<'_>,
+    entry: &strata_format::PartEntry,
+    path: &Path,
+    rows: &[u64],
+) -> Result<Vec<String>> {
+    let PointSource {
+        table,
+        store,
+        metadata_cache,
+        ..
+    } = source;
+    let (metadata, checksums) = metadata_cache
+        .get_or_load(path, entry)
+        .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
+    let mut plan = ParquetAccessPlan::new_all(metadata.metadata().num_row_groups());
+    access_plan::keep_key_rows(
+        &mut plan,
+        metadata.metadata(),
+        rows,
+        &mut PruneCounts::default(),
+    );
+    let part = Arc::new(PartInScan {
+        entry: entry.clone(),
+        path: path.to_owned(),
+        location: Manifest::part_location(table, &entry.file),
+        metadata,
+        checksums,
+    });
+    let plans = [plan_output(&part.entry, &ScanOutput::Document)];
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![crate::udf::json_field(
+        crate::table::DATA_COLUMN,
+    )]));
+    let mut documents = Vec::with_capacity(rows.len());
+    for unit in access_plan::split_units(&part, &plan) {
+        let mut batches = open_unit(store, &unit, &plans, table, &Count::new(), None)?;
+        while let Some(batch) = batches.next().await {
+            let built = batch
+                .map_err(DataFusionError::from)
+                .and_then(|batch| build_outputs(&batch, &plans, &schema))
+                .map_err(|e| part_error(table, &part.path, e))?;
+            let column = arrow::compute::cast(built.column(0), &DataType::Utf8)?;
+            let text = column.as_string::<i32>();
+            for i in 0..text.len() {
+                if text.is_null(i) {
+                    return Err(part_error(
+                        table,
+                        &part.path,
+                        DataFusionError::Internal("a row rebuilt no document".into()),
+                    ));
+                }
+                documents.push(text.value(i).to_owned());
+            }
+        }
+    }
+    if documents.len() != rows.len() {
+        return Err(part_error(
+            table,
+            &part.path,
+            DataFusionError::Internal(format!(
+                "{} rows asked for, {} read",
+                rows.len(),
+                documents.len()
+            )),
+        ));
+    }
+    Ok(documents)
+}
