@@ -246,3 +246,14 @@ def test_point_reads_by_key_over_prepared_statements(server):
         # The planned statement agrees (a second condition keeps it from the direct path).
         planned = "SELECT data FROM s WHERE data->>'id' = %s AND true"
         assert conn.execute(planned, ("u7",)).fetchall() == conn.execute(by_text, ("u7",), prepare=True).fetchall()
+    # In a transaction block: the block's snapshot and its own changes.
+    with psycopg.connect(server.dsn()) as conn:
+        assert conn.execute(by_text, ("u8",), prepare=True).fetchall() == [({"id": "u8", "n": 8},)]
+        conn.execute("UPDATE s SET data = data || %s WHERE data.id = %s", ('{"in_block": 1}', "u8"))
+        conn.execute("INSERT INTO s VALUES (%s)", (json.dumps({"id": "new", "n": -1}),))
+        assert conn.execute(by_text, ("u8",), prepare=True).fetchall() == [({"id": "u8", "n": 8, "in_block": 1},)]
+        assert conn.execute(by_text, ("new",), prepare=True).fetchall() == [({"id": "new", "n": -1},)]
+        with psycopg.connect(server.dsn(), autocommit=True) as other:
+            assert other.execute(by_text, ("new",), prepare=True).fetchall() == []
+        conn.rollback()
+        assert conn.execute(by_text, ("u8",), prepare=True).fetchall() == [({"id": "u8", "n": 8},)]

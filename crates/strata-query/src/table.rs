@@ -469,22 +469,27 @@ impl DataDirSchema {
         read: &PointRead,
         value: &BoundValue,
     ) -> Result<Option<crate::QueryResult>, crate::QueryError> {
-        if !self.pruning
-            || self.transaction.is_some()
-            || strata_engine::table::validate_table_name(&read.table).is_err()
-        {
+        if !self.pruning || strata_engine::table::validate_table_name(&read.table).is_err() {
             return Ok(None);
         }
-        let Some(table) = StrataTable::open(
-            &self.data_dir,
-            &read.table,
-            &self.snapshots,
-            self.metadata_cache.clone(),
-            &self.store,
-        )?
-        else {
+        // A transaction's table is its snapshot, or its private view once it changed it.
+        let table = match &self.transaction {
+            Some(transaction) => transaction.table(&read.table, self).await?,
+            None => StrataTable::open(
+                &self.data_dir,
+                &read.table,
+                &self.snapshots,
+                self.metadata_cache.clone(),
+                &self.store,
+            )?,
+        };
+        let Some(table) = table else {
             return Ok(None);
         };
+        if table.manifest.parts.iter().any(|part| part.keys.is_none()) {
+            // Only parts with key files can be read by key.
+            return Ok(None);
+        }
         let Some(setting) = &table.manifest.settings.key else {
             return Ok(None);
         };

@@ -29,6 +29,7 @@ use strata_json::KeyValue;
 
 use crate::dml::{self, Change, ConflictAction};
 use crate::paths::PathIndex;
+use crate::point_read::{BoundValue, PointRead};
 use crate::table::{DataDirSchema, SnapshotCache, StrataTable};
 use crate::{QueryError, QueryResult};
 
@@ -295,6 +296,8 @@ pub type CommitObserver = Arc<dyn Fn(&str) + Send + Sync>;
 /// A transaction (see the module docs). Dropping it rolls it back.
 pub struct Transaction {
     context: SessionContext,
+    /// The transaction's schema (registered in `context`): its tables at its snapshot.
+    schema: Arc<DataDirSchema>,
     tables: Arc<TransactionTables>,
     on_commit: Option<CommitObserver>,
     /// `SAVEPOINT`s, oldest first: each name with every table's changes when it was set.
@@ -333,13 +336,15 @@ impl Transaction {
             }
         }
         let catalog = MemoryCatalogProvider::new();
-        catalog.register_schema(crate::SCHEMA, Arc::new(pinned))?;
+        let schema = Arc::new(pinned);
+        catalog.register_schema(crate::SCHEMA, schema.clone())?;
         catalogs.register_catalog(crate::CATALOG.to_owned(), Arc::new(catalog));
         let state = SessionStateBuilder::new_from_existing(context.state())
             .with_catalog_list(catalogs)
             .build();
         Ok(Transaction {
             context: SessionContext::new_with_state(state),
+            schema,
             tables,
             on_commit,
             savepoints: Mutex::new(Vec::new()),
@@ -408,6 +413,17 @@ impl Transaction {
         let schema = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await?;
         Ok(QueryResult { schema, batches })
+    }
+
+    /// Answers the point read `read` with `value` at the transaction's snapshot and with its
+    /// own changes, without planning (see [`crate::Session::point_read`]); None when it must
+    /// be planned.
+    pub async fn point_read(
+        &self,
+        read: &PointRead,
+        value: &BoundValue,
+    ) -> Result<Option<QueryResult>, QueryError> {
+        self.schema.point_read(read, value).await
     }
 
     /// Plans a query (not a change) in the transaction.

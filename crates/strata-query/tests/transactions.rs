@@ -501,3 +501,56 @@ async fn returning_answers_the_documents_changed() {
         ["2"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_reads_in_a_transaction_see_its_snapshot_and_its_own_changes() {
+    use strata_query::point_read::{PointRead, PointValue};
+    let dir = tempfile::tempdir().unwrap();
+    accounts(dir.path());
+    let session = Session::open(dir.path()).unwrap();
+    let transaction = session.begin().unwrap();
+    let direct = |sql: &'static str| {
+        let transaction = &transaction;
+        async move {
+            let read = PointRead::parse(sql).unwrap();
+            let PointValue::Literal(value) = &read.value else {
+                panic!("a literal: {sql}");
+            };
+            let result = transaction.point_read(&read, value).await.unwrap();
+            column_texts(&result.unwrap_or_else(|| panic!("planned: {sql}")).batches)
+        }
+    };
+    let a = "SELECT data FROM accounts WHERE data->>'id' = 'a'";
+    let d = "SELECT data FROM accounts WHERE data->>'id' = 'd'";
+    assert_eq!(direct(a).await, [r#"{"balance":100,"id":"a"}"#]);
+    // Committed after the snapshot: not seen.
+    session
+        .run(r#"INSERT INTO accounts VALUES ('{"id":"d","balance":1}')"#)
+        .await
+        .unwrap();
+    assert!(direct(d).await.is_empty());
+    // The transaction's own changes are (its private view), as the planned query sees them.
+    transaction.run(&set("a", 7)).await.unwrap();
+    transaction
+        .run(r#"INSERT INTO accounts VALUES ('{"id":"e","balance":5}')"#)
+        .await
+        .unwrap();
+    transaction
+        .run("DELETE FROM accounts WHERE data->>'id' = 'b'")
+        .await
+        .unwrap();
+    for sql in [
+        a,
+        "SELECT data FROM accounts WHERE data->>'id' = 'b'",
+        "SELECT data FROM accounts WHERE data->>'id' = 'e'",
+        d,
+    ] {
+        let planned = format!("{} AND true", sql);
+        assert_eq!(
+            direct(sql).await,
+            texts(&transaction, &planned).await,
+            "{sql}"
+        );
+    }
+    assert_eq!(direct(a).await, [r#"{"balance":7,"id":"a"}"#]);
+}

@@ -65,7 +65,7 @@ pub async fn read_documents_by_key(
     for entry in &manifest.parts {
         let Some(mut rows) = metadata_cache.key_rows(dir, entry, key).map_err(context)? else {
             return Err(DataFusionError::Internal(format!(
-                "table {table}: part {} of a keyed table has no key file",
+                "table {table}: part {} has no key file to read by key",
                 entry.file
             )));
         };

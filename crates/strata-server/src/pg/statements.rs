@@ -374,6 +374,22 @@ impl StrataStatements {
             let result = transaction.run(sql).await.map_err(query_error)?;
             return change_response(tag, &result, format);
         }
+        if let Some(read) = strata_query::point_read::PointRead::parse(sql)
+            && let strata_query::point_read::PointValue::Literal(value) = &read.value
+            && let Some(result) = transaction
+                .point_read(&read, value)
+                .await
+                .map_err(query_error)?
+        {
+            // Parameters were bound into the statement's text as literals (`bind`).
+            let json: Vec<bool> = result
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.metadata().contains_key(strata_query::JSON_FIELD_METADATA))
+                .collect();
+            return Ok(Response::Query(rows_response(&result, format, &json)?));
+        }
         let frame = transaction.sql(sql).await.map_err(query_error)?;
         let response =
             datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe(frame, format, None)
@@ -494,20 +510,13 @@ fn change_response(
     result: &strata_query::QueryResult,
     format: &Format,
 ) -> PgWireResult<Response> {
-    use datafusion_postgres::arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
     if result
         .schema
         .metadata()
         .contains_key(strata_query::RETURNING_METADATA)
     {
         // `RETURNING` rows; pgwire appends their count to the tag (`INSERT 0 2`).
-        let fields = Arc::new(arrow_schema_to_pg_fields(&result.schema, format, None)?);
-        let rows: Vec<_> = result
-            .batches
-            .iter()
-            .flat_map(|batch| encode_recordbatch(fields.clone(), batch.clone()))
-            .collect();
-        let mut response = QueryResponse::new(fields, futures::stream::iter(rows));
+        let mut response = rows_response(result, format, &[])?;
         response.set_command_tag(if tag == "INSERT" { "INSERT 0" } else { tag });
         return Ok(Response::Query(response));
     }
@@ -516,6 +525,23 @@ fn change_response(
         Some(rows) => Tag::new(tag).with_rows(rows),
         None => Tag::new(tag),
     }))
+}
+
+/// The rows of `result` as a query response, the columns `json` marks typed `json`.
+fn rows_response(
+    result: &strata_query::QueryResult,
+    format: &Format,
+    json: &[bool],
+) -> PgWireResult<QueryResponse> {
+    use datafusion_postgres::arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+    let fields = arrow_schema_to_pg_fields(&result.schema, format, None)?;
+    let fields = Arc::new(with_json_types(&fields, json));
+    let rows: Vec<_> = result
+        .batches
+        .iter()
+        .flat_map(|batch| encode_recordbatch(fields.clone(), batch.clone()))
+        .collect();
+    Ok(QueryResponse::new(fields, futures::stream::iter(rows)))
 }
 
 /// PostgreSQL's answer to a savepoint statement outside a block.
