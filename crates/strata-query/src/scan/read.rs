@@ -15,7 +15,7 @@ use arrow::datatypes::{DataType, Fields, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::physical_plan::metrics::Count;
 use object_store::ObjectStore;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelectionPolicy};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use strata_format::{PartEntry, VerifiedPartReader};
 use strata_json::reconstruct::{parse_stored, reconstruct};
@@ -139,6 +139,15 @@ fn needed_columns(entry: &PartEntry, plan: &OutputPlan, needed: &mut BTreeSet<St
     false
 }
 
+/// A selection whose runs (selected or skipped) average fewer rows than this is read as whole
+/// pages filtered by a mask rather than run by run. Deletion vectors cut a part's rows into
+/// short runs (1 % of rows deleted at random: runs of about 50), which parquet's default (32)
+/// reads run by run, each a call into every column's decoder; measured with `bench/changes.py`
+/// (1M events, 10 % replaced and 1 % deleted), JSONBench Q3–Q5 ran 10–25 % faster with the mask
+/// (Q4 17.5 → 13.6 ms). Key lookups, text-index granules and page pruning select long runs and
+/// stay run by run.
+const MASK_BELOW_AVERAGE_RUN: usize = 1024;
+
 /// A stream of the batches of one part's selected rows.
 pub(super) type UnitStream =
     parquet::arrow::async_reader::ParquetRecordBatchStream<VerifiedPartReader>;
@@ -220,7 +229,11 @@ pub(super) fn open_unit(
         .into_overall_row_selection(parquet.row_groups())
         .map_err(|e| part_error(table, &part.path, e))?;
     if let Some(selection) = selection {
-        builder = builder.with_row_selection(selection);
+        builder = builder
+            .with_row_selection(selection)
+            .with_row_selection_policy(RowSelectionPolicy::Auto {
+                threshold: MASK_BELOW_AVERAGE_RUN,
+            });
     }
     builder
         .build()
