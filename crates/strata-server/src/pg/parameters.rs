@@ -33,18 +33,7 @@ pub fn bind<S>(sql: &str, portal: &Portal<S>, types: &[Option<Type>]) -> Result<
                 let index: usize = name[1..]
                     .parse()
                     .map_err(|_| format!("unknown parameter {name}"))?;
-                let value = index
-                    .checked_sub(1)
-                    .and_then(|i| portal.parameters.get(i))
-                    .ok_or_else(|| {
-                        format!(
-                            "parameter {name} was not given ({} given)",
-                            portal.parameters.len()
-                        )
-                    })?;
-                let pg_type = types.get(index - 1).cloned().flatten();
-                let binary = portal.parameter_format.is_binary(index - 1);
-                out.push_str(&literal(value.as_deref(), pg_type.as_ref(), binary, name)?);
+                out.push_str(&literal(parameter(portal, index, types)?));
             }
             other => out.push_str(&other.to_string()),
         }
@@ -63,29 +52,17 @@ enum Value {
 }
 
 /// The SQL literal of one parameter value.
-fn literal(
-    value: Option<&[u8]>,
-    pg_type: Option<&Type>,
-    binary: bool,
-    name: &str,
-) -> Result<String, String> {
-    Ok(match decode(value, pg_type, binary, name)? {
+fn literal(value: Value) -> String {
+    match value {
         Value::Null => "NULL".to_owned(),
         Value::Text(text) => quoted(&text),
         Value::Number(text) => text,
         Value::Bool(value) => value.to_string(),
-    })
+    }
 }
 
-/// Parameter `index` (1-based) of `portal` as a point read compares it (`strata_query::
-/// point_read`): None when it is of a type a key is never compared with (a fraction, a
-/// boolean), so the statement is planned instead.
-pub fn point_value<S>(
-    portal: &Portal<S>,
-    index: usize,
-    types: &[Option<Type>],
-) -> Result<Option<strata_query::point_read::BoundValue>, String> {
-    use strata_query::point_read::BoundValue;
+/// Parameter `index` (1-based) of `portal`, decoded by its type and format.
+fn parameter<S>(portal: &Portal<S>, index: usize, types: &[Option<Type>]) -> Result<Value, String> {
     let name = format!("${index}");
     let value = index
         .checked_sub(1)
@@ -98,14 +75,24 @@ pub fn point_value<S>(
         })?;
     let pg_type = types.get(index - 1).cloned().flatten();
     let binary = portal.parameter_format.is_binary(index - 1);
-    Ok(
-        match decode(value.as_deref(), pg_type.as_ref(), binary, &name)? {
-            Value::Null => Some(BoundValue::Null),
-            Value::Text(text) => Some(BoundValue::Text(text)),
-            Value::Number(text) => text.parse().ok().map(BoundValue::Integer),
-            Value::Bool(_) => None,
-        },
-    )
+    decode(value.as_deref(), pg_type.as_ref(), binary, &name)
+}
+
+/// Parameter `index` (1-based) of `portal` as a point read compares it (`strata_query::
+/// point_read`): None when it is of a type a key is never compared with (a fraction, a
+/// boolean), so the statement is planned instead.
+pub fn point_value<S>(
+    portal: &Portal<S>,
+    index: usize,
+    types: &[Option<Type>],
+) -> Result<Option<strata_query::point_read::BoundValue>, String> {
+    use strata_query::point_read::BoundValue;
+    Ok(match parameter(portal, index, types)? {
+        Value::Null => Some(BoundValue::Null),
+        Value::Text(text) => Some(BoundValue::Text(text)),
+        Value::Number(text) => text.parse().ok().map(BoundValue::Integer),
+        Value::Bool(_) => None,
+    })
 }
 
 /// One parameter value of type `pg_type`, sent in the binary or the text format.
@@ -221,34 +208,43 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn literal_of(
+        value: Option<&[u8]>,
+        pg_type: Option<&Type>,
+        binary: bool,
+        name: &str,
+    ) -> Result<String, String> {
+        decode(value, pg_type, binary, name).map(literal)
+    }
+
     #[test]
     fn values_become_literals_that_read_back_as_themselves() {
-        assert_eq!(literal(None, None, false, "$1").unwrap(), "NULL");
+        assert_eq!(literal_of(None, None, false, "$1").unwrap(), "NULL");
         assert_eq!(
-            literal(Some(b"it's"), Some(&Type::TEXT), false, "$1").unwrap(),
+            literal_of(Some(b"it's"), Some(&Type::TEXT), false, "$1").unwrap(),
             "'it''s'"
         );
         assert_eq!(
-            literal(Some(b"42"), Some(&Type::INT8), false, "$1").unwrap(),
+            literal_of(Some(b"42"), Some(&Type::INT8), false, "$1").unwrap(),
             "42"
         );
-        assert!(literal(Some(b"1; DROP TABLE t"), Some(&Type::INT8), false, "$1").is_err());
+        assert!(literal_of(Some(b"1; DROP TABLE t"), Some(&Type::INT8), false, "$1").is_err());
         assert_eq!(
-            literal(Some(&(-7i32).to_be_bytes()), Some(&Type::INT4), true, "$1").unwrap(),
+            literal_of(Some(&(-7i32).to_be_bytes()), Some(&Type::INT4), true, "$1").unwrap(),
             "-7"
         );
         assert_eq!(
-            literal(Some(&1.5f64.to_be_bytes()), Some(&Type::FLOAT8), true, "$1").unwrap(),
+            literal_of(Some(&1.5f64.to_be_bytes()), Some(&Type::FLOAT8), true, "$1").unwrap(),
             "1.5"
         );
         assert_eq!(
-            literal(Some(b"\x01{\"a\":1}"), Some(&Type::JSONB), true, "$1").unwrap(),
+            literal_of(Some(b"\x01{\"a\":1}"), Some(&Type::JSONB), true, "$1").unwrap(),
             "'{\"a\":1}'"
         );
         assert_eq!(
-            literal(Some(&[1]), Some(&Type::BOOL), true, "$1").unwrap(),
+            literal_of(Some(&[1]), Some(&Type::BOOL), true, "$1").unwrap(),
             "true"
         );
-        assert!(literal(Some(&[0, 1]), Some(&Type::UUID), true, "$1").is_err());
+        assert!(literal_of(Some(&[0, 1]), Some(&Type::UUID), true, "$1").is_err());
     }
 }

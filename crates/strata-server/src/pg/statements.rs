@@ -6,6 +6,8 @@
 //!   computed lazily as pgwire sends them, after `do_query` returns, so the row stream itself is
 //!   wrapped, and dropping it drops DataFusion's stream, which stops the scan;
 //! - the statement latency metric;
+//! - point reads by key (`strata_query::point_read`) answered without planning, in autocommit
+//!   from the portal's parameter and in blocks from the bound statement;
 //! - columns that hold whole JSON documents (marked `strata.json` in the plan) typed `json`
 //!   instead of `text`, in row descriptions and results of the extended protocol (what drivers
 //!   use), so drivers hand documents back as documents.
@@ -293,6 +295,10 @@ impl StrataStatements {
             &portal.statement.statement,
             Some(&portal.result_column_format),
         )?);
+        if fields.len() != result.schema.fields().len() {
+            // Described otherwise at Parse: answer as described, by the plan.
+            return Ok(None);
+        }
         let rows: Vec<_> = result
             .batches
             .into_iter()
