@@ -545,17 +545,14 @@ pub struct KeyPage {
 impl KeyPage {
     /// The rows (part positions) the page lists for `key`, ascending.
     pub fn rows_of(&self, key: &KeyValue) -> Vec<u64> {
+        // How the page's key at `i` orders against `key` (a key of the other type is never
+        // listed: nothing equals it).
         let compare = |i: usize| -> Ordering {
-            match (key, self.keys.data_type()) {
-                (KeyValue::String(key), DataType::Utf8) => {
-                    self.keys.as_string::<i32>().value(i).cmp(key.as_str())
-                }
-                (KeyValue::Integer(key), DataType::Int64) => {
-                    self.keys.as_primitive::<Int64Type>().value(i).cmp(key)
-                }
-                // A key of the other type is never listed.
-                _ => Ordering::Greater,
+            match self.keys.data_type() {
+                DataType::Utf8 => compare_str(key, self.keys.as_string::<i32>().value(i)),
+                _ => compare_int(key, self.keys.as_primitive::<Int64Type>().value(i)),
             }
+            .reverse()
         };
         let (mut low, mut high) = (0, self.keys.len());
         while low < high {

@@ -79,6 +79,15 @@ impl KeyValue {
         }
     }
 
+    /// The integer key whose text (as `->>` reads it) is `text`: only an integer's canonical
+    /// decimal form names one (`'42'`, not `'042'` or `'+42'`).
+    pub fn integer_from_text(text: &str) -> Option<KeyValue> {
+        text.parse::<i64>()
+            .ok()
+            .filter(|i| i.to_string() == text)
+            .map(KeyValue::Integer)
+    }
+
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         match self {

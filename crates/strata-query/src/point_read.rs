@@ -105,12 +105,9 @@ impl PointRead {
             (BoundValue::Text(text), KeyType::String, _) => {
                 Some(Some(KeyValue::String(text.clone())))
             }
-            (BoundValue::Text(text), KeyType::Integer, true) => Some(
-                text.parse::<i64>()
-                    .ok()
-                    .filter(|i| i.to_string() == *text)
-                    .map(KeyValue::Integer),
-            ),
+            (BoundValue::Text(text), KeyType::Integer, true) => {
+                Some(KeyValue::integer_from_text(text))
+            }
             (BoundValue::Integer(i), KeyType::Integer, false) => Some(Some(KeyValue::Integer(*i))),
             _ => None,
         }

@@ -56,6 +56,15 @@ impl<K: Clone + Eq + std::hash::Hash, V> SideFiles<K, V> {
             bytes: 0,
         }
     }
+
+    fn get(&mut self, key: &K) -> Option<Arc<V>> {
+        self.queue.get(key).map(|(value, _)| value.clone())
+    }
+
+    /// Keeps `value` (counted as `size` bytes) within `budget`.
+    fn put(&mut self, key: K, value: Arc<V>, size: usize, budget: usize) {
+        put_within_budget(&mut self.queue, &mut self.bytes, key, (value, size), budget);
+    }
 }
 
 impl std::fmt::Debug for PartMetadataCache {
@@ -153,23 +162,17 @@ impl PartMetadataCache {
     /// The document at `row` of the part at `part_path` if a point read kept it.
     pub(super) fn document(&self, part_path: &Path, row: u64) -> Option<Arc<String>> {
         let mut entries = self.entries.lock().ok()?;
-        entries
-            .documents
-            .queue
-            .get(&(part_path.to_owned(), row))
-            .map(|(document, _)| document.clone())
+        entries.documents.get(&(part_path.to_owned(), row))
     }
 
     /// Keeps the document at `row` of the part at `part_path` for later point reads.
-    pub(super) fn keep_document(&self, part_path: &Path, row: u64, document: String) {
+    pub(super) fn keep_document(&self, part_path: &Path, row: u64, document: Arc<String>) {
         if let Ok(mut entries) = self.entries.lock() {
-            let cached = &mut entries.documents;
             let size = document.len() + std::mem::size_of::<(PathBuf, u64, String)>();
-            put_within_budget(
-                &mut cached.queue,
-                &mut cached.bytes,
+            entries.documents.put(
                 (part_path.to_owned(), row),
-                (Arc::new(document), size),
+                document,
+                size,
                 Self::DOCUMENT_BUDGET_BYTES,
             );
         }
@@ -230,21 +233,14 @@ impl PartMetadataCache {
         read: impl FnOnce() -> std::result::Result<V, strata_format::FormatError>,
     ) -> std::result::Result<Arc<V>, strata_format::FormatError> {
         if let Ok(mut entries) = self.entries.lock()
-            && let Some((found, _)) = files(&mut entries).queue.get(&key)
+            && let Some(found) = files(&mut entries).get(&key)
         {
-            return Ok(found.clone());
+            return Ok(found);
         }
         let value = Arc::new(read()?);
         let size = size(&value);
         if let Ok(mut entries) = self.entries.lock() {
-            let cached = files(&mut entries);
-            put_within_budget(
-                &mut cached.queue,
-                &mut cached.bytes,
-                key,
-                (value.clone(), size),
-                budget,
-            );
+            files(&mut entries).put(key, value.clone(), size, budget);
         }
         Ok(value)
     }

@@ -88,10 +88,11 @@ pub async fn read_documents_by_key(
             }
         }
         if !missing.is_empty() {
-            let read = read_rows(source, entry, &path, &missing).await?;
+            let read = read_rows(source, entry, &path, &missing, schema).await?;
             for (row, document) in missing.into_iter().zip(read) {
+                let document = Arc::new(document);
                 metadata_cache.keep_document(&path, row, document.clone());
-                found.push((row, Arc::new(document)));
+                found.push((row, document));
             }
             found.sort_unstable_by_key(|(row, _)| *row);
         }
@@ -104,12 +105,14 @@ pub async fn read_documents_by_key(
     )?)
 }
 
-/// The documents at `rows` (ascending) of the part `entry` at `path`, in that order.
+/// The documents at `rows` (ascending) of the part `entry` at `path`, in that order, built as
+/// the one column of `schema`.
 async fn read_rows(
     source: &PointSource<'_>,
     entry: &strata_format::PartEntry,
     path: &Path,
     rows: &[u64],
+    schema: &SchemaRef,
 ) -> Result<Vec<String>> {
     let PointSource {
         table,
@@ -135,16 +138,13 @@ async fn read_rows(
         checksums,
     });
     let plans = [plan_output(&part.entry, &ScanOutput::Document)];
-    let schema = Arc::new(arrow::datatypes::Schema::new(vec![crate::udf::json_field(
-        crate::table::DATA_COLUMN,
-    )]));
     let mut documents = Vec::with_capacity(rows.len());
     for unit in access_plan::split_units(&part, &plan) {
         let mut batches = open_unit(store, &unit, &plans, table, &Count::new(), None)?;
         while let Some(batch) = batches.next().await {
             let built = batch
                 .map_err(DataFusionError::from)
-                .and_then(|batch| build_outputs(&batch, &plans, &schema))
+                .and_then(|batch| build_outputs(&batch, &plans, schema))
                 .map_err(|e| part_error(table, &part.path, e))?;
             let column = arrow::compute::cast(built.column(0), &DataType::Utf8)?;
             let text = column.as_string::<i32>();

@@ -81,9 +81,9 @@ fn key_of_literal(literal: &ScalarValue, mode: PathMode, key_type: KeyType) -> L
             _ => Literal::Unusable,
         },
         (KeyType::Integer, PathMode::Text | PathMode::Mixed) => match text {
-            Some(s) => match s.parse::<i64>() {
-                Ok(i) if i.to_string() == s => Literal::Key(KeyValue::Integer(i)),
-                _ => Literal::MatchesNone,
+            Some(s) => match KeyValue::integer_from_text(s) {
+                Some(key) => Literal::Key(key),
+                None => Literal::MatchesNone,
             },
             None => Literal::Unusable,
         },
