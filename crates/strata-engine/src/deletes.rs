@@ -15,7 +15,7 @@ use std::path::Path;
 use strata_format::deletes::{
     DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
 };
-use strata_format::{Manifest, find_keys};
+use strata_format::{KeyCache, Manifest};
 use strata_json::KeyValue;
 
 use crate::commit::commit_manifest;
@@ -195,7 +195,7 @@ pub(crate) fn live_key_rows(
                 part.file
             )));
         };
-        let hits = find_keys(table_dir, entry, part.rows, sorted_keys)?;
+        let hits = KeyCache::shared().find_keys(table_dir, entry, part.rows, sorted_keys)?;
         if hits.is_empty() {
             continue;
         }

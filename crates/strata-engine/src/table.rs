@@ -197,7 +197,12 @@ impl DataDir {
             .table_names()?
             .into_iter()
             .map(|name| {
-                let info = self.manifest(&name).map(|m| TableInfo {
+                // Every file looked at: a listing is how users see that a table is damaged.
+                let checked = self.table_dir(&name).and_then(|dir| {
+                    Manifest::load_checking_all(&dir)?
+                        .ok_or_else(|| EngineError::NoSuchTable(name.clone()))
+                });
+                let info = checked.map(|m| TableInfo {
                     documents: m.rows(),
                     parts: m.parts.len(),
                     bytes: m.bytes(),

@@ -209,3 +209,33 @@ fn checksum_files_survive_later_writes_and_merges() {
         assert!(sums.exists(), "{} lost its checksum file", part.file);
     }
 }
+
+#[test]
+fn validation_since_a_valid_manifest_looks_on_disk_only_at_what_changed() {
+    let (_tmp, dir) = setup();
+    let validated = dir.manifest("t").unwrap();
+    let table_dir = dir.root().join("t");
+    let (file, path) = part_file(&dir, "t");
+    std::fs::remove_file(&path).unwrap();
+    // Listed alike by the manifest validated before: its files are not looked at again.
+    assert!(
+        validated
+            .problems_since(&table_dir, Some(&validated))
+            .is_empty()
+    );
+    // Without it, or when the entry changed, the missing file is found.
+    let missing = format!("part {file}: file");
+    assert!(
+        validated
+            .problems(&table_dir)
+            .iter()
+            .any(|p| p.contains(&missing))
+    );
+    let mut changed = validated.clone();
+    changed.parts[0].bytes += 1;
+    let problems = changed.problems_since(&table_dir, Some(&validated));
+    assert!(
+        problems.iter().any(|p| p.contains(&missing)),
+        "{problems:?}"
+    );
+}

@@ -16,6 +16,7 @@
 pub mod checksum;
 pub mod deletes;
 pub mod error;
+pub mod key_cache;
 pub mod keys;
 pub mod manifest;
 pub mod manifest_log;
@@ -30,6 +31,7 @@ pub use checksum::{
 };
 pub use deletes::{DeletionVector, PartDeletes};
 pub use error::FormatError;
+pub use key_cache::KeyCache;
 pub use keys::{KeyFile, KeyHit, KeyPage, PartKeys, find_keys, write_key_file};
 pub use manifest::{KeyRun, KeyRuns, KeySetting, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{

@@ -7,10 +7,11 @@
 //! in the manifest are garbage (left by an interrupted ingest or merge) and are deleted by the
 //! next writer.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use strata_json::Kind;
@@ -242,8 +243,22 @@ impl Manifest {
     }
 
     /// Reads `manifest.json` of a table directory and validates it ([`Manifest::validate`]);
-    /// Ok(None) when the table does not exist.
+    /// Ok(None) when the table does not exist. On disk only what the last manifest this
+    /// process loaded from the directory did not list alike is looked at
+    /// ([`Manifest::validate_since`]): a commit loads its table's manifest, and stat'ing every
+    /// file of every part each time cost more than the commit's own reads. A part file lost
+    /// since is then found when it is read, or by [`Manifest::load_checking_all`].
     pub fn load(table_dir: &Path) -> Result<Option<Manifest>, FormatError> {
+        Manifest::load_with(table_dir, true)
+    }
+
+    /// [`Manifest::load`] looking at the files of every part (listings that report a table's
+    /// health: `strata tables`).
+    pub fn load_checking_all(table_dir: &Path) -> Result<Option<Manifest>, FormatError> {
+        Manifest::load_with(table_dir, false)
+    }
+
+    fn load_with(table_dir: &Path, trust_loaded: bool) -> Result<Option<Manifest>, FormatError> {
         let path = table_dir.join(MANIFEST_FILE);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -251,7 +266,20 @@ impl Manifest {
             Err(e) => return Err(FormatError::io(path, e)),
         };
         let manifest = Manifest::parse(&path, &bytes)?;
-        manifest.validate(table_dir)?;
+        let loaded = last_loaded();
+        let previous = match trust_loaded {
+            true => loaded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(table_dir)
+                .cloned(),
+            false => None,
+        };
+        manifest.validate_since(table_dir, previous.as_deref())?;
+        loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(table_dir.to_owned(), Arc::new(manifest.clone()));
         Ok(Some(manifest))
     }
 
@@ -261,6 +289,18 @@ impl Manifest {
     /// Row counts are checked against the key runs here, and against the footer whenever a part
     /// is opened (`crate::checksum::open_part`).
     pub fn problems(&self, table_dir: &Path) -> Vec<String> {
+        self.problems_since(table_dir, None)
+    }
+
+    /// [`Manifest::problems`], except that the files of a part `validated` (a manifest of the
+    /// same table found valid before) lists with the same entry are not looked at again: a part
+    /// and the files beside it never change once written, and garbage collection deletes only
+    /// files no manifest lists. What is checked on disk is then what the manifests between them
+    /// added — a statement after a commit stats the commit's new part, not every part.
+    pub fn problems_since(&self, table_dir: &Path, validated: Option<&Manifest>) -> Vec<String> {
+        let known: std::collections::HashMap<&str, &PartEntry> = validated
+            .map(|v| v.parts.iter().map(|p| (p.file.as_str(), p)).collect())
+            .unwrap_or_default();
         let mut problems = Vec::new();
         let mut seen = BTreeSet::new();
         for part in &self.parts {
@@ -298,6 +338,9 @@ impl Manifest {
                         part.rows
                     ));
                 }
+            }
+            if known.get(name.as_str()).is_some_and(|known| *known == part) {
+                continue;
             }
             if let Some(deletes) = &part.deletes {
                 problems.extend(deletes_problems(table_dir, part, deletes));
@@ -339,7 +382,17 @@ impl Manifest {
 
     /// [`Manifest::problems`] as one error naming the manifest (and so the table).
     pub fn validate(&self, table_dir: &Path) -> Result<(), FormatError> {
-        let problems = self.problems(table_dir);
+        self.validate_since(table_dir, None)
+    }
+
+    /// [`Manifest::validate`] looking on disk only at parts `validated` does not list as they
+    /// are (see [`Manifest::problems_since`]).
+    pub fn validate_since(
+        &self,
+        table_dir: &Path,
+        validated: Option<&Manifest>,
+    ) -> Result<(), FormatError> {
+        let problems = self.problems_since(table_dir, validated);
         if problems.is_empty() {
             return Ok(());
         }
@@ -487,6 +540,13 @@ fn keys_problems(table_dir: &Path, part: &PartEntry, keyed: bool) -> Vec<String>
 /// A name of a file directly inside `parts/` (garbage collection deletes by these names).
 fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+/// The manifest [`Manifest::load`] last found valid, by table directory (one per table the
+/// process has read).
+fn last_loaded() -> &'static Mutex<HashMap<PathBuf, Arc<Manifest>>> {
+    static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<Manifest>>>> = OnceLock::new();
+    LOADED.get_or_init(Default::default)
 }
 
 /// Writes a whole file and fsyncs it.

@@ -1,5 +1,6 @@
-//! Parsed footers and page indexes of parts, and their deletion vectors, text indexes and key
-//! file pages, shared by the statements of a session.
+//! Parsed footers and page indexes of parts, and their deletion vectors, text indexes and the
+//! documents point reads rebuilt, shared by the statements of a session. Key file pages are
+//! kept by the process's `strata_format::KeyCache`, which commits share.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,9 +9,7 @@ use arrow::datatypes::DataType;
 use datafusion::execution::cache::lru_queue::LruQueue;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use strata_format::deletes::read_deletion_vector;
-use strata_format::{
-    DeletionVector, KeyFile, KeyPage, Manifest, PartChecksums, PartEntry, TextIndex,
-};
+use strata_format::{DeletionVector, KeyCache, Manifest, PartChecksums, PartEntry, TextIndex};
 use strata_json::KeyValue;
 
 /// Parsed footers and page indexes of parts, kept across the statements of a session.
@@ -33,10 +32,6 @@ struct Entries {
     vectors: SideFiles<PathBuf, DeletionVector>,
     /// Text indexes by file, immutable like parts (ADR 0019).
     text_indexes: SideFiles<PathBuf, TextIndex>,
-    /// Opened key files (footer and page ranges) by file, immutable like parts (ADR 0016).
-    key_files: SideFiles<PathBuf, KeyFile>,
-    /// Decoded key file pages by file and page.
-    key_pages: SideFiles<(PathBuf, usize), KeyPage>,
     /// Whole documents that point reads rebuilt, by part file and row: a part's row never
     /// changes (deletion vectors say which rows are gone; they are applied before this).
     documents: SideFiles<(PathBuf, u64), String>,
@@ -98,8 +93,6 @@ impl PartMetadataCache {
                 bytes: 0,
                 vectors: SideFiles::new(),
                 text_indexes: SideFiles::new(),
-                key_files: SideFiles::new(),
-                key_pages: SideFiles::new(),
                 documents: SideFiles::new(),
             }),
             budget_bytes,
@@ -113,14 +106,9 @@ impl PartMetadataCache {
     /// Text indexes kept at most, counted by their file sizes (the filters are their bytes).
     pub const TEXT_INDEX_BUDGET_BYTES: usize = 64 * 1024 * 1024;
 
-    /// Key file footers and decoded key pages kept at most, by their memory sizes: about
-    /// 30 MB of decoded pages hold the keys of a million documents, so point reads of a
-    /// working set that size never read a key file.
-    pub const KEY_BUDGET_BYTES: usize = 64 * 1024 * 1024;
-
     /// The rows of the part `entry` (of the table in `table_dir`) whose key is `key`, ascending,
     /// deleted rows included (None: the part has no key file): from the decoded pages of its
-    /// key file, each read and verified once (`strata_format::KeyFile`), then shared.
+    /// key file in the process's [`KeyCache`], each read and verified once, then shared.
     pub(super) fn key_rows(
         &self,
         table_dir: &Path,
@@ -130,29 +118,9 @@ impl PartMetadataCache {
         let Some(keys) = &entry.keys else {
             return Ok(None);
         };
-        if !keys.may_hold(key) {
-            return Ok(Some(Vec::new()));
-        }
-        let path = Manifest::part_path(table_dir, &keys.file);
-        let file = self.side_file(
-            |entries| &mut entries.key_files,
-            path.clone(),
-            |file| file.memory_size(),
-            Self::KEY_BUDGET_BYTES,
-            || KeyFile::open(table_dir, keys, entry.rows),
-        )?;
-        let mut rows = Vec::new();
-        for page in file.pages_of(key) {
-            let page = self.side_file(
-                |entries| &mut entries.key_pages,
-                (path.clone(), page),
-                |page| page.memory_size(),
-                Self::KEY_BUDGET_BYTES,
-                || file.read_page(page),
-            )?;
-            rows.extend(page.rows_of(key));
-        }
-        Ok(Some(rows))
+        KeyCache::shared()
+            .rows_of(table_dir, keys, entry.rows, key)
+            .map(Some)
     }
 
     /// Documents that point reads keep at most, by their text's length and their entry: about
