@@ -266,8 +266,20 @@ impl Manifest {
             Err(e) => return Err(FormatError::io(path, e)),
         };
         let manifest = Manifest::parse(&path, &bytes)?;
+        manifest.validate_remembered(table_dir, trust_loaded)?;
+        Ok(Some(manifest))
+    }
+
+    /// Validates this manifest of `table_dir` and remembers it as the last one this process
+    /// found valid there. With `since_last`, only what the last valid one did not list alike is
+    /// looked at on disk ([`Manifest::validate_since`]); otherwise every file.
+    pub fn validate_remembered(
+        &self,
+        table_dir: &Path,
+        since_last: bool,
+    ) -> Result<(), FormatError> {
         let loaded = last_loaded();
-        let previous = match trust_loaded {
+        let previous = match since_last {
             true => loaded
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -275,12 +287,12 @@ impl Manifest {
                 .cloned(),
             false => None,
         };
-        manifest.validate_since(table_dir, previous.as_deref())?;
+        self.validate_since(table_dir, previous.as_deref())?;
         loaded
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(table_dir.to_owned(), Arc::new(manifest.clone()));
-        Ok(Some(manifest))
+            .insert(table_dir.to_owned(), Arc::new(self.clone()));
+        Ok(())
     }
 
     /// Checks what a manifest claims against itself and against the files, as far as that is
@@ -542,8 +554,8 @@ fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
-/// The manifest [`Manifest::load`] last found valid, by table directory (one per table the
-/// process has read).
+/// The manifest this process last found valid ([`Manifest::validate_remembered`]), by table
+/// directory (one per table the process has read).
 fn last_loaded() -> &'static Mutex<HashMap<PathBuf, Arc<Manifest>>> {
     static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<Manifest>>>> = OnceLock::new();
     LOADED.get_or_init(Default::default)

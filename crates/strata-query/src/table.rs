@@ -64,20 +64,17 @@ impl SnapshotCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(strata_format::FormatError::io(path, e)),
         };
-        let mut previous = None;
         if let Ok(tables) = self.tables.lock()
             && let Some((cached, manifest, paths)) = tables.get(table)
+            && *cached == bytes
         {
-            if *cached == bytes {
-                return Ok(Some((manifest.clone(), paths.clone())));
-            }
-            previous = Some(manifest.clone());
+            return Ok(Some((manifest.clone(), paths.clone())));
         }
         let manifest = Manifest::parse(&path, &bytes)?;
         // Validated when parsed: a statement on a damaged table fails naming the table and part
         // (the files of unchanged bytes were checked when they were first parsed, and so were
-        // those of parts the previous manifest listed alike).
-        manifest.validate_since(dir, previous.as_deref())?;
+        // those of parts the process's last valid manifest of the table listed alike).
+        manifest.validate_remembered(dir, true)?;
         let manifest = Arc::new(manifest);
         let paths = Arc::new(PathIndex::from_manifest(&manifest));
         if let Ok(mut tables) = self.tables.lock() {
