@@ -25,7 +25,7 @@ pub(crate) fn commit_manifest(
     if commit_mirrored(manifest, table_dir)? {
         return Ok(());
     }
-    manifest.commit(table_dir)?;
+    commit_local(manifest, table_dir)?;
     if let Err(e) = keep_iceberg_in_step(manifest, table_dir) {
         eprintln!(
             "strata: committed version {} of {}, but its Iceberg metadata was not updated (the \
@@ -34,6 +34,23 @@ pub(crate) fn commit_manifest(
             table_dir.display()
         );
     }
+    Ok(())
+}
+
+/// Commits `manifest` to `table_dir`'s `manifest.json`. When the table has a live manifest
+/// (changes this server logged but has not written to disk yet: `crate::transaction::logged`),
+/// its undurable files are made durable first, and the live manifest is dropped after; when
+/// another process committed to the table meanwhile, the live changes are applied again on top
+/// of its commit instead and this commit fails (its caller retries on the table as it is).
+pub(crate) fn commit_local(manifest: &Manifest, table_dir: &Path) -> Result<(), EngineError> {
+    if !crate::transaction::logged::before_durable_commit(table_dir)? {
+        return Err(EngineError::Invalid(format!(
+            "table {} was changed by another process while this commit was prepared; try again",
+            table_dir.display()
+        )));
+    }
+    manifest.commit(table_dir)?;
+    crate::transaction::logged::forget(table_dir);
     Ok(())
 }
 

@@ -360,6 +360,7 @@ impl DataDir {
         let manifest = dir.join(strata_format::manifest::MANIFEST_FILE);
         fs::remove_file(&manifest).map_err(|e| EngineError::io(&manifest, e))?;
         strata_format::manifest::sync_dir(&dir)?;
+        crate::transaction::logged::forget(&dir);
         remove_table_dir(&dir)?;
         drop(lock);
         Ok(true)
@@ -380,7 +381,7 @@ impl DataDir {
         if crate::commit::commit_mirrored(&mut manifest, &dir)? {
             return Ok(manifest.settings);
         }
-        manifest.commit(&dir)?;
+        crate::commit::commit_local(&manifest, &dir)?;
         // Unlike other commits, a failed publication is this statement's error: turning Iceberg
         // on is what the user asked for (the settings change itself is committed either way).
         crate::commit::keep_iceberg_in_step(&manifest, &dir).map_err(|source| {

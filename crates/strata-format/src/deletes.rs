@@ -202,6 +202,7 @@ pub fn write_deletion_vector(
     let blob = vector.encode();
     write_durably(&tmp, &blob)?;
     std::fs::rename(&tmp, &path).map_err(|e| FormatError::io(&path, e))?;
+    crate::durability::placed(&path);
     Ok(PartDeletes {
         file: file.to_owned(),
         rows: vector.len(),

@@ -177,10 +177,11 @@ pub fn write_key_file(
     let mut writer = ArrowWriter::try_new(out, batch.schema(), Some(props)).map_err(parquet_err)?;
     writer.write(&batch).map_err(parquet_err)?;
     let out = writer.into_inner().map_err(parquet_err)?;
-    out.sync_all().map_err(|e| FormatError::io(&tmp_path, e))?;
+    crate::durability::sync_file(&out).map_err(|e| FormatError::io(&tmp_path, e))?;
     drop(out);
     let xxh64 = write_checksums(&tmp_path, &final_path)?;
     fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
+    crate::durability::placed(&final_path);
     sync_dir(parts_dir)?;
     let bytes = fs::metadata(&final_path)
         .map_err(|e| FormatError::io(&final_path, e))?

@@ -8,6 +8,8 @@
 //!   the manifest; every read of a part's bytes is verified against them (ADR 0008).
 //! - [`manifest`]: the table's list of visible parts; replacing it (write, fsync, rename) is the
 //!   single atomic step that makes an ingest or a merge visible.
+//! - [`live`]: table versions a server committed through its write-ahead log and shows this
+//!   process before their manifests are on disk; [`durability`]: the writes they defer fsyncs of.
 //! - [`manifest_log`]: the same manifests on object storage, where there is no rename: a log of
 //!   versions each created once (ADR 0022; not yet used by the engine).
 //!
@@ -15,9 +17,11 @@
 
 pub mod checksum;
 pub mod deletes;
+pub mod durability;
 pub mod error;
 pub mod key_cache;
 pub mod keys;
+pub mod live;
 pub mod manifest;
 pub mod manifest_log;
 pub mod part;

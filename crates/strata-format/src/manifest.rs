@@ -202,6 +202,11 @@ pub struct Manifest {
     /// (the server's WAL, `strata-engine`'s `wal` module); absent when none ever was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wal_applied: Option<u64>,
+    /// The highest write-ahead-log sequence number of a transaction frame whose changes to this
+    /// table are in its parts (frames of commits the server logged before writing them here:
+    /// ADR 0017, "live manifests"); absent when none ever was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_transactions: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,6 +225,7 @@ impl Manifest {
             parts: Vec::new(),
             retired: Vec::new(),
             wal_applied: None,
+            wal_transactions: None,
         }
     }
 
@@ -242,7 +248,8 @@ impl Manifest {
         self.parts.iter().map(|p| p.bytes).sum()
     }
 
-    /// Reads `manifest.json` of a table directory and validates it ([`Manifest::validate`]);
+    /// Reads `manifest.json` of a table directory (or the table's live manifest in this
+    /// process: [`crate::live`]) and validates it ([`Manifest::validate`]);
     /// Ok(None) when the table does not exist. On disk only what the last manifest this
     /// process loaded from the directory did not list alike is looked at
     /// ([`Manifest::validate_since`]): a commit loads its table's manifest, and stat'ing every
@@ -259,6 +266,13 @@ impl Manifest {
     }
 
     fn load_with(table_dir: &Path, trust_loaded: bool) -> Result<Option<Manifest>, FormatError> {
+        // This process's newest version of the table, not yet on disk (`crate::live`).
+        if let Some(live) = crate::live::get(table_dir) {
+            if !trust_loaded {
+                live.validate_since(table_dir, None)?;
+            }
+            return Ok(Some((*live).clone()));
+        }
         let path = table_dir.join(MANIFEST_FILE);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -561,17 +575,16 @@ fn last_loaded() -> &'static Mutex<HashMap<PathBuf, Arc<Manifest>>> {
     LOADED.get_or_init(Default::default)
 }
 
-/// Writes a whole file and fsyncs it.
+/// Writes a whole file and fsyncs it (unless inside [`crate::durability::deferred`]).
 pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
     let mut file = fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
     file.write_all(bytes)
         .map_err(|e| FormatError::io(path, e))?;
-    file.sync_all().map_err(|e| FormatError::io(path, e))
+    crate::durability::sync_file(&file).map_err(|e| FormatError::io(path, e))
 }
 
-/// Fsyncs a directory so that renames and creations inside it are durable.
+/// Fsyncs a directory so that renames and creations inside it are durable (recorded instead
+/// inside [`crate::durability::deferred`]).
 pub fn sync_dir(dir: &Path) -> Result<(), FormatError> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| FormatError::io(dir, e))
+    crate::durability::sync_directory(dir).map_err(|e| FormatError::io(dir, e))
 }

@@ -126,10 +126,11 @@ pub fn write_text_index(
     }
     let mut out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
     out.write_all(&bytes)
-        .and_then(|()| out.sync_all())
+        .and_then(|()| crate::durability::sync_file(&out))
         .map_err(|e| FormatError::io(&tmp_path, e))?;
     drop(out);
     fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
+    crate::durability::placed(&final_path);
     sync_dir(parts_dir)?;
     Ok(Some(PartTextIndex {
         file,

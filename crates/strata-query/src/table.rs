@@ -58,6 +58,21 @@ impl SnapshotCache {
         table: &str,
         dir: &Path,
     ) -> Result<Option<Snapshot>, strata_format::FormatError> {
+        // The server's newest version, committed through its write-ahead log and not yet on
+        // disk (`strata_format::live`): validated when it was built from a valid one.
+        if let Some(live) = strata_format::live::get(dir) {
+            if let Ok(tables) = self.tables.lock()
+                && let Some((_, manifest, paths)) = tables.get(table)
+                && Arc::ptr_eq(manifest, &live)
+            {
+                return Ok(Some((manifest.clone(), paths.clone())));
+            }
+            let paths = Arc::new(PathIndex::from_manifest(&live));
+            if let Ok(mut tables) = self.tables.lock() {
+                tables.insert(table.to_owned(), (Vec::new(), live.clone(), paths.clone()));
+            }
+            return Ok(Some((live, paths)));
+        }
         let path = dir.join(strata_format::manifest::MANIFEST_FILE);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,

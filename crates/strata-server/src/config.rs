@@ -21,6 +21,7 @@
 //! flush_interval_ms = 1000
 //! max_pending_bytes = 536870912
 //! admission_wait_ms = 1000
+//! checkpoint_interval_ms = 1000
 //! [merge]
 //! enabled = true
 //! interval_secs = 5
@@ -163,6 +164,10 @@ pub struct WalPolicy {
     /// Threads writing queued requests into parts: while one writes and commits a flush, the
     /// next shreds its documents (commits stay in sequence order per table).
     pub flush_threads: usize,
+    /// How often transactions committed through the WAL are made durable in their tables'
+    /// files and manifests (ADR 0017, "live manifests"); until then other processes reading
+    /// the data directory do not see them, and a restart applies them from the WAL.
+    pub checkpoint_interval_ms: u64,
 }
 
 impl Default for WalPolicy {
@@ -177,6 +182,7 @@ impl Default for WalPolicy {
             admission_wait_ms: 1000,
             segment_bytes: strata_engine::wal::DEFAULT_SEGMENT_BYTES,
             flush_threads: 2,
+            checkpoint_interval_ms: 1000,
         }
     }
 }

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strata_engine::input::{Compression, Input, StreamInput};
-use strata_engine::wal::{Recovery, Wal};
+use strata_engine::wal::{Recovery, TRANSACTIONS_FRAME, Wal};
 use strata_engine::{
     DataDir, EngineError, IngestOptions, IngestSummary, ParsedInput, PreparedIngest,
 };
@@ -162,12 +162,14 @@ struct State {
 }
 
 pub struct IngestQueue {
-    wal: Wal,
+    wal: Arc<Wal>,
     state: Mutex<State>,
     /// A request was queued, or the server is stopping.
     wake: Condvar,
     /// A flush committed or gave up: the next one of its table may commit.
     turns: Condvar,
+    /// The server is stopping (the checkpoint thread ends).
+    wake_checkpoint: Condvar,
     /// Pending bytes went down (or the server is stopping): requests waiting for room look again.
     room: tokio::sync::Notify,
     data_dir: DataDir,
@@ -198,11 +200,13 @@ impl IngestQueue {
             &mut |table| applied_mark(&data_dir, table),
             replica,
         )?;
+        let wal = Arc::new(wal);
         let queue = Arc::new(IngestQueue {
-            wal,
+            wal: wal.clone(),
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             turns: Condvar::new(),
+            wake_checkpoint: Condvar::new(),
             room: tokio::sync::Notify::new(),
             data_dir,
             config,
@@ -210,7 +214,17 @@ impl IngestQueue {
             merger,
         });
         queue.replay(recovery)?;
-        let mut threads = Vec::new();
+        // Transactions commit through the WAL from now on (their frames were replayed above).
+        strata_engine::transaction::logged::register(&queue.data_dir, wal);
+        let checkpoints = {
+            let checkpointing = queue.clone();
+            std::thread::Builder::new()
+                .name("strata-checkpoint".into())
+                .stack_size(strata_json::DEEP_STACK_BYTES)
+                .spawn(move || checkpointing.checkpoints())
+                .map_err(|e| EngineError::io(queue.wal.dir(), e))?
+        };
+        let mut threads = vec![checkpoints];
         for i in 0..queue.config.wal.flush_threads {
             let flusher = queue.clone();
             let thread = std::thread::Builder::new()
@@ -335,8 +349,27 @@ impl IngestQueue {
                 path.display()
             );
         }
+        // Transaction commits first: they go to tables that ingest frames do not (keyed ones) or
+        // append, which commutes with the ingest frames' appends.
+        let (transactions, ingests): (Vec<_>, Vec<_>) = recovery
+            .frames
+            .into_iter()
+            .partition(|frame| frame.table == TRANSACTIONS_FRAME);
+        if let Some(last) = transactions.last() {
+            let bodies: Vec<(u64, &[u8])> =
+                transactions.iter().map(|f| (f.seq, &f.body[..])).collect();
+            let replayed = strata_engine::transaction::logged::replay(&self.data_dir, &bodies)?;
+            eprintln!(
+                "strata: replayed {} committed transactions from the write-ahead log ({} table \
+                 changes applied, {} already on disk)",
+                transactions.len(),
+                replayed.applied,
+                replayed.skipped
+            );
+            self.wal.applied(TRANSACTIONS_FRAME, last.seq)?;
+        }
         let mut by_table: BTreeMap<String, Vec<(u64, Compression, Bytes)>> = BTreeMap::new();
-        for frame in recovery.frames {
+        for frame in ingests {
             by_table.entry(frame.table).or_default().push((
                 frame.seq,
                 frame.compression,
@@ -589,13 +622,45 @@ impl IngestQueue {
 }
 
 impl Flusher {
-    /// Refuses new requests, writes every queued one into parts, and ends the flushers.
+    /// Refuses new requests, writes every queued one into parts, ends the flushers, and makes
+    /// the transactions committed through the WAL durable in their tables.
     pub fn stop(self) {
         self.queue.lock().stopping = true;
         self.queue.room.notify_waiters();
         self.queue.wake.notify_all();
+        self.queue.wake_checkpoint.notify_all();
         for thread in self.threads {
             let _ = thread.join();
+        }
+        if let Err(e) = strata_engine::transaction::logged::unregister(&self.queue.data_dir) {
+            eprintln!(
+                "strata: the last checkpoint failed (the write-ahead log keeps the transactions; \
+                 the next start applies them): {e}"
+            );
+        }
+    }
+}
+
+impl IngestQueue {
+    /// The checkpoint thread: makes transactions committed through the WAL durable in their
+    /// tables every `wal.checkpoint_interval_ms`, until the server stops.
+    fn checkpoints(&self) {
+        let interval = Duration::from_millis(self.config.wal.checkpoint_interval_ms);
+        let mut state = self.lock();
+        while !state.stopping {
+            state = self
+                .wake_checkpoint
+                .wait_timeout(state, interval)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            if state.stopping {
+                break;
+            }
+            drop(state);
+            if let Err(e) = strata_engine::transaction::logged::checkpoint(&self.data_dir) {
+                eprintln!("strata: checkpoint failed (retrying): {e}");
+            }
+            state = self.lock();
         }
     }
 }
@@ -605,9 +670,10 @@ fn request_name(seq: u64, table: &str) -> String {
     format!("request {seq} ({table})")
 }
 
-/// The table's `wal_applied` mark (0 when the table does not exist or has none).
+/// The table's `wal_applied` mark (0 when the table does not exist or has none; transaction
+/// frames are all returned, and skipped per table by `logged::replay`).
 fn applied_mark(data_dir: &DataDir, table: &str) -> Result<u64, EngineError> {
-    if !data_dir.table_exists(table)? {
+    if table == TRANSACTIONS_FRAME || !data_dir.table_exists(table)? {
         return Ok(0);
     }
     Ok(data_dir.manifest(table)?.wal_applied.unwrap_or(0))

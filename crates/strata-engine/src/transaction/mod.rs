@@ -28,6 +28,7 @@
 
 mod group;
 pub mod intent;
+pub mod logged;
 pub mod view;
 
 use std::collections::BTreeMap;
@@ -230,6 +231,15 @@ fn write_and_commit<'a>(
     mut current: BTreeMap<&'a String, Manifest>,
     merged: &BTreeMap<&'a String, TableChanges>,
 ) -> Result<(), EngineError> {
+    // On a server: one write-ahead log frame for the whole batch, manifests published in memory.
+    let mirrored = merged.keys().any(|table| {
+        data_dir
+            .table_dir(table)
+            .is_ok_and(|dir| crate::mirror::of(&dir).is_some())
+    });
+    if !mirrored && let Some(wal) = logged::wal_of(data_dir) {
+        return logged::commit(data_dir, &wal, current, merged);
+    }
     let mut staged: Vec<StagedTable> = Vec::with_capacity(merged.len());
     for (table, changes) in merged {
         let table_dir = data_dir.table_dir(table)?;

@@ -47,6 +47,9 @@ pub const WAL_DIR: &str = ".wal";
 pub const MAGIC: &[u8; 8] = b"STRAWAL1";
 /// A group commit writes at most about this much before its fsync.
 pub const GROUP_BYTES: usize = 4 << 20;
+/// The `table` of a frame holding a transaction commit (`crate::transaction::logged`): changes
+/// to several tables, applied by their own marks (`wal_transactions`). Not a valid table name.
+pub const TRANSACTIONS_FRAME: &str = ".transactions";
 /// The floor's file in the WAL directory.
 pub const FLOOR_FILE: &str = "floor";
 /// Default size at which the writer starts a new segment.
@@ -93,6 +96,8 @@ struct Segments {
     floor: u64,
     /// Every request at or below it has been told its sequence number (so its owner holds it).
     told: u64,
+    /// Transaction frames not yet applied ([`TRANSACTIONS_FRAME`]): the floor stays below them.
+    transactions: std::collections::BTreeSet<u64>,
     replica: Option<Arc<dyn WalReplica>>,
 }
 
@@ -246,6 +251,9 @@ impl Wal {
                             }
                         };
                         if frame.seq > mark {
+                            if frame.table == TRANSACTIONS_FRAME {
+                                segments.transactions.insert(frame.seq);
+                            }
                             recovery.frames.push(frame);
                         } else {
                             recovery.skipped += 1;
@@ -339,12 +347,17 @@ impl Wal {
         }
     }
 
-    /// Records that every frame of `table` up to `seq` is in its parts, and deletes the
+    /// Records that every frame of `table` up to `seq` is in its parts (for
+    /// [`TRANSACTIONS_FRAME`]: every transaction frame up to `seq` is in all its tables), and
+    /// deletes the
     /// segments that no longer hold anything unapplied; returns the deleted files.
     pub fn applied(&self, table: &str, seq: u64) -> Result<Vec<PathBuf>, EngineError> {
         let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
         let mark = segments.applied.entry(table.to_owned()).or_insert(0);
         *mark = (*mark).max(seq);
+        if table == TRANSACTIONS_FRAME {
+            segments.transactions.retain(|pending| *pending > seq);
+        }
         segments.delete_applied()
     }
 
@@ -362,6 +375,12 @@ impl Wal {
     /// ignored.
     pub fn raise_floor(&self, floor: u64) -> Result<Vec<PathBuf>, EngineError> {
         let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
+        // A transaction frame is applied by the checkpoint that writes its tables, not by
+        // whoever raises the floor.
+        let floor = match segments.transactions.first() {
+            Some(pending) => floor.min(pending - 1),
+            None => floor,
+        };
         if floor <= segments.floor {
             return Ok(Vec::new());
         }
@@ -561,10 +580,16 @@ impl Writer {
         let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(segment) = segments.list.values_mut().next_back() {
             segment.bytes += buffer.len() as u64;
-            for (table, seq) in tables {
-                segment.tables.insert(table.to_owned(), seq);
+            for (table, seq) in &tables {
+                segment.tables.insert((*table).to_owned(), *seq);
             }
         }
+        segments.transactions.extend(
+            tables
+                .iter()
+                .filter(|(table, _)| *table == TRANSACTIONS_FRAME)
+                .map(|(_, seq)| *seq),
+        );
         Ok(first_seq)
     }
 }

@@ -74,10 +74,11 @@ pub fn write_checksums(path: &Path, final_path: &Path) -> Result<u64, FormatErro
     let mut sidecar = File::create(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
     sidecar
         .write_all(&out)
-        .and_then(|()| sidecar.sync_all())
+        .and_then(|()| crate::durability::sync_file(&sidecar))
         .map_err(|e| FormatError::io(&tmp, e))?;
     drop(sidecar);
     fs::rename(&tmp, &target).map_err(|e| FormatError::io(&target, e))?;
+    crate::durability::placed(&target);
     if let Some(dir) = target.parent() {
         sync_dir(dir)?;
     }

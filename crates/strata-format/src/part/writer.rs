@@ -290,14 +290,14 @@ impl PartWriter {
                 path: self.tmp_path.clone(),
                 source,
             })?;
-        out.sync_all()
-            .map_err(|e| FormatError::io(&self.tmp_path, e))?;
+        crate::durability::sync_file(&out).map_err(|e| FormatError::io(&self.tmp_path, e))?;
         drop(out);
         // The checksum file is durable before the part is visible under its final name, and both
         // before any manifest lists the part.
         let xxh64 = crate::checksum::write_checksums(&self.tmp_path, &self.final_path)?;
         fs::rename(&self.tmp_path, &self.final_path)
             .map_err(|e| FormatError::io(&self.final_path, e))?;
+        crate::durability::placed(&self.final_path);
         if let Some(parts_dir) = self.final_path.parent() {
             sync_dir(parts_dir)?;
         }

@@ -1,0 +1,620 @@
+//! Transaction commits through the server's write-ahead log (ADR 0017, "live manifests").
+//!
+//! With a WAL registered for its data directory ([`register`]: the server), a commit batch
+//! writes its parts, key files and deletion vectors without fsyncing them
+//! ([`strata_format::durability::deferred`]), makes one WAL frame of every table's net changes
+//! durable (one group fsync, shared with whatever else the WAL writer is writing), and then
+//! publishes the new manifests in memory ([`strata_format::live`]): this process's readers and
+//! writers see them at once; `manifest.json` still holds the last durable version. A
+//! [`checkpoint`] (about once a second, and at shutdown) makes the files durable — one
+//! `syncfs` for all of them — and commits the live manifests to disk with the transaction
+//! frames they hold (`wal_transactions`), after which the WAL may drop those frames.
+//!
+//! Invariants:
+//! - a commit is acknowledged only after its frame is durable; its changes are then in the
+//!   table's manifest on disk or in a frame above that manifest's `wal_transactions`, which
+//!   [`replay`] applies (in sequence order, each once) before the server listens again;
+//! - a manifest on disk lists only durable files: every durable commit of a table with a live
+//!   manifest goes through [`before_durable_commit`], which fsyncs what is still undurable;
+//! - the WAL's floor stays below every transaction frame not yet checkpointed
+//!   (`Wal::raise_floor`), and the frames are released ([`Wal::applied`]) only after every
+//!   table they changed has them on disk;
+//! - a table changed on disk by another process while it had a live manifest here is rebased:
+//!   the live commits' changes are applied again on top of what is on disk (they are net
+//!   changes by key, or appends), then committed; a commit of this process that was built on
+//!   the live manifest fails and is retried by its caller. Such a write of another process
+//!   and a live commit of the same key are not checked against each other (last one wins).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use strata_format::{Manifest, durability, live};
+use strata_json::KeyValue;
+
+use super::{StagedTable, TableChanges, apply_changes, visibility};
+use crate::error::EngineError;
+use crate::input::Compression;
+use crate::table::{DataDir, MergeLease};
+use crate::wal::{TRANSACTIONS_FRAME, Wal};
+
+/// The logged commits of one data directory.
+struct Logged {
+    wal: Arc<Wal>,
+    /// The highest sequence number of a transaction frame published so far.
+    published: u64,
+    tables: HashMap<PathBuf, LiveTable>,
+}
+
+/// A table whose newest version is live (in memory) only.
+struct LiveTable {
+    /// The version on disk the live one was built on.
+    durable_version: u64,
+    /// Files and directories written for it that are not yet durable.
+    undurable: BTreeSet<PathBuf>,
+    /// Its logged commits not yet on disk, in sequence order (what a rebase applies again).
+    pending: Vec<(u64, TableChanges)>,
+    /// Keeps garbage collection — another process's too — from deleting the parts only the
+    /// live manifest lists, as it keeps them from deleting a running merge's.
+    _merge_lease: MergeLease,
+}
+
+/// Up to this many undurable files are fsynced one by one; more by one `syncfs`.
+const SYNC_EACH_UP_TO: usize = 16;
+
+fn registry() -> MutexGuard<'static, HashMap<PathBuf, Logged>> {
+    static LOGGED: OnceLock<Mutex<HashMap<PathBuf, Logged>>> = OnceLock::new();
+    LOGGED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// From now on, transactions committing into `data_dir` commit through `wal` (after
+/// [`replay`] applied what it held).
+pub fn register(data_dir: &DataDir, wal: Arc<Wal>) {
+    registry().insert(
+        data_dir.root().to_owned(),
+        Logged {
+            wal,
+            published: 0,
+            tables: HashMap::new(),
+        },
+    );
+}
+
+/// Makes every live table of `data_dir` durable ([`checkpoint`]) and returns to commits that
+/// write their manifests to disk themselves.
+pub fn unregister(data_dir: &DataDir) -> Result<(), EngineError> {
+    checkpoint(data_dir)?;
+    registry().remove(data_dir.root());
+    Ok(())
+}
+
+/// The WAL to commit through, when one is registered for `data_dir`.
+pub(super) fn wal_of(data_dir: &DataDir) -> Option<Arc<Wal>> {
+    registry().get(data_dir.root()).map(|l| l.wal.clone())
+}
+
+/// One transaction frame's body: every changed table's net changes (JSON, docs/format.md).
+#[derive(Debug, Serialize, Deserialize)]
+struct LoggedCommit {
+    tables: BTreeMap<String, LoggedChanges>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct LoggedChanges {
+    /// Keyed writes: the key, and the document now (null: deleted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    keyed: Vec<(LoggedKey, Option<String>)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    appended: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum LoggedKey {
+    #[serde(rename = "s")]
+    String(String),
+    #[serde(rename = "i")]
+    Integer(i64),
+}
+
+fn encode(merged: &BTreeMap<&String, TableChanges>) -> Result<Vec<u8>, EngineError> {
+    let commit = LoggedCommit {
+        tables: merged
+            .iter()
+            .map(|(table, changes)| {
+                let keyed = changes
+                    .keyed
+                    .iter()
+                    .map(|(key, document)| {
+                        let key = match key {
+                            KeyValue::String(s) => LoggedKey::String(s.clone()),
+                            KeyValue::Integer(i) => LoggedKey::Integer(*i),
+                        };
+                        (key, document.clone())
+                    })
+                    .collect();
+                let logged = LoggedChanges {
+                    keyed,
+                    appended: changes.appended.clone(),
+                };
+                ((*table).clone(), logged)
+            })
+            .collect(),
+    };
+    serde_json::to_vec(&commit).map_err(|e| EngineError::Invalid(e.to_string()))
+}
+
+fn decode(seq: u64, body: &[u8]) -> Result<BTreeMap<String, TableChanges>, EngineError> {
+    let commit: LoggedCommit = serde_json::from_slice(body).map_err(|e| {
+        EngineError::Invalid(format!(
+            "write-ahead log frame {seq} is not a logged transaction commit: {e}"
+        ))
+    })?;
+    Ok(commit
+        .tables
+        .into_iter()
+        .map(|(table, logged)| {
+            let keyed = logged
+                .keyed
+                .into_iter()
+                .map(|(key, document)| {
+                    let key = match key {
+                        LoggedKey::String(s) => KeyValue::String(s),
+                        LoggedKey::Integer(i) => KeyValue::Integer(i),
+                    };
+                    (key, document)
+                })
+                .collect();
+            let changes = TableChanges {
+                keyed,
+                appended: logged.appended,
+            };
+            (table, changes)
+        })
+        .collect())
+}
+
+/// Appends `body` as a transaction frame and waits until it is durable; its sequence number.
+fn append(wal: &Wal, body: Vec<u8>) -> Result<u64, EngineError> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    wal.append(
+        TRANSACTIONS_FRAME,
+        Compression::None,
+        body.into(),
+        Box::new(move |outcome| {
+            let _ = sender.send(outcome);
+        }),
+    );
+    receiver.recv().map_err(|_| {
+        EngineError::Invalid("the write-ahead log stopped before the commit was durable".into())
+    })?
+}
+
+/// Commits a batch's merged changes through `wal` (module docs): `current` are the tables now,
+/// under their writer locks (held by the caller until this returns).
+pub(super) fn commit<'a>(
+    data_dir: &DataDir,
+    wal: &Wal,
+    mut current: BTreeMap<&'a String, Manifest>,
+    merged: &BTreeMap<&'a String, TableChanges>,
+) -> Result<(), EngineError> {
+    let mut staged: Vec<(StagedTable, Vec<PathBuf>)> = Vec::with_capacity(merged.len());
+    for (table, changes) in merged {
+        let table_dir = data_dir.table_dir(table)?;
+        let mut manifest = current
+            .remove(table)
+            .ok_or_else(|| EngineError::NoSuchTable((*table).clone()))?;
+        let base_version = manifest.version;
+        let (applied, undurable) =
+            durability::deferred(|| apply_changes(table, &table_dir, &mut manifest, changes));
+        applied?;
+        let staged_table = StagedTable {
+            table: (*table).clone(),
+            table_dir,
+            base_version,
+            manifest,
+        };
+        staged.push((staged_table, undurable));
+    }
+    let seq = append(wal, encode(merged)?)?;
+    // Durable from here on: the frame holds the commit.
+    let _visible = visibility().write().unwrap_or_else(PoisonError::into_inner);
+    let mut registry = registry();
+    let Some(logged) = registry.get_mut(data_dir.root()) else {
+        // Unregistered meanwhile (the server is stopping): commit to disk as without a WAL.
+        drop(registry);
+        for (mut table, undurable) in staged {
+            durability::make_durable(&undurable)?;
+            table.manifest.wal_transactions = Some(seq);
+            crate::commit::commit_manifest(&mut table.manifest, &table.table_dir)?;
+        }
+        return Ok(());
+    };
+    logged.published = logged.published.max(seq);
+    for (mut table, undurable) in staged {
+        table.manifest.wal_transactions = Some(seq);
+        let entry = match logged.tables.entry(table.table_dir.clone()) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(LiveTable {
+                durable_version: table.base_version,
+                undurable: BTreeSet::new(),
+                pending: Vec::new(),
+                _merge_lease: data_dir.merge_lease(&table.table)?,
+            }),
+        };
+        entry.undurable.extend(undurable);
+        if let Some(changes) = merged.get(&table.table) {
+            entry.pending.push((seq, changes.clone()));
+        }
+        live::publish(&table.table_dir, Arc::new(table.manifest));
+    }
+    Ok(())
+}
+
+/// What a durable commit of a table with a live manifest must do first (module docs), called
+/// under the table's writer lock before a manifest built on the live one is committed. Returns
+/// false when the table was rebased instead: another process had committed to it, so that
+/// manifest is stale and must not be committed (the caller fails, to be retried).
+pub(crate) fn before_durable_commit(table_dir: &Path) -> Result<bool, EngineError> {
+    let Some(root) = table_dir.parent() else {
+        return Ok(true);
+    };
+    let (undurable, durable_version, pending) = {
+        let registry = registry();
+        let Some(state) = registry.get(root).and_then(|l| l.tables.get(table_dir)) else {
+            return Ok(true);
+        };
+        (
+            state.undurable.clone(),
+            state.durable_version,
+            state.pending.clone(),
+        )
+    };
+    let on_disk = read_disk_manifest(table_dir)?;
+    if on_disk.as_ref().map(|m| m.version) == Some(durable_version) {
+        match undurable.len() {
+            0..=SYNC_EACH_UP_TO => {
+                durability::make_durable(&undurable.iter().cloned().collect::<Vec<_>>())?
+            }
+            _ => sync_filesystem(root)?,
+        }
+        mark_durable(root, &undurable.into_iter().collect());
+        return Ok(true);
+    }
+    // Another process committed to the table since the live version was built on it.
+    let Some(mut rebased) = on_disk else {
+        // Dropped by another process: nothing to commit into.
+        forget(table_dir);
+        return Ok(false);
+    };
+    let table = table_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    eprintln!(
+        "strata: table {table} was changed by another process while this server held {} \
+         commits not yet checkpointed; applying them again on top of the table as it is",
+        pending.len()
+    );
+    for (seq, changes) in &pending {
+        apply_changes(&table, table_dir, &mut rebased, changes)?;
+        rebased.wal_transactions = Some(rebased.wal_transactions.unwrap_or(0).max(*seq));
+    }
+    rebased.commit(table_dir)?;
+    forget(table_dir);
+    Ok(false)
+}
+
+/// Takes `durable` off the undurable files of the live tables under `root`.
+fn mark_durable(root: &Path, durable: &HashSet<PathBuf>) {
+    if let Some(logged) = registry().get_mut(root) {
+        for state in logged.tables.values_mut() {
+            state.undurable.retain(|path| !durable.contains(path));
+        }
+    }
+}
+
+/// The table's manifest on disk (not the live one), parsed but not validated.
+fn read_disk_manifest(table_dir: &Path) -> Result<Option<Manifest>, EngineError> {
+    let path = table_dir.join(strata_format::manifest::MANIFEST_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(Manifest::parse(&path, &bytes)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(EngineError::io(&path, e)),
+    }
+}
+
+/// Forgets the table's live state: its newest version is on disk, or the table is gone.
+pub(crate) fn forget(table_dir: &Path) {
+    if let Some(root) = table_dir.parent()
+        && let Some(logged) = registry().get_mut(root)
+    {
+        logged.tables.remove(table_dir);
+    }
+    live::clear(table_dir);
+}
+
+/// Makes every live table of `data_dir` durable: one `syncfs` for the files written so far,
+/// then each table's live manifest committed to disk under its writer lock (fsyncing what was
+/// written after the `syncfs`), then the WAL told that the transaction frames published before
+/// it began are applied. Returns the tables committed.
+pub fn checkpoint(data_dir: &DataDir) -> Result<usize, EngineError> {
+    let (wal, upto, tables) = {
+        let mut registry = registry();
+        let Some(logged) = registry.get_mut(data_dir.root()) else {
+            return Ok(0);
+        };
+        let tables: Vec<PathBuf> = logged.tables.keys().cloned().collect();
+        (logged.wal.clone(), logged.published, tables)
+    };
+    if !tables.is_empty() {
+        let written: HashSet<PathBuf> = {
+            let registry = registry();
+            registry
+                .get(data_dir.root())
+                .map(|l| {
+                    l.tables
+                        .values()
+                        .flat_map(|t| t.undurable.clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if written.len() > SYNC_EACH_UP_TO {
+            sync_filesystem(data_dir.root())?;
+            mark_durable(data_dir.root(), &written);
+        }
+    }
+    let mut committed = 0;
+    for table_dir in &tables {
+        let Some(table) = table_dir.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let _lock = match data_dir.lock_existing(table, "checkpoint") {
+            Ok(lock) => lock,
+            Err(EngineError::NoSuchTable(_)) => {
+                forget(table_dir);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(manifest) = live::get(table_dir) {
+            // A table another process changed meanwhile is rebased and committed instead.
+            if before_durable_commit(table_dir)? {
+                let mut manifest = (*manifest).clone();
+                crate::commit::commit_manifest(&mut manifest, table_dir)?;
+            }
+            committed += 1;
+        }
+    }
+    wal.applied(TRANSACTIONS_FRAME, upto)?;
+    Ok(committed)
+}
+
+/// One `syncfs(2)` of the file system holding `root`: every file written there so far is
+/// durable (cheaper than an fsync per file when a checkpoint covers hundreds).
+fn sync_filesystem(root: &Path) -> Result<(), EngineError> {
+    let dir = std::fs::File::open(root).map_err(|e| EngineError::io(root, e))?;
+    rustix::fs::syncfs(&dir).map_err(|e| EngineError::io(root, e.into()))
+}
+
+/// What [`replay`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    /// Table changes applied from frames.
+    pub applied: usize,
+    /// Table changes already on disk, or for tables that no longer exist.
+    pub skipped: usize,
+}
+
+/// Applies the transaction frames a WAL held (`(seq, body)`, in sequence order) to every table
+/// whose manifest on disk does not have them yet, each in a durable commit recording it.
+/// Runs before [`register`] (no table is live).
+pub fn replay(data_dir: &DataDir, frames: &[(u64, &[u8])]) -> Result<Replayed, EngineError> {
+    let mut replayed = Replayed::default();
+    for (seq, body) in frames {
+        for (table, changes) in decode(*seq, body)? {
+            let _lock = match data_dir.lock_existing(&table, "replaying a logged commit") {
+                Ok(lock) => lock,
+                Err(EngineError::NoSuchTable(_)) => {
+                    replayed.skipped += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut manifest = data_dir.manifest(&table)?;
+            if manifest
+                .wal_transactions
+                .is_some_and(|applied| applied >= *seq)
+            {
+                replayed.skipped += 1;
+                continue;
+            }
+            let table_dir = data_dir.table_dir(&table)?;
+            apply_changes(&table, &table_dir, &mut manifest, &changes)?;
+            manifest.wal_transactions = Some(*seq);
+            crate::commit::commit_manifest(&mut manifest, &table_dir)?;
+            replayed.applied += 1;
+        }
+    }
+    Ok(replayed)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::io::Write;
+    use std::sync::Arc;
+
+    use strata_json::KeyType;
+
+    use super::*;
+    use crate::input::Input;
+    use crate::transaction::TableWrite;
+    use crate::wal::DEFAULT_SEGMENT_BYTES;
+    use crate::{IngestOptions, export_table, ingest};
+
+    fn keyed_table(data_dir: &DataDir, name: &str, lines: &[&str]) {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        for line in lines {
+            writeln!(file, "{line}").unwrap();
+        }
+        let options = IngestOptions {
+            key: Some(("id".into(), KeyType::Integer)),
+            ..IngestOptions::default()
+        };
+        let input = [Input::File(file.path().to_owned())];
+        ingest(data_dir, name, &input, &options, &mut |_| {}, &mut |_| {}).unwrap();
+    }
+
+    /// Commits one transaction writing `(table, id, document)`s.
+    fn commit_upserts(data_dir: &DataDir, upserts: &[(&str, i64, &str)]) {
+        let mut writes: BTreeMap<String, TableWrite> = BTreeMap::new();
+        for (table, id, document) in upserts {
+            let write = writes
+                .entry(table.to_string())
+                .or_insert_with(|| TableWrite {
+                    snapshot: Arc::new(data_dir.manifest(table).unwrap()),
+                    changes: TableChanges::default(),
+                });
+            write
+                .changes
+                .keyed
+                .insert(KeyValue::Integer(*id), Some(document.to_string()));
+        }
+        crate::transaction::commit(data_dir, &writes).unwrap();
+    }
+
+    fn exported(data_dir: &DataDir, table: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        export_table(data_dir, table, &mut out).unwrap();
+        let mut lines: Vec<String> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    fn on_disk(data_dir: &DataDir, table: &str) -> Manifest {
+        read_disk_manifest(&data_dir.table_dir(table).unwrap())
+            .unwrap()
+            .unwrap()
+    }
+
+    fn open_wal(data_dir: &DataDir) -> (Arc<Wal>, Vec<(u64, Vec<u8>)>) {
+        let (wal, recovery) =
+            Wal::open(data_dir.root(), DEFAULT_SEGMENT_BYTES, &mut |_| Ok(0)).unwrap();
+        let frames = recovery
+            .frames
+            .into_iter()
+            .filter(|f| f.table == TRANSACTIONS_FRAME)
+            .map(|f| (f.seq, f.body.to_vec()))
+            .collect();
+        (Arc::new(wal), frames)
+    }
+
+    /// What a process killed now leaves: the WAL and the files on disk, nothing in memory.
+    fn crash(data_dir: &DataDir) {
+        if let Some(logged) = registry().remove(data_dir.root()) {
+            for table_dir in logged.tables.keys() {
+                live::clear(table_dir);
+            }
+        }
+    }
+
+    fn replay_frames(data_dir: &DataDir, frames: &[(u64, Vec<u8>)]) -> Replayed {
+        let frames: Vec<(u64, &[u8])> = frames.iter().map(|(s, b)| (*s, &b[..])).collect();
+        replay(data_dir, &frames).unwrap()
+    }
+
+    #[test]
+    fn a_logged_commit_is_seen_at_once_is_on_disk_after_a_checkpoint_and_survives_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#, r#"{"id":2,"v":0}"#]);
+        keyed_table(&data_dir, "b", &[r#"{"id":1,"v":0}"#]);
+        let (wal, frames) = open_wal(&data_dir);
+        assert!(frames.is_empty());
+        register(&data_dir, wal);
+        let disk_before = on_disk(&data_dir, "a").version;
+
+        commit_upserts(
+            &data_dir,
+            &[("a", 1, r#"{"id":1,"v":1}"#), ("b", 1, r#"{"id":1,"v":1}"#)],
+        );
+        // Seen by this process; not yet in manifest.json.
+        assert_eq!(data_dir.manifest("a").unwrap().version, disk_before + 1);
+        assert_eq!(on_disk(&data_dir, "a").version, disk_before);
+        assert_eq!(
+            exported(&data_dir, "a"),
+            [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":0}"#]
+        );
+
+        assert_eq!(checkpoint(&data_dir).unwrap(), 2);
+        let a = on_disk(&data_dir, "a");
+        assert_eq!(a.version, disk_before + 1);
+        assert!(a.wal_transactions.is_some());
+        assert!(strata_format::live::get(&data_dir.table_dir("a").unwrap()).is_none());
+        // A checkpoint with nothing live commits nothing.
+        assert_eq!(checkpoint(&data_dir).unwrap(), 0);
+
+        commit_upserts(&data_dir, &[("a", 2, r#"{"id":2,"v":2}"#)]);
+        assert_eq!(on_disk(&data_dir, "a").version, disk_before + 1);
+        crash(&data_dir);
+        // After the crash the disk has the checkpointed commit only ...
+        assert_eq!(
+            exported(&data_dir, "a"),
+            [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":0}"#]
+        );
+        // ... and the WAL the rest: applied once, whatever is replayed twice.
+        let (_wal, frames) = open_wal(&data_dir);
+        assert_eq!(frames.len(), 2);
+        let replayed = replay_frames(&data_dir, &frames);
+        assert_eq!((replayed.applied, replayed.skipped), (1, 2));
+        assert_eq!(
+            exported(&data_dir, "a"),
+            [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":2}"#]
+        );
+        assert_eq!(exported(&data_dir, "b"), [r#"{"id":1,"v":1}"#]);
+        let again = replay_frames(&data_dir, &frames);
+        assert_eq!((again.applied, again.skipped), (0, 3));
+        assert_eq!(
+            exported(&data_dir, "a"),
+            [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":2}"#]
+        );
+    }
+
+    #[test]
+    fn a_table_another_process_committed_to_is_rebased_at_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path().join("data"));
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#]);
+        // Another process: the same directory under another name shares no memory with this
+        // one's (live manifests are by path), only the files and their locks.
+        let alias = dir.path().join("alias");
+        std::os::unix::fs::symlink(data_dir.root(), &alias).unwrap();
+        let other = DataDir::new(&alias);
+        let (wal, _) = open_wal(&data_dir);
+        register(&data_dir, wal);
+
+        commit_upserts(&data_dir, &[("a", 1, r#"{"id":1,"v":1}"#)]);
+        commit_upserts(&other, &[("a", 2, r#"{"id":2,"v":9}"#)]);
+        // Each sees its own write only, until the checkpoint puts this one's on top of the other's.
+        assert_eq!(exported(&data_dir, "a"), [r#"{"id":1,"v":1}"#]);
+        assert_eq!(
+            exported(&other, "a"),
+            [r#"{"id":1,"v":0}"#, r#"{"id":2,"v":9}"#]
+        );
+        checkpoint(&data_dir).unwrap();
+        let expected = [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":9}"#];
+        assert_eq!(exported(&data_dir, "a"), expected);
+        assert_eq!(exported(&other, "a"), expected);
+        unregister(&data_dir).unwrap();
+    }
+}
