@@ -42,7 +42,16 @@ pub(crate) fn commit_manifest(
 /// its undurable files are made durable first, and the live manifest is dropped after; when
 /// another process committed to the table meanwhile, the live changes are applied again on top
 /// of its commit instead and this commit fails (its caller retries on the table as it is).
-pub(crate) fn commit_local(manifest: &Manifest, table_dir: &Path) -> Result<(), EngineError> {
+pub(crate) fn commit_local(manifest: &mut Manifest, table_dir: &Path) -> Result<(), EngineError> {
+    // A table created now holds none of the transaction frames logged before it: a table of
+    // the same name dropped earlier does (ADR 0017, "live manifests").
+    if manifest.wal_transactions.is_none()
+        && !table_dir
+            .join(strata_format::manifest::MANIFEST_FILE)
+            .exists()
+    {
+        manifest.wal_transactions = crate::transaction::logged::published(table_dir);
+    }
     if !crate::transaction::logged::before_durable_commit(table_dir)? {
         return Err(EngineError::Invalid(format!(
             "table {} was changed by another process while this commit was prepared; try again",

@@ -381,7 +381,7 @@ impl DataDir {
         if crate::commit::commit_mirrored(&mut manifest, &dir)? {
             return Ok(manifest.settings);
         }
-        crate::commit::commit_local(&manifest, &dir)?;
+        crate::commit::commit_local(&mut manifest, &dir)?;
         // Unlike other commits, a failed publication is this statement's error: turning Iceberg
         // on is what the user asked for (the settings change itself is committed either way).
         crate::commit::keep_iceberg_in_step(&manifest, &dir).map_err(|source| {

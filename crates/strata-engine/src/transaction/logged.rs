@@ -74,14 +74,28 @@ fn registry() -> MutexGuard<'static, HashMap<PathBuf, Logged>> {
 /// From now on, transactions committing into `data_dir` commit through `wal` (after
 /// [`replay`] applied what it held).
 pub fn register(data_dir: &DataDir, wal: Arc<Wal>) {
+    // Every frame up to here is applied already (replayed before): a table created from now on
+    // is marked past them (`published`).
+    let published = wal.told();
     registry().insert(
         data_dir.root().to_owned(),
         Logged {
             wal,
-            published: 0,
+            published,
             tables: HashMap::new(),
         },
     );
+}
+
+/// For a table created in `table_dir` now: the highest transaction frame sequence number this
+/// process's WAL has published (none of them can be the new table's; frames naming a dropped
+/// table of the same name must not be replayed into it). None without a WAL.
+pub(crate) fn published(table_dir: &Path) -> Option<u64> {
+    let root = table_dir.parent()?;
+    registry()
+        .get(root)
+        .map(|logged| logged.published)
+        .filter(|published| *published > 0)
 }
 
 /// Makes every live table of `data_dir` durable ([`checkpoint`]) and returns to commits that
@@ -588,6 +602,24 @@ mod tests {
             exported(&data_dir, "a"),
             [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":2}"#]
         );
+    }
+
+    #[test]
+    fn frames_of_a_dropped_table_are_not_replayed_into_a_new_one_of_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#]);
+        let (wal, _) = open_wal(&data_dir);
+        register(&data_dir, wal);
+        commit_upserts(&data_dir, &[("a", 2, r#"{"id":2,"v":1}"#)]);
+        assert!(data_dir.drop_table("a").unwrap());
+        keyed_table(&data_dir, "a", &[r#"{"id":7,"v":0}"#]);
+        crash(&data_dir);
+        let (_wal, frames) = open_wal(&data_dir);
+        assert_eq!(frames.len(), 1);
+        let replayed = replay_frames(&data_dir, &frames);
+        assert_eq!((replayed.applied, replayed.skipped), (0, 1));
+        assert_eq!(exported(&data_dir, "a"), [r#"{"id":7,"v":0}"#]);
     }
 
     #[test]

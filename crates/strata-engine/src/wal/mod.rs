@@ -49,7 +49,7 @@ pub const MAGIC: &[u8; 8] = b"STRAWAL1";
 pub const GROUP_BYTES: usize = 4 << 20;
 /// The `table` of a frame holding a transaction commit (`crate::transaction::logged`): changes
 /// to several tables, applied by their own marks (`wal_transactions`). Not a valid table name.
-pub const TRANSACTIONS_FRAME: &str = ".transactions";
+pub const TRANSACTIONS_FRAME: &str = "*transaction";
 /// The floor's file in the WAL directory.
 pub const FLOOR_FILE: &str = "floor";
 /// Default size at which the writer starts a new segment.
