@@ -539,6 +539,7 @@ fn merge_group(
         uncompressed,
         sparse: sparse_columns(values.iter().map(|(&name, &v)| (name, v)), rows),
         dictionary: BTreeMap::new(),
+        uncompressed_part: false,
     };
     let layout = PartSchema {
         schema: conformer.schema(),

@@ -162,7 +162,11 @@ pub fn write_key_file(
     let batch = RecordBatch::try_new(key_schema(key_type), vec![sorted_keys, sorted_rows])
         .map_err(arrow_err)?;
     let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        // A small part's key file is not compressed, as its part is not (`SMALL_PART_ROWS`).
+        .set_compression(match batch.num_rows() <= crate::part::SMALL_PART_ROWS {
+            true => Compression::UNCOMPRESSED,
+            false => Compression::ZSTD(ZstdLevel::default()),
+        })
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_data_page_row_count_limit(KEY_PAGE_ROWS)
         .set_write_batch_size(KEY_PAGE_ROWS)

@@ -40,8 +40,8 @@ pub use keys::{KeyFile, KeyHit, KeyPage, PartKeys, find_keys, write_key_file};
 pub use manifest::{KeyRun, KeyRuns, KeySetting, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
     ColumnHints, FooterColumns, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter,
-    PartWriterOptions, ROW_GROUP_ROWS, footer_columns, profiled_columns, read_opened, read_part,
-    read_part_batches, read_part_within, sparse_columns, write_part,
+    PartWriterOptions, ROW_GROUP_ROWS, SMALL_PART_ROWS, footer_columns, profiled_columns,
+    read_opened, read_part, read_part_batches, read_part_within, sparse_columns, write_part,
 };
 pub use profile::ColumnProfile;
 pub use text_index::{PartTextIndex, TextIndex, write_text_index};

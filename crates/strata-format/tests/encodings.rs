@@ -171,3 +171,32 @@ fn a_dictionary_hint_keeps_whole_row_groups_in_the_dictionary() {
         123_456
     );
 }
+
+/// The compression codec of every column chunk of the part at `path`, by column path.
+fn column_codecs(path: &std::path::Path) -> BTreeMap<String, parquet::basic::Compression> {
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut codecs = BTreeMap::new();
+    for group in reader.metadata().row_groups() {
+        for column in group.columns() {
+            codecs.insert(column.column_path().string(), column.compression());
+        }
+    }
+    codecs
+}
+
+#[test]
+fn a_part_of_a_few_rows_is_not_compressed_and_a_larger_one_is() {
+    use parquet::basic::Compression;
+    let doc = |i: usize| json!({"id": i, "s": format!("user-{i:08}"), "nested": {"x": [i]}});
+    let few: Vec<_> = (0..strata_format::SMALL_PART_ROWS).map(doc).collect();
+    let (dir, _) = common::write_docs(&few, &[]);
+    let codecs = column_codecs(&dir.path().join("parts/part.parquet"));
+    assert!(
+        codecs.values().all(|c| *c == Compression::UNCOMPRESSED),
+        "{codecs:?}"
+    );
+    let more: Vec<_> = (0..=strata_format::SMALL_PART_ROWS).map(doc).collect();
+    let (dir, _) = common::write_docs(&more, &[]);
+    let codecs = column_codecs(&dir.path().join("parts/part.parquet"));
+    assert!(matches!(codecs["s"], Compression::ZSTD(_)), "{codecs:?}");
+}

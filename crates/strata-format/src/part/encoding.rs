@@ -57,7 +57,15 @@ pub struct ColumnHints {
     /// Columns to dictionary encode over whole row groups, with the plain bytes their profile
     /// carries over ([`ColumnProfile::plain_bytes`](crate::profile::ColumnProfile::plain_bytes)).
     pub dictionary: BTreeMap<String, u64>,
+    /// Write every column without zstd: a part of at most [`SMALL_PART_ROWS`] rows (a
+    /// transaction commit's), which compression hardly shrinks and which would cost each
+    /// reader a zstd context per column chunk (merges compress the rows later).
+    pub uncompressed_part: bool,
 }
+
+/// Parts of at most this many rows written from one batch are not compressed
+/// ([`ColumnHints::uncompressed_part`]); neither are their key files.
+pub const SMALL_PART_ROWS: usize = 64;
 
 /// The columns of `value_counts` (non-null values per column in a part of `rows` rows) that
 /// average fewer than [`MIN_DELTA_VALUES_PER_ROW_GROUP`] values per [`DENSITY_WINDOW_ROWS`].
@@ -93,8 +101,12 @@ pub(super) fn writer_properties(
             nulls_first: true,
         })
         .collect();
+    let compression = match hints.uncompressed_part {
+        true => Compression::UNCOMPRESSED,
+        false => Compression::ZSTD(ZstdLevel::try_new(options.zstd_level)?),
+    };
     let mut builder = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(options.zstd_level)?))
+        .set_compression(compression)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_data_page_row_count_limit(GRANULE_ROWS)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))

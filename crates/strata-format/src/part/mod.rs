@@ -23,7 +23,7 @@ mod writer;
 
 pub use encoding::{
     ColumnHints, DENSITY_WINDOW_ROWS, MIN_DELTA_VALUES_PER_ROW_GROUP, PartWriterOptions,
-    sparse_columns,
+    SMALL_PART_ROWS, sparse_columns,
 };
 pub use key_runs::{MAX_KEY_RUNS, MIN_KEY_RUN_ROWS};
 pub use reader::{

@@ -53,6 +53,7 @@ pub fn write_part(
         ),
         // An ingest part is profiled, not yet judged: its plain bytes are what a merge weighs.
         dictionary: BTreeMap::new(),
+        uncompressed_part: batch.num_rows() <= super::encoding::SMALL_PART_ROWS,
     };
     let mut writer = PartWriter::open(table_dir, file, layout, sort_key, &hints, options, runs)?;
     writer.append(batch)?;
