@@ -536,6 +536,16 @@ async fn update_change(context: &SessionContext, update: &Update) -> Result<Chan
     let data_dir = data_dir(context)?;
     let (table, key) = target(&data_dir, name)?;
     let key = key.ok_or_else(|| keyless(&table, "UPDATE"))?;
+    // One document by its key: no query planned (`crate::point_update`).
+    if let Some(found) =
+        crate::point_update::new_documents(context, update, &table, &key, &assignment.value).await?
+    {
+        let mut documents = Vec::new();
+        for (old, new) in found {
+            documents.extend(updated_document(&key, documents.len(), Some(old), new)?);
+        }
+        return Ok(Change::Update { table, documents });
+    }
     // The relation as written, alias included: the statement's expressions may use it.
     let relation = &update.table.relation;
     let qualifier = relation_of(relation);
@@ -551,26 +561,37 @@ async fn update_change(context: &SessionContext, update: &Update) -> Result<Chan
         let old_keys = texts_of(batch, 0)?;
         let new_documents = texts_of(batch, 1)?;
         for (old, new) in old_keys.into_iter().zip(new_documents) {
-            let row = documents.len();
             let old = old.and_then(|text| key_from_text(&text, key.key_type));
-            let new = new.ok_or_else(|| {
-                invalid(
-                    NOT_NULL,
-                    format!(
-                        "row {}: the new document is NULL (an UPDATE cannot delete)",
-                        row + 1
-                    ),
-                )
-            })?;
-            let new_key = check_document(&new, Some(&key), row)?;
-            // The shadow query reads the keys of live documents: a row without one is not a
-            // document of the table's (it cannot happen; it is skipped rather than invented).
-            if let (Some(old), Some(new_key)) = (old, new_key) {
-                documents.push((old, new_key, new));
-            }
+            documents.extend(updated_document(&key, documents.len(), old, new)?);
         }
     }
     Ok(Change::Update { table, documents })
+}
+
+/// Row `row` of an `UPDATE`: the document's key (None: not read), its new text, checked;
+/// `(old key, new key, new document)`.
+fn updated_document(
+    key: &TableKey,
+    row: usize,
+    old: Option<KeyValue>,
+    new: Option<String>,
+) -> Result<Option<(KeyValue, KeyValue, String)>, QueryError> {
+    let new = new.ok_or_else(|| {
+        invalid(
+            NOT_NULL,
+            format!(
+                "row {}: the new document is NULL (an UPDATE cannot delete)",
+                row + 1
+            ),
+        )
+    })?;
+    let new_key = check_document(&new, Some(key), row)?;
+    // The shadow query reads the keys of live documents: a row without one is not a document
+    // of the table's (it cannot happen; it is skipped rather than invented).
+    Ok(match (old, new_key) {
+        (Some(old), Some(new_key)) => Some((old, new_key, new)),
+        _ => None,
+    })
 }
 
 /// `with_documents`: the deleted documents are wanted too (for `RETURNING`).
@@ -682,7 +703,10 @@ async fn documents_of(
     Ok(out)
 }
 
-fn texts_of(batch: &RecordBatch, column: usize) -> Result<Vec<Option<String>>, QueryError> {
+pub(crate) fn texts_of(
+    batch: &RecordBatch,
+    column: usize,
+) -> Result<Vec<Option<String>>, QueryError> {
     let array = cast(batch.column(column), &DataType::Utf8)
         .map_err(datafusion::error::DataFusionError::from)?;
     let strings = array.as_string::<i32>();

@@ -22,6 +22,7 @@ pub mod partial_count;
 pub mod paths;
 pub mod planner;
 pub mod point_read;
+mod point_update;
 pub mod rule;
 pub mod scan;
 pub mod stream;

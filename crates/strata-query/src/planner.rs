@@ -100,6 +100,17 @@ impl JsonPathPlanner {
     }
 }
 
+/// A column of the JSON type (`CAST(… AS JSON)`'s, a `RETURNING` list's document), whose
+/// `||` is jsonb concatenation as a table document's is.
+fn is_json_column(expr: &Expr, schema: &DFSchema) -> bool {
+    let Expr::Column(column) = expr else {
+        return false;
+    };
+    schema
+        .field_from_column(column)
+        .is_ok_and(|field| field.metadata().contains_key(crate::JSON_FIELD_METADATA))
+}
+
 fn literal_key(expr: &Expr) -> Option<Result<String, i64>> {
     match expr {
         Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _) => {
@@ -138,7 +149,10 @@ impl ExprPlanner for JsonPathPlanner {
             BinaryOperator::LongArrow => true,
             // `data || '{…}'`: PostgreSQL's jsonb concatenation when the left side is a
             // document (or a `->` path of one), not string concatenation.
-            BinaryOperator::StringConcat if self.document_path(&expr.left, schema).is_some() => {
+            BinaryOperator::StringConcat
+                if self.document_path(&expr.left, schema).is_some()
+                    || is_json_column(&expr.left, schema) =>
+            {
                 return Ok(PlannerResult::Planned(Expr::ScalarFunction(
                     ScalarFunction::new_udf(self.jsonb_concat.clone(), vec![expr.left, expr.right]),
                 )));

@@ -212,3 +212,68 @@ fn bad_statements_change_nothing_and_say_why() {
     );
     assert_eq!(db.documents("plain").len(), 3);
 }
+
+/// An `UPDATE … WHERE <key> = <value>` is answered without a planned query
+/// (`strata_query::point_update`); the same statement with a condition the point path does not
+/// take (`AND true`) is planned. Both must change the same documents the same way.
+#[test]
+fn a_point_update_changes_what_the_planned_update_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let documents = [
+        r#"{"id":1,"n":1,"tags":["a","b"],"o":{"x":1.5,"s":"é"}}"#,
+        r#"{"id":2,"n":"two","o":null}"#,
+        r#"{"id":3,"n":3,"deep":{"a":{"b":[1,{"c":2}]}}}"#,
+    ];
+    for table in ["point", "planned"] {
+        create(
+            tmp.path(),
+            table,
+            Some(("id", KeyType::Integer)),
+            &documents,
+        );
+    }
+    let db = Db::new(tmp.path());
+    let statements = [
+        ("data || '{\"seen\": true}'", "data.id = 1"),
+        (
+            "jsonb_set(data, '{n}', to_jsonb((data->>'n')::int + 1))",
+            "data->>'id' = '3'",
+        ),
+        ("jsonb_set(data, '{tags,0}', '\"z\"')", "1 = data.id"),
+        ("data || '{\"o\": {\"y\": 2}}'", "data.id = 2"),
+        (
+            "jsonb_set(data, '{deep,a,b,1,c}', to_jsonb(data->>'n'))",
+            "data.id = 3",
+        ),
+        ("'{\"id\": 2, \"replaced\": true}'", "data.id = 2"),
+        ("data", "data.id = 99"),
+        ("data", "data->>'id' = '01'"),
+        // The key moves: the old one is deleted, the new one written.
+        ("jsonb_set(data, '{id}', '7')", "data.id = 1"),
+    ];
+    for (value, condition) in statements {
+        let point = db.change(&format!(
+            "UPDATE point SET data = {value} WHERE {condition}"
+        ));
+        let planned = db.change(&format!(
+            "UPDATE planned SET data = {value} WHERE {condition} AND true"
+        ));
+        assert_eq!(point, planned, "{value} WHERE {condition}");
+        assert_eq!(
+            db.documents("point"),
+            db.documents("planned"),
+            "{value} WHERE {condition}"
+        );
+    }
+    // Errors alike too: a NULL document, a key of another type.
+    for value in ["NULL", "'{\"id\": \"seven\"}'", "'[1]'"] {
+        let (point, _) = db.error(&format!(
+            "UPDATE point SET data = {value} WHERE data.id = 3"
+        ));
+        let (planned, _) = db.error(&format!(
+            "UPDATE planned SET data = {value} WHERE data.id = 3 AND true"
+        ));
+        assert_eq!(point, planned, "{value}");
+    }
+    assert_eq!(db.documents("point").len(), 3);
+}
