@@ -44,7 +44,7 @@ const INVALID_TEXT: &str = "22P02";
 /// SQLSTATE of a NULL where a document or key is required (`not_null_violation`).
 const NOT_NULL: &str = "23502";
 /// The name `ON CONFLICT DO UPDATE` gives the row proposed for insertion.
-const EXCLUDED: &str = "excluded";
+pub(crate) const EXCLUDED: &str = "excluded";
 /// SQLSTATE of what is not supported (yet).
 const NOT_SUPPORTED: &str = "0A000";
 
@@ -466,47 +466,65 @@ pub(crate) async fn conflict_updates(
     if excluded.is_empty() {
         return Ok(Vec::new());
     }
-    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
-    let values: Vec<String> = excluded
-        .iter()
-        .map(|(_, d)| format!("({})", quote(d)))
-        .collect();
-    let target_key = key_expression_of(key, Some(target));
-    let sql = format!(
-        "SELECT {target_key}, CAST(({document}) AS VARCHAR) FROM {table} AS {target} \
-         JOIN (VALUES {}) AS {EXCLUDED}(data) ON {target_key} = {}{}",
-        values.join(", "),
-        key_expression_of(key, Some(EXCLUDED)),
-        condition.map_or(String::new(), |c| format!(" WHERE {c}"))
-    );
-    let batches = context.sql(&sql).await?.collect().await?;
-    let mut updates = Vec::new();
-    for batch in &batches {
-        for (old, new) in texts_of(batch, 0)?.into_iter().zip(texts_of(batch, 1)?) {
-            let row = updates.len();
-            let old = old.and_then(|text| key_from_text(&text, key.key_type));
-            let new = new.ok_or_else(|| {
-                invalid(
-                    NOT_NULL,
-                    format!(
-                        "row {}: ON CONFLICT DO UPDATE made the document NULL",
-                        row + 1
-                    ),
-                )
-            })?;
-            let new_key = check_document(&new, Some(key), row)?;
-            let (Some(old), Some(new_key)) = (old, new_key) else {
-                continue;
-            };
-            if old != new_key {
-                return Err(not_supported(format!(
-                    "row {}: ON CONFLICT DO UPDATE changes the key {} of a document",
-                    row + 1,
-                    key.path.encode()
-                )));
+    // Each present document read by its key: no query planned (`crate::point_update`).
+    let found = crate::point_update::conflict_updates(
+        context,
+        table,
+        key,
+        (target, document, condition),
+        excluded,
+    )
+    .await?;
+    let rows: Vec<(Option<KeyValue>, Option<String>)> = match found {
+        Some(found) => found.into_iter().map(|(k, d)| (Some(k), d)).collect(),
+        None => {
+            let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+            let values: Vec<String> = excluded
+                .iter()
+                .map(|(_, d)| format!("({})", quote(d)))
+                .collect();
+            let target_key = key_expression_of(key, Some(target));
+            let sql = format!(
+                "SELECT {target_key}, CAST(({document}) AS VARCHAR) FROM {table} AS {target} \
+                 JOIN (VALUES {}) AS {EXCLUDED}(data) ON {target_key} = {}{}",
+                values.join(", "),
+                key_expression_of(key, Some(EXCLUDED)),
+                condition.map_or(String::new(), |c| format!(" WHERE {c}"))
+            );
+            let batches = context.sql(&sql).await?.collect().await?;
+            let mut rows = Vec::new();
+            for batch in &batches {
+                for (old, new) in texts_of(batch, 0)?.into_iter().zip(texts_of(batch, 1)?) {
+                    rows.push((old.and_then(|text| key_from_text(&text, key.key_type)), new));
+                }
             }
-            updates.push((old, new));
+            rows
         }
+    };
+    let mut updates = Vec::new();
+    for (old, new) in rows {
+        let row = updates.len();
+        let new = new.ok_or_else(|| {
+            invalid(
+                NOT_NULL,
+                format!(
+                    "row {}: ON CONFLICT DO UPDATE made the document NULL",
+                    row + 1
+                ),
+            )
+        })?;
+        let new_key = check_document(&new, Some(key), row)?;
+        let (Some(old), Some(new_key)) = (old, new_key) else {
+            continue;
+        };
+        if old != new_key {
+            return Err(not_supported(format!(
+                "row {}: ON CONFLICT DO UPDATE changes the key {} of a document",
+                row + 1,
+                key.path.encode()
+            )));
+        }
+        updates.push((old, new));
     }
     Ok(updates)
 }

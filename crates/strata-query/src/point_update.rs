@@ -14,17 +14,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Schema};
-use datafusion::common::DFSchema;
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::SchemaProvider;
+use datafusion::common::{DFSchema, TableReference};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{Expr, TableFactor, Update};
 use strata_json::{KeyValue, TableKey};
 
 use crate::QueryError;
-use crate::point_read::{PointRead, PointValue};
+use crate::point_read::{BoundValue, PointRead, PointValue};
 use crate::table::{DATA_COLUMN, DataDirSchema};
 use crate::udf::json_field;
 
@@ -65,10 +66,7 @@ pub(crate) async fn new_documents(
     let Some(found) = read.key(key.key_type, bound) else {
         return Ok(None);
     };
-    let Some(schema) = context
-        .catalog(crate::CATALOG)
-        .and_then(|catalog| catalog.schema(crate::SCHEMA))
-    else {
+    let Some(schema) = data_dir_schema(context) else {
         return Ok(None);
     };
     let Some(schema) = schema.downcast_ref::<DataDirSchema>() else {
@@ -80,31 +78,48 @@ pub(crate) async fn new_documents(
     let Some(found) = found else {
         return Ok(Some(Vec::new()));
     };
-    let expression = expression(context, table, &value.to_string())?;
+    let expression = expression(context, &[table], &format!("CAST(({value}) AS VARCHAR)"))?;
     let mut out = Vec::new();
     for batch in &result.batches {
         for document in crate::dml::texts_of(batch, 0)?.into_iter().flatten() {
-            let new = evaluate(&expression, &document)?;
+            let new = evaluate(&expression, &[&document])?;
             out.push((found.clone(), new));
         }
     }
     Ok(Some(out))
 }
 
-/// One document column of the JSON type, named `data` and qualified by the table's name.
-fn document_schema(table: &str) -> Result<(Arc<Schema>, DFSchema), QueryError> {
-    let schema = Arc::new(Schema::new(vec![json_field(DATA_COLUMN)]));
-    let qualified = DFSchema::try_from_qualified_schema(table, &schema)?;
+/// Document columns of the JSON type, each named `data` and qualified by one of `relations`.
+fn document_schema(relations: &[&str]) -> Result<(Arc<Schema>, DFSchema), QueryError> {
+    let fields: Vec<Field> = relations.iter().map(|_| json_field(DATA_COLUMN)).collect();
+    let schema = Arc::new(Schema::new(fields));
+    let qualified = DFSchema::new_with_metadata(
+        relations
+            .iter()
+            .zip(schema.fields())
+            .map(|(relation, field)| (Some(TableReference::bare(*relation)), field.clone()))
+            .collect(),
+        HashMap::new(),
+    )?;
     Ok((schema, qualified))
 }
 
 type Compiled = (Arc<Schema>, Arc<dyn PhysicalExpr>);
+/// Compiled expressions by the relations they read and their text.
+type ExpressionCache = Mutex<HashMap<(Vec<String>, String), Compiled>>;
 
-/// `CAST((text) AS VARCHAR)` over a document of `table`, planned once per process.
-fn expression(context: &SessionContext, table: &str, text: &str) -> Result<Compiled, QueryError> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String), Compiled>>> = OnceLock::new();
+/// `text` over documents of `relations` (in that order), planned once per process.
+fn expression(
+    context: &SessionContext,
+    relations: &[&str],
+    text: &str,
+) -> Result<Compiled, QueryError> {
+    static CACHE: OnceLock<ExpressionCache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let id = (table.to_owned(), text.to_owned());
+    let id = (
+        relations.iter().map(|r| (*r).to_owned()).collect(),
+        text.to_owned(),
+    );
     if let Some(compiled) = cache
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -112,8 +127,8 @@ fn expression(context: &SessionContext, table: &str, text: &str) -> Result<Compi
     {
         return Ok(compiled.clone());
     }
-    let (schema, qualified) = document_schema(table)?;
-    let logical = context.parse_sql_expr(&format!("CAST(({text}) AS VARCHAR)"), &qualified)?;
+    let (schema, qualified) = document_schema(relations)?;
+    let logical = context.parse_sql_expr(text, &qualified)?;
     let physical = context.create_physical_expr(logical, &qualified)?;
     let compiled = (schema, physical);
     let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
@@ -124,13 +139,101 @@ fn expression(context: &SessionContext, table: &str, text: &str) -> Result<Compi
     Ok(compiled)
 }
 
-/// The expression's value for one document (None: NULL).
-fn evaluate((schema, expression): &Compiled, document: &str) -> Result<Option<String>, QueryError> {
-    let column = Arc::new(StringArray::from(vec![document]));
-    let batch = RecordBatch::try_new(schema.clone(), vec![column])
+/// The expression's value over one document per relation, as text (None: NULL).
+fn evaluate(
+    (schema, expression): &Compiled,
+    documents: &[&str],
+) -> Result<Option<String>, QueryError> {
+    let columns: Vec<ArrayRef> = documents
+        .iter()
+        .map(|d| Arc::new(StringArray::from(vec![*d])) as ArrayRef)
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), columns)
         .map_err(datafusion::error::DataFusionError::from)?;
     let value = expression.evaluate(&batch)?.into_array(1)?;
     let text = cast(&value, &DataType::Utf8).map_err(datafusion::error::DataFusionError::from)?;
     let text = text.as_string::<i32>();
     Ok((!text.is_null(0)).then(|| text.value(0).to_owned()))
+}
+
+/// The table's schema provider of `context` (a transaction's reads its snapshot and changes).
+fn data_dir_schema(context: &SessionContext) -> Option<Arc<dyn SchemaProvider>> {
+    context
+        .catalog(crate::CATALOG)
+        .and_then(|catalog| catalog.schema(crate::SCHEMA))
+        .filter(|schema| schema.downcast_ref::<DataDirSchema>().is_some())
+}
+
+/// The live document of `table` (keyed by `key`) with key `value`, read as a point read
+/// reads it; `Ok(None)` when the table cannot be read by key (then nothing is answered here).
+async fn document_by_key(
+    schema: &DataDirSchema,
+    table: &str,
+    key: &TableKey,
+    value: &KeyValue,
+) -> Result<Option<Option<String>>, QueryError> {
+    let (as_text, bound) = match value {
+        KeyValue::String(text) => (true, BoundValue::Text(text.clone())),
+        KeyValue::Integer(i) => (false, BoundValue::Integer(*i)),
+    };
+    let read = PointRead {
+        table: table.to_owned(),
+        path: key.path.clone(),
+        as_text,
+        value: PointValue::Literal(bound.clone()),
+    };
+    let Some(result) = schema.point_read(&read, &bound).await? else {
+        return Ok(None);
+    };
+    let mut found = None;
+    for batch in &result.batches {
+        found = found.or(crate::dml::texts_of(batch, 0)?.into_iter().flatten().next());
+    }
+    Ok(Some(found))
+}
+
+/// `ON CONFLICT DO UPDATE SET data = <document> [WHERE <condition>]` for the documents
+/// `excluded` proposes (key, text), without a planned query: each present document is read by
+/// its key and the expressions (over `target.data` and `excluded.data`) evaluated. Per
+/// excluded document whose key is present and whose condition holds: `(key, new document
+/// text)`. None when the table cannot be read by key (the caller plans it).
+pub(crate) async fn conflict_updates(
+    context: &SessionContext,
+    table: &str,
+    key: &TableKey,
+    (target, document, condition): (&str, &str, Option<&str>),
+    excluded: &[(KeyValue, String)],
+) -> Result<Option<Vec<(KeyValue, Option<String>)>>, QueryError> {
+    let Some(schema) = data_dir_schema(context) else {
+        return Ok(None);
+    };
+    let Some(schema) = schema.downcast_ref::<DataDirSchema>() else {
+        return Ok(None);
+    };
+    let relations = [target, crate::dml::EXCLUDED];
+    let document = expression(
+        context,
+        &relations,
+        &format!("CAST(({document}) AS VARCHAR)"),
+    )?;
+    let condition = condition
+        .map(|c| expression(context, &relations, &format!("CAST(({c}) AS BOOLEAN)")))
+        .transpose()?;
+    let mut updates = Vec::new();
+    for (value, proposed) in excluded {
+        let Some(present) = document_by_key(schema, table, key, value).await? else {
+            return Ok(None);
+        };
+        let Some(present) = present else {
+            continue;
+        };
+        let documents = [present.as_str(), proposed.as_str()];
+        if let Some(condition) = &condition
+            && evaluate(condition, &documents)?.as_deref() != Some("true")
+        {
+            continue;
+        }
+        updates.push((value.clone(), evaluate(&document, &documents)?));
+    }
+    Ok(Some(updates))
 }
