@@ -461,29 +461,13 @@ pub fn replay(data_dir: &DataDir, frames: &[(u64, &[u8])]) -> Result<Replayed, E
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use std::io::Write;
     use std::sync::Arc;
 
-    use strata_json::KeyType;
-
     use super::*;
-    use crate::input::Input;
+    use crate::export_table;
     use crate::transaction::TableWrite;
+    use crate::transaction::tests::keyed_table;
     use crate::wal::DEFAULT_SEGMENT_BYTES;
-    use crate::{IngestOptions, export_table, ingest};
-
-    fn keyed_table(data_dir: &DataDir, name: &str, lines: &[&str]) {
-        let mut file = tempfile::NamedTempFile::new().unwrap();
-        for line in lines {
-            writeln!(file, "{line}").unwrap();
-        }
-        let options = IngestOptions {
-            key: Some(("id".into(), KeyType::Integer)),
-            ..IngestOptions::default()
-        };
-        let input = [Input::File(file.path().to_owned())];
-        ingest(data_dir, name, &input, &options, &mut |_| {}, &mut |_| {}).unwrap();
-    }
 
     /// Commits one transaction writing `(table, id, document)`s.
     fn commit_upserts(data_dir: &DataDir, upserts: &[(&str, i64, &str)]) {

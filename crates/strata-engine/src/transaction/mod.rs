@@ -452,7 +452,8 @@ mod tests {
     use crate::input::Input;
     use crate::{IngestOptions, export_table, ingest};
 
-    fn keyed_table(data_dir: &DataDir, name: &str, lines: &[&str]) {
+    /// Creates table `name` keyed by the integer `id`, with `lines` as its documents.
+    pub(super) fn keyed_table(data_dir: &DataDir, name: &str, lines: &[&str]) {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         for line in lines {
             writeln!(file, "{line}").unwrap();
