@@ -32,7 +32,11 @@
 //!   already applied;
 //! - on start, the requests the WAL holds above their table's mark are parsed and written into
 //!   parts (in flushes of at most `wal.flush_bytes`) before the server listens, and on shutdown
-//!   every queued request is.
+//!   every queued request is;
+//! - the same WAL carries the server's transaction commits (`strata_engine::transaction::logged`,
+//!   ADR 0017 "live manifests"): their frames are applied first on start, the queue registers
+//!   the WAL for them once its replay is done, and its checkpoint thread makes them durable in
+//!   their tables every `wal.checkpoint_interval_ms` and on shutdown.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;

@@ -349,8 +349,7 @@ impl Wal {
 
     /// Records that every frame of `table` up to `seq` is in its parts (for
     /// [`TRANSACTIONS_FRAME`]: every transaction frame up to `seq` is in all its tables), and
-    /// deletes the
-    /// segments that no longer hold anything unapplied; returns the deleted files.
+    /// deletes the segments that no longer hold anything unapplied; returns the deleted files.
     pub fn applied(&self, table: &str, seq: u64) -> Result<Vec<PathBuf>, EngineError> {
         let mut segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
         let mark = segments.applied.entry(table.to_owned()).or_insert(0);
