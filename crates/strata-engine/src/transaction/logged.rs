@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use strata_format::{Manifest, durability, live};
 use strata_json::KeyValue;
 
-use super::{StagedTable, TableChanges, apply_changes, visibility};
+use super::{TableChanges, apply_changes, stage_tables, visibility};
 use crate::error::EngineError;
 use crate::input::Compression;
 use crate::table::{DataDir, MergeLease};
@@ -212,27 +212,10 @@ fn append(wal: &Wal, body: Vec<u8>) -> Result<u64, EngineError> {
 pub(super) fn commit<'a>(
     data_dir: &DataDir,
     wal: &Wal,
-    mut current: BTreeMap<&'a String, Manifest>,
+    current: BTreeMap<&'a String, Manifest>,
     merged: &BTreeMap<&'a String, TableChanges>,
 ) -> Result<(), EngineError> {
-    let mut staged: Vec<(StagedTable, Vec<PathBuf>)> = Vec::with_capacity(merged.len());
-    for (table, changes) in merged {
-        let table_dir = data_dir.table_dir(table)?;
-        let mut manifest = current
-            .remove(table)
-            .ok_or_else(|| EngineError::NoSuchTable((*table).clone()))?;
-        let base_version = manifest.version;
-        let (applied, undurable) =
-            durability::deferred(|| apply_changes(table, &table_dir, &mut manifest, changes));
-        applied?;
-        let staged_table = StagedTable {
-            table: (*table).clone(),
-            table_dir,
-            base_version,
-            manifest,
-        };
-        staged.push((staged_table, undurable));
-    }
+    let staged = stage_tables(data_dir, current, merged, true)?;
     let seq = append(wal, encode(merged)?)?;
     // Durable from here on: the frame holds the commit.
     let _visible = visibility().write().unwrap_or_else(PoisonError::into_inner);

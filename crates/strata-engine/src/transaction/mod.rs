@@ -228,7 +228,7 @@ fn accept<'a>(
 /// their writer locks) and commits them (see the module docs, step 4).
 fn write_and_commit<'a>(
     data_dir: &DataDir,
-    mut current: BTreeMap<&'a String, Manifest>,
+    current: BTreeMap<&'a String, Manifest>,
     merged: &BTreeMap<&'a String, TableChanges>,
 ) -> Result<(), EngineError> {
     // On a server: one write-ahead log frame for the whole batch, manifests published in memory.
@@ -240,21 +240,10 @@ fn write_and_commit<'a>(
     if !mirrored && let Some(wal) = logged::wal_of(data_dir) {
         return logged::commit(data_dir, &wal, current, merged);
     }
-    let mut staged: Vec<StagedTable> = Vec::with_capacity(merged.len());
-    for (table, changes) in merged {
-        let table_dir = data_dir.table_dir(table)?;
-        let mut manifest = current
-            .remove(table)
-            .ok_or_else(|| EngineError::NoSuchTable((*table).clone()))?;
-        let base_version = manifest.version;
-        apply_changes(table, &table_dir, &mut manifest, changes)?;
-        staged.push(StagedTable {
-            table: (*table).clone(),
-            table_dir,
-            base_version,
-            manifest,
-        });
-    }
+    let mut staged: Vec<StagedTable> = stage_tables(data_dir, current, merged, false)?
+        .into_iter()
+        .map(|(table, _)| table)
+        .collect();
     let _visible = visibility().write().unwrap_or_else(PoisonError::into_inner);
     match &mut staged[..] {
         [] => {}
@@ -278,6 +267,40 @@ fn write_and_commit<'a>(
         }
     }
     Ok(())
+}
+
+/// Writes each changed table's part and deletion vectors (`apply_changes`) into its next
+/// manifest, built on `current` (the tables now, under their writer locks). With
+/// `defer_durability` nothing is fsynced, and each table comes with the files and directories
+/// left undurable (`strata_format::durability`); otherwise that list is empty.
+pub(crate) fn stage_tables<'a>(
+    data_dir: &DataDir,
+    mut current: BTreeMap<&'a String, Manifest>,
+    merged: &BTreeMap<&'a String, TableChanges>,
+    defer_durability: bool,
+) -> Result<Vec<(StagedTable, Vec<PathBuf>)>, EngineError> {
+    let mut staged = Vec::with_capacity(merged.len());
+    for (table, changes) in merged {
+        let table_dir = data_dir.table_dir(table)?;
+        let mut manifest = current
+            .remove(table)
+            .ok_or_else(|| EngineError::NoSuchTable((*table).clone()))?;
+        let base_version = manifest.version;
+        let mut write = || apply_changes(table, &table_dir, &mut manifest, changes);
+        let (applied, undurable) = match defer_durability {
+            true => strata_format::durability::deferred(write),
+            false => (write(), Vec::new()),
+        };
+        applied?;
+        let staged_table = StagedTable {
+            table: (*table).clone(),
+            table_dir,
+            base_version,
+            manifest,
+        };
+        staged.push((staged_table, undurable));
+    }
+    Ok(staged)
 }
 
 /// A table's next manifest, written but not committed.
