@@ -340,31 +340,22 @@ pub(crate) fn forget(table_dir: &Path) {
 /// written after the `syncfs`), then the WAL told that the transaction frames published before
 /// it began are applied. Returns the tables committed.
 pub fn checkpoint(data_dir: &DataDir) -> Result<usize, EngineError> {
-    let (wal, upto, tables) = {
-        let mut registry = registry();
-        let Some(logged) = registry.get_mut(data_dir.root()) else {
+    let (wal, upto, tables, written) = {
+        let registry = registry();
+        let Some(logged) = registry.get(data_dir.root()) else {
             return Ok(0);
         };
         let tables: Vec<PathBuf> = logged.tables.keys().cloned().collect();
-        (logged.wal.clone(), logged.published, tables)
+        let written: HashSet<PathBuf> = logged
+            .tables
+            .values()
+            .flat_map(|t| t.undurable.iter().cloned())
+            .collect();
+        (logged.wal.clone(), logged.published, tables, written)
     };
-    if !tables.is_empty() {
-        let written: HashSet<PathBuf> = {
-            let registry = registry();
-            registry
-                .get(data_dir.root())
-                .map(|l| {
-                    l.tables
-                        .values()
-                        .flat_map(|t| t.undurable.clone())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        if written.len() > SYNC_EACH_UP_TO {
-            sync_filesystem(data_dir.root())?;
-            mark_durable(data_dir.root(), &written);
-        }
+    if written.len() > SYNC_EACH_UP_TO {
+        sync_filesystem(data_dir.root())?;
+        mark_durable(data_dir.root(), &written);
     }
     let mut committed = 0;
     for table_dir in &tables {
@@ -447,9 +438,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::export_table;
     use crate::transaction::TableWrite;
-    use crate::transaction::tests::keyed_table;
+    use crate::transaction::tests::{exported, keyed_table};
     use crate::wal::DEFAULT_SEGMENT_BYTES;
 
     /// Commits one transaction writing `(table, id, document)`s.
@@ -468,18 +458,6 @@ mod tests {
                 .insert(KeyValue::Integer(*id), Some(document.to_string()));
         }
         crate::transaction::commit(data_dir, &writes).unwrap();
-    }
-
-    fn exported(data_dir: &DataDir, table: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        export_table(data_dir, table, &mut out).unwrap();
-        let mut lines: Vec<String> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        lines.sort();
-        lines
     }
 
     fn on_disk(data_dir: &DataDir, table: &str) -> Manifest {

@@ -535,15 +535,23 @@ mod tests {
         assert!(outcomes[2].is_ok() && outcomes[3].is_ok());
         // One commit per table for the whole batch.
         assert_eq!(versions(&data_dir), (before.0 + 1, before.1 + 1));
+        assert_eq!(
+            exported(&data_dir, "a"),
+            [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":3}"#]
+        );
+    }
+
+    /// The table's documents as exported, sorted.
+    pub(super) fn exported(data_dir: &DataDir, table: &str) -> Vec<String> {
         let mut out = Vec::new();
-        export_table(&data_dir, "a", &mut out).unwrap();
+        export_table(data_dir, table, &mut out).unwrap();
         let mut lines: Vec<String> = String::from_utf8(out)
             .unwrap()
             .lines()
             .map(str::to_owned)
             .collect();
         lines.sort();
-        assert_eq!(lines, [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":3}"#]);
+        lines
     }
 
     #[test]
