@@ -156,12 +156,12 @@ fn evaluate(
     Ok((!text.is_null(0)).then(|| text.value(0).to_owned()))
 }
 
-/// The table's schema provider of `context` (a transaction's reads its snapshot and changes).
+/// The schema provider of `context` (a transaction's reads its snapshot and changes); the
+/// caller downcasts it to `DataDirSchema`, which a session's always is.
 fn data_dir_schema(context: &SessionContext) -> Option<Arc<dyn SchemaProvider>> {
     context
         .catalog(crate::CATALOG)
         .and_then(|catalog| catalog.schema(crate::SCHEMA))
-        .filter(|schema| schema.downcast_ref::<DataDirSchema>().is_some())
 }
 
 /// The live document of `table` (keyed by `key`) with key `value`, read as a point read
