@@ -160,10 +160,10 @@ def test_psycopg_with_parameters(server):
         assert conn.execute("SELECT count(*) FROM events WHERE data.score > %s", (300.0,)).fetchone() == (100,)
 
 
-def psql(server, *commands, password=None, user="strata"):
+def psql(server, *commands, password=None, user="strata", options=()):
     env = dict(os.environ, PGPASSWORD=password or "", PGCONNECT_TIMEOUT="10")
     args = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(server.pg_port),
-            "-U", user, "-d", "strata"]
+            "-U", user, "-d", "strata", *options]
     for c in commands:
         args += ["-c", c]
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
@@ -179,6 +179,31 @@ def test_psql_meta_commands(server):
     assert 'Table "public.events"' in lines and "data | text | | |" in lines, out.stdout  # \d events
     assert any(line.startswith("strata | postgres | UTF-8") for line in lines), out.stdout  # \l
     assert "u4" in lines, out.stdout
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed (apt-get install postgresql-client)")
+def test_psql_prepared_statements_and_several_statements_in_one_string(server):
+    """SQL-level PREPARE / EXECUTE / DEALLOCATE belong to their connection, as in PostgreSQL,
+    and a query string of several statements answers each of them with its own rows."""
+    server.ingest("events", ndjson(EVENTS[:10]))
+    out = psql(server,
+               "PREPARE by_id(bigint) AS SELECT data.author.name FROM events WHERE data.id = $1",
+               "EXECUTE by_id(4)",
+               "SELECT count(*) FROM events; SELECT 'second'; EXECUTE by_id(5)",
+               "PREPARE add AS INSERT INTO events VALUES ($1::json); EXECUTE add('{\"id\": 11}'); "
+               "EXECUTE add('{\"id\": 12}'); SELECT count(*) FROM events",
+               "DEALLOCATE by_id",
+               options=["-A", "-t"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["PREPARE", "u4", "10", "second", "u5", "PREPARE", "INSERT", "0", "1",
+                                  "INSERT", "0", "1", "12", "DEALLOCATE"], out.stdout
+    # Another connection has none of them; a name is prepared once.
+    out = psql(server, "EXECUTE add('{}')")
+    assert out.returncode != 0 and 'prepared statement "add" does not exist' in out.stderr, out.stderr
+    out = psql(server, "PREPARE p AS SELECT 1", "PREPARE p AS SELECT 2")
+    assert out.returncode != 0 and 'prepared statement "p" already exists' in out.stderr, out.stderr
+    out = psql(server, "PREPARE p(text) AS SELECT $1", "EXECUTE p('a', 'b')")
+    assert out.returncode != 0 and "wrong number of parameters" in out.stderr, out.stderr
 
 
 def test_drop_and_alter_table_over_both_postgresql_protocols(server):

@@ -109,6 +109,7 @@ impl AnalyzerRule for ReadPathsFromColumns {
             return Ok(plan);
         }
         // 3. Widen the scans, rewrite the calls, recompute schemas bottom-up.
+        let original_columns = plan.schema().columns();
         let rewritten = plan.transform_up_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = &node
                 && let Some(table) = strata_table(scan)
@@ -127,8 +128,23 @@ impl AnalyzerRule for ReadPathsFromColumns {
             }
             read_available_paths(node)
         })?;
-        Ok(rewritten.data)
+        restore_output_columns(&original_columns, rewritten.data)
     }
+}
+
+/// A widened scan passes its path columns up through the nodes that keep their input's schema
+/// (`Filter`, `Sort`, `Limit`). A plan the optimizer has already run over (a prepared
+/// statement's, at `EXECUTE`) may have no projection above them, so its output would grow; the
+/// statement's own columns are selected again on top.
+fn restore_output_columns(original: &[Column], plan: LogicalPlan) -> Result<LogicalPlan> {
+    if plan.schema().fields().len() == original.len() {
+        return Ok(plan);
+    }
+    let columns = original.iter().cloned().map(Expr::Column).collect();
+    Ok(LogicalPlan::Projection(Projection::try_new(
+        columns,
+        Arc::new(plan),
+    )?))
 }
 
 /// The column a path call reads once it is replaced: `relation."path:mode"`.

@@ -198,3 +198,43 @@ fn explain_analyze_shows_the_rows_the_key_index_skips() {
         assert!(plan.contains("key index: parts pruned="), "{sql}: {plan}");
     }
 }
+
+#[test]
+fn prepared_statements_answer_as_their_text_does() {
+    let tmp = tables();
+    let session = Session::open(tmp.path()).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    answer(
+        &session,
+        "PREPARE by_id(text) AS SELECT data FROM s WHERE data->>'id' = $1",
+    );
+    answer(
+        &session,
+        "PREPARE by_owner(bigint) AS SELECT data.id FROM i WHERE data.owner.id = $1",
+    );
+    for (execute, text) in [
+        (
+            "EXECUTE by_id('u00042')",
+            "SELECT data FROM s WHERE data->>'id' = 'u00042'",
+        ),
+        (
+            "EXECUTE by_owner(-958)",
+            "SELECT data.id FROM i WHERE data.owner.id = -958",
+        ),
+    ] {
+        // The server encodes rows by the frame's schema: every batch must have its columns.
+        let frame = runtime.block_on(session.context().sql(execute)).unwrap();
+        let columns = frame.schema().fields().len();
+        let batches = runtime.block_on(frame.collect()).unwrap();
+        assert!(
+            batches.iter().all(|b| b.num_columns() == columns),
+            "{execute}: {columns} columns in the schema, batches {:?}",
+            batches.iter().map(|b| b.schema()).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            answer(&session, execute),
+            answer(&session, text),
+            "{execute}"
+        );
+    }
+}

@@ -26,6 +26,10 @@ pub const IN_FAILED_TRANSACTION: &str = "25P02";
 /// A savepoint statement outside a transaction block.
 pub const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
 pub const READ_ONLY_TRANSACTION: &str = "25006";
+/// `PREPARE` of a name the connection has prepared already.
+pub const DUPLICATE_PREPARED_STATEMENT: &str = "42P05";
+/// `EXECUTE` of a name the connection has not prepared.
+pub const INVALID_STATEMENT_NAME: &str = "26000";
 
 /// The code for a statement's error.
 pub fn of_query_error(error: &QueryError) -> &'static str {

@@ -28,6 +28,7 @@ use statements::{CancelRegistry, StrataStatements};
 
 mod login;
 mod parameters;
+mod prepared;
 mod statements;
 mod transactions;
 

@@ -36,7 +36,8 @@ use pgwire::messages::cancel::CancelRequest;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
-use super::transactions::{Block, Control, TransactionSlot, control_of, deallocate_of};
+use super::prepared::{self, Command, PreparedStatements};
+use super::transactions::{Block, Control, TransactionSlot, control_of};
 use crate::{Shared, sqlstate};
 
 /// The running statement of each connection, by its (process id, secret key).
@@ -356,6 +357,53 @@ impl StrataStatements {
         }
     }
 
+    /// One statement of a simple query that holds several, or that is a transaction control or
+    /// prepared-statement command: `EXECUTE` runs its bound statement in its place.
+    async fn one_of_several<C>(
+        &self,
+        client: &mut C,
+        slot: &TransactionSlot,
+        prepared: &PreparedStatements,
+        statement: &str,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if prepared::is_command(statement) && slot.is_failed() {
+            return Err(in_failed_transaction());
+        }
+        let bound;
+        let statement = match prepared.command(statement)? {
+            None => statement,
+            Some(Command::Prepared) => return Ok(Response::Execution(Tag::new("PREPARE"))),
+            Some(Command::Deallocated(name)) => {
+                // Drivers deallocate their protocol-level statements this way too. Without a
+                // name those stay: a driver that prepares again under a name in use replaces it.
+                if let Some(name) = name {
+                    client.portal_store().rm_statement(&name);
+                }
+                return Ok(Response::Execution(Tag::new("DEALLOCATE")));
+            }
+            Some(Command::Run(text)) => {
+                bound = text;
+                bound.as_str()
+            }
+        };
+        let format = Format::UnifiedText;
+        if slot.in_block() || control_of(statement).is_some() {
+            self.in_block(slot, statement, &format).await
+        } else if let Some(tag) = strata_query::table_change_tag(statement) {
+            self.change_table(statement, tag, &format).await
+        } else {
+            SimpleQueryHandler::do_query(&*self.inner, client, statement)
+                .await
+                .map(|mut r| r.pop().unwrap_or(Response::EmptyQuery))
+        }
+    }
+
     fn begin_transaction(&self) -> PgWireResult<strata_query::Transaction> {
         // Pinning reads every table's manifest: off the runtime's workers.
         tokio::task::block_in_place(|| self.shared.session.begin()).map_err(query_error)
@@ -397,6 +445,13 @@ impl StrataStatements {
             return Ok(Response::Query(rows_response(&result, format, &json)?));
         }
         let frame = transaction.sql(sql).await.map_err(query_error)?;
+        if let datafusion::logical_expr::LogicalPlan::Statement(
+            datafusion::logical_expr::Statement::Prepare(_),
+        ) = frame.logical_plan()
+        {
+            // Registered in the session by planning it; PostgreSQL answers with the tag alone.
+            return Ok(Response::Execution(Tag::new("PREPARE")));
+        }
         let response =
             datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe(frame, format, None)
                 .await?;
@@ -578,6 +633,13 @@ fn slot_of<C: ClientInfo>(client: &C) -> Arc<TransactionSlot> {
         .get_or_insert_with(TransactionSlot::default)
 }
 
+/// The connection's SQL-level prepared statements.
+fn prepared_of<C: ClientInfo>(client: &C) -> Arc<PreparedStatements> {
+    client
+        .session_extensions()
+        .get_or_insert_with(PreparedStatements::default)
+}
+
 /// `error` as one response of a simple query holding several statements.
 fn error_response(error: PgWireError) -> Response {
     match with_sqlstate(error) {
@@ -591,7 +653,7 @@ fn error_response(error: PgWireError) -> Response {
 }
 
 /// An error that ends the statement, not the session.
-fn statement_error(code: &str, message: String) -> PgWireError {
+pub(super) fn statement_error(code: &str, message: String) -> PgWireError {
     PgWireError::UserError(Box::new(ErrorInfo::new(
         "ERROR".into(),
         code.into(),
@@ -641,15 +703,21 @@ async fn guarded<T>(
 }
 
 /// The response with its rows produced under the statement's cancel token and deadline; the
-/// statement's claim is released with the row stream. `json` marks document columns.
-fn guard_rows(response: Response, running: Arc<Mutex<Option<Running>>>, json: &[bool]) -> Response {
+/// claim is released when the row stream fails, or when it ends if `ends_claim` (Some(whether
+/// the statements succeeded)). `json` marks document columns.
+fn guard_rows(
+    response: Response,
+    running: Arc<Mutex<Option<Running>>>,
+    json: &[bool],
+    ends_claim: Option<bool>,
+) -> Response {
     let Response::Query(mut query) = response else {
         return response;
     };
     let command_tag = query.command_tag().to_owned();
     let row_schema = Arc::new(with_json_types(&query.row_schema(), json));
     let data_rows = std::mem::replace(query.data_rows(), Box::pin(futures::stream::empty()));
-    let rows = futures::stream::unfold(Some((data_rows, running)), |state| async move {
+    let rows = futures::stream::unfold(Some((data_rows, running)), move |state| async move {
         let (mut rows, running) = state?;
         let (token, deadline) = {
             let guard = running.lock().unwrap_or_else(PoisonError::into_inner);
@@ -673,12 +741,15 @@ fn guard_rows(response: Response, running: Arc<Mutex<Option<Running>>>, json: &[
                 Some((Err(with_sqlstate(e)), None))
             }
             None => {
-                if let Some(mut claim) = running
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take()
+                // Unless these are the last rows of the query string, the rows of the statements
+                // after this one are still to be sent under the claim.
+                if let Some(ok) = ends_claim
+                    && let Some(mut claim) = running
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take()
                 {
-                    claim.ok = true;
+                    claim.ok = ok;
                 }
                 None
             }
@@ -696,10 +767,18 @@ fn guard_responses(responses: Vec<Response>, mut running: Running, json: &[bool]
         running.ok = !responses.iter().any(|r| matches!(r, Response::Error(_)));
         return responses;
     }
+    let failed = responses.iter().any(|r| matches!(r, Response::Error(_)));
+    let last_rows = responses
+        .iter()
+        .rposition(|r| matches!(r, Response::Query(_)));
     let claim = Arc::new(Mutex::new(Some(running)));
     responses
         .into_iter()
-        .map(|response| guard_rows(response, claim.clone(), json))
+        .enumerate()
+        .map(|(i, response)| {
+            let ends_claim = (Some(i) == last_rows).then_some(!failed);
+            guard_rows(response, claim.clone(), json, ends_claim)
+        })
         .collect()
 }
 
@@ -735,42 +814,25 @@ impl SimpleQueryHandler for StrataStatements {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        if let Some(name) = deallocate_of(query) {
-            // Prepared statements are pgwire's, per connection. Without a name, the statements
-            // stay: a driver that prepares again under a name in use replaces it.
-            if let Some(name) = name {
-                client.portal_store().rm_statement(&name);
-            }
-            return Ok(vec![Response::Execution(Tag::new("DEALLOCATE"))]);
-        }
         let running = self.begin(client).await?;
         let slot = slot_of(client);
         let statements = strata_query::split_statements(query);
-        if slot.in_block() || statements.iter().any(|s| control_of(s).is_some()) {
-            // Statements one by one, as the block they begin, continue or end has them run;
-            // the first error ends the query string (as in PostgreSQL).
+        if statements.len() > 1
+            || slot.in_block()
+            || statements
+                .iter()
+                .any(|s| control_of(s).is_some() || prepared::is_command(s))
+        {
+            // Statements one by one, under one claim, as the block they begin, continue or end
+            // has them run; the first error ends the query string (as in PostgreSQL).
+            let prepared = prepared_of(client);
             let mut responses = Vec::with_capacity(statements.len());
             for statement in &statements {
-                let response = if slot.in_block() || control_of(statement).is_some() {
-                    guarded(
-                        &running,
-                        self.in_block(&slot, statement, &Format::UnifiedText),
-                    )
-                    .await
-                } else if let Some(tag) = strata_query::table_change_tag(statement) {
-                    guarded(
-                        &running,
-                        self.change_table(statement, tag, &Format::UnifiedText),
-                    )
-                    .await
-                } else {
-                    guarded(
-                        &running,
-                        SimpleQueryHandler::do_query(&*self.inner, client, statement),
-                    )
-                    .await
-                    .map(|mut r| r.pop().unwrap_or(Response::EmptyQuery))
-                };
+                let response = guarded(
+                    &running,
+                    self.one_of_several(client, &slot, &prepared, statement),
+                )
+                .await;
                 match response {
                     Ok(Response::Error(e)) => {
                         responses.push(Response::Error(e));
