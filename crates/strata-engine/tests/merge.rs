@@ -335,6 +335,70 @@ fn merges_give_repeated_references_a_row_group_dictionary_and_unique_ids_none() 
     assert_eq!(export_sorted(&dir, "t"), before, "merge changed documents");
 }
 
+#[test]
+fn merges_give_integers_of_few_values_a_dictionary_and_keep_deltas_for_the_rest() {
+    use parquet::basic::{Compression, Encoding};
+    // `status` takes six values in no order (an access log's); `n` counts up, unique.
+    let statuses = [200, 200, 200, 304, 404, 200, 500, 301, 200, 200, 302];
+    let groups: Vec<Vec<Value>> = (0..2u64)
+        .map(|p| {
+            (0..6_000u64)
+                .map(|i| {
+                    let n = p * 6_000 + i;
+                    let status = statuses[(n * 7919 % 11) as usize];
+                    json!({"k": n % 5, "status": status, "n": n * 3})
+                })
+                .collect()
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("data"));
+    let table_dir = tmp.path().join("data/t");
+    for (i, docs) in groups.iter().enumerate() {
+        let file = write_ndjson(tmp.path(), &format!("in{i}.ndjson"), docs);
+        load(&dir, "t", file, &options(&["k"], None));
+    }
+    let inputs = dir.manifest("t").unwrap().parts;
+    for entry in &inputs {
+        let input = Manifest::part_path(&table_dir, &entry.file);
+        assert!(!encodings_of(&input, "status").contains(&Encoding::RLE_DICTIONARY));
+        let profiles = strata_format::footer_columns(&input, entry)
+            .unwrap()
+            .profiles;
+        assert_eq!(profiles["status"].values, 6_000);
+        assert!(profiles["n"].distinct.estimate() > 5_000.0);
+    }
+    let before = export_sorted(&dir, "t");
+
+    merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
+    let manifest = dir.manifest("t").unwrap();
+    assert_eq!(manifest.parts.len(), 1);
+    let output = Manifest::part_path(&table_dir, &manifest.parts[0].file);
+    let status = encodings_of(&output, "status");
+    assert!(status.contains(&Encoding::RLE_DICTIONARY), "{status:?}");
+    assert!(
+        !status.contains(&Encoding::DELTA_BINARY_PACKED),
+        "{status:?}"
+    );
+    assert!(encodings_of(&output, "n").contains(&Encoding::DELTA_BINARY_PACKED));
+    let compression = |column: &str| {
+        let reader =
+            parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&output).unwrap())
+                .unwrap();
+        use parquet::file::reader::FileReader;
+        let metadata = reader.metadata();
+        metadata.row_groups()[0]
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == column)
+            .unwrap()
+            .compression()
+    };
+    assert!(matches!(compression("status"), Compression::ZSTD(_)));
+    assert_eq!(compression("n"), Compression::UNCOMPRESSED);
+    assert_eq!(export_sorted(&dir, "t"), before, "merge changed documents");
+}
+
 fn leaf() -> impl Strategy<Value = Value> {
     prop_oneof![
         Just(Value::Null),

@@ -104,16 +104,21 @@ fn referencing_docs(rows: u64) -> Vec<Value> {
 }
 
 #[test]
-fn dense_string_columns_outside_the_sort_key_are_profiled() {
+fn dense_string_and_integer_columns_outside_the_sort_key_are_profiled() {
     let rows = 20_000;
     let (dir, entry) = common::write_docs(&referencing_docs(rows), &["k".to_owned()]);
     let path = dir.path().join("parts/part.parquet");
     let footer = footer_columns(&path, &entry).unwrap();
     assert_eq!(
         footer.profiles.keys().collect::<Vec<_>>(),
-        ["ref"],
-        "the sort key, integers and sparse columns have no profile"
+        ["n", "ref"],
+        "the sort key and sparse columns have no profile"
     );
+    // Unique integers: a dictionary would not pay.
+    let integers = &footer.profiles["n"];
+    assert_eq!(integers.values, rows);
+    assert!((integers.distinct.estimate() - rows as f64).abs() < 1_000.0);
+    assert!(!integers.pays_for_dictionary(rows, rows));
     let profile = &footer.profiles["ref"];
     assert_eq!(profile.values, rows);
     assert_eq!(profile.plain_bytes, compressed_bytes(&path, "ref"));

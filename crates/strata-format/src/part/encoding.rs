@@ -133,6 +133,12 @@ pub(super) fn writer_properties(
             // a page of distinct values costs more than delta bit-packing under zstd.
             // Bit-packed deltas leave zstd nothing to find (measured: 1.00x on Bluesky
             // `time_us`), and every compressed column chunk costs readers a zstd context.
+            // Unless a merge found few distinct values (HTTP statuses, sizes, counters: ADR
+            // 0007), which a row-group dictionary's bit-packed indexes under zstd store in a
+            // fifth of the deltas' bytes (nginx `status`: 1.24 -> 0.23 MB per 1M rows).
+            Kind::Int if hints.dictionary.contains_key(&column.name) => builder
+                .set_column_dictionary_page_size_limit(path.clone(), ROW_GROUP_DICTIONARY_BYTES)
+                .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
             Kind::Int => builder
                 .set_column_dictionary_enabled(path.clone(), false)
                 .set_column_compression(path.clone(), Compression::UNCOMPRESSED)

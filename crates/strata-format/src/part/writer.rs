@@ -217,16 +217,21 @@ impl PartWriter {
             slices.push(column.clone());
         }
         for profile in &mut self.profiles {
-            if let Some(strings) = batch
-                .columns()
-                .get(profile.index)
-                .and_then(|c| c.as_string_opt::<i32>())
-            {
+            let Some(column) = batch.columns().get(profile.index) else {
+                continue;
+            };
+            if let Some(strings) = column.as_string_opt::<i32>() {
                 for value in strings.iter().flatten() {
                     profile.distinct.insert(value.as_bytes());
                 }
-                profile.values += (strings.len() - strings.null_count()) as u64;
+            } else if let Some(integers) = column.as_primitive_opt::<Int64Type>() {
+                for value in integers.iter().flatten() {
+                    profile.distinct.insert(&value.to_le_bytes());
+                }
+            } else {
+                continue;
             }
+            profile.values += (column.len() - column.null_count()) as u64;
         }
         self.writer
             .write(batch)
@@ -411,19 +416,23 @@ fn indexable_text_columns(
         .collect()
 }
 
-/// The columns a part profiles, with their index in the schema: string-valued ones dense enough
-/// for delta encodings, outside the sort key (whose repeats are adjacent) and the key runs.
+/// The columns a part profiles, with their index in the schema: string-valued and integer ones
+/// dense enough for delta encodings, outside the sort key (whose repeats are adjacent) and the
+/// key runs.
 pub fn profiled_columns<'a>(
     layout: &'a PartSchema,
     sort_key: &'a [String],
     hints: &'a ColumnHints,
 ) -> impl Iterator<Item = (usize, &'a LayoutColumn)> + 'a {
     layout.columns.iter().filter_map(move |column| {
-        let string_valued = matches!(column.kind, Kind::String | Kind::Number | Kind::Json);
+        let profiled_kind = matches!(
+            column.kind,
+            Kind::String | Kind::Number | Kind::Json | Kind::Int
+        );
         let excluded = hints.sparse.contains(&column.name)
             || hints.uncompressed.contains(&column.name)
             || sort_key.contains(&column.name);
-        if !string_valued || excluded {
+        if !profiled_kind || excluded {
             return None;
         }
         let index = layout.schema.index_of(&column.name).ok()?;
