@@ -109,3 +109,81 @@ fn queries_skip_deleted_rows_also_when_answered_from_statistics() {
     .to_string();
     assert!(plan.contains("deleted rows skipped=1004"), "{plan}");
 }
+
+#[test]
+fn grouped_counts_take_back_the_rows_they_read_deleted() {
+    // Scattered deletions (every 7th row, and a block): the grouped count by dictionary key reads
+    // the deleted rows and takes their keys back instead of skipping each of them.
+    let mut deleted: Vec<u64> = (0..DOCS as u64).filter(|n| n % 7 == 3).collect();
+    deleted.extend((12_000..12_500).filter(|n| n % 7 != 3));
+    let tmp = table_with_deletions(&deleted);
+    let root = tmp.path();
+    // A second part (documents n = DOCS..DOCS + 3000), so that the scan has a partition per core
+    // and the count runs in the scan (`CountByKeyExec`), not after a repartition.
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for n in DOCS..DOCS + 3000 {
+        writeln!(file, "{{\"n\":{n},\"kind\":\"k{}\"}}", n % 3).unwrap();
+    }
+    let options = IngestOptions {
+        auto_merge: false,
+        ..Default::default()
+    };
+    let input = [Input::File(file.path().to_owned())];
+    ingest(
+        &DataDir::new(root),
+        "t",
+        &input,
+        &options,
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap();
+    let expected = |range: std::ops::Range<i64>| {
+        let mut counts = [0i64; 3];
+        for n in range.filter(|n| !deleted.contains(&(*n as u64))) {
+            counts[(n % 3) as usize] += 1;
+        }
+        format!("k0 {}, k1 {}, k2 {}", counts[0], counts[1], counts[2])
+    };
+    let grouped = |sql: &str| {
+        let batches = run(root, sql);
+        let mut rows = Vec::new();
+        for batch in &batches {
+            let kinds = cast(batch.column(0), &DataType::Utf8).unwrap();
+            let counts = cast(batch.column(1), &DataType::Int64).unwrap();
+            for i in 0..batch.num_rows() {
+                rows.push(format!(
+                    "{} {}",
+                    kinds.as_string::<i32>().value(i),
+                    counts.as_primitive::<Int64Type>().value(i)
+                ));
+            }
+        }
+        rows.join(", ")
+    };
+    assert_eq!(
+        grouped("SELECT data.kind, count(*) FROM t GROUP BY 1 ORDER BY 1"),
+        expected(0..DOCS + 3000)
+    );
+    // Pages the filter prunes stay pruned; the rows read in them are counted once.
+    assert_eq!(
+        grouped("SELECT data.kind, count(*) FROM t WHERE data.n >= 9000 GROUP BY 1 ORDER BY 1"),
+        expected(9_000..DOCS + 3000)
+    );
+    let plan = pretty_format_batches(&run(
+        root,
+        "EXPLAIN ANALYZE SELECT data.kind, count(*) FROM t GROUP BY 1",
+    ))
+    .unwrap()
+    .to_string();
+    let live = DOCS as usize + 3000 - deleted.len();
+    assert!(plan.contains("CountByKeyExec"), "{plan}");
+    assert!(
+        plan.contains(&format!("rows_counted_by_key={live}"))
+            || plan.contains(&format!(
+                "rows_counted_by_key={:.2} K",
+                live as f64 / 1000.0
+            )),
+        "{plan}"
+    );
+}

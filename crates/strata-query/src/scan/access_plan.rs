@@ -13,7 +13,7 @@ use std::sync::Arc;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
 use parquet::file::metadata::ParquetMetaData;
-use strata_format::{PartChecksums, PartEntry};
+use strata_format::{DeletionVector, PartChecksums, PartEntry};
 
 use super::prune::ScanPredicate;
 use super::prune::key_runs::run_selection;
@@ -28,6 +28,9 @@ pub(super) struct ScanUnit {
     pub(super) plan: ParquetAccessPlan,
     /// Rows the unit reads.
     pub(super) rows: u64,
+    /// The same row groups before the part's deleted rows were skipped (None: the part has no
+    /// deletion vector), for reads that take deleted rows back themselves (`deleted_rows`).
+    pub(super) undeleted: Option<ParquetAccessPlan>,
 }
 
 #[derive(Debug)]
@@ -40,6 +43,8 @@ pub(super) struct PartInScan {
     pub(super) metadata: ArrowReaderMetadata,
     /// What every read of the part is verified against (None: a part without checksums).
     pub(super) checksums: Option<Arc<PartChecksums>>,
+    /// The part's deleted rows, which its units' plans skip.
+    pub(super) deleted: Option<Arc<DeletionVector>>,
 }
 
 /// What pruning skipped, at each level, and by what: statistics (manifest, footer, page
@@ -311,20 +316,31 @@ pub(super) fn planned_rows(plan: &ParquetAccessPlan, parquet: &ParquetMetaData) 
 }
 
 /// One unit per scanned row group of `plan`, so partitions can balance.
-pub(super) fn split_units(part: &Arc<PartInScan>, plan: &ParquetAccessPlan) -> Vec<ScanUnit> {
+/// One unit per row group `plan` reads; `undeleted` is the plan before deleted rows were skipped
+/// (when the part has deletions).
+pub(super) fn split_units(
+    part: &Arc<PartInScan>,
+    plan: &ParquetAccessPlan,
+    undeleted: Option<&ParquetAccessPlan>,
+) -> Vec<ScanUnit> {
     let parquet = part.metadata.metadata();
+    let single = |rg: usize, access: &RowGroupAccess| {
+        let mut single = ParquetAccessPlan::new_none(plan.len());
+        single.set(rg, access.clone());
+        single
+    };
     plan.inner()
         .iter()
         .enumerate()
         .filter(|(_, access)| access.should_scan())
         .map(|(rg, access)| {
-            let mut single = ParquetAccessPlan::new_none(plan.len());
-            single.set(rg, access.clone());
-            let rows = planned_rows(&single, parquet);
+            let unit_plan = single(rg, access);
+            let rows = planned_rows(&unit_plan, parquet);
             ScanUnit {
                 part: part.clone(),
-                plan: single,
+                plan: unit_plan,
                 rows,
+                undeleted: undeleted.and_then(|u| u.inner().get(rg).map(|a| single(rg, a))),
             }
         })
         .collect()

@@ -166,6 +166,7 @@ pub(super) fn split_covered(
         part: Arc::clone(&unit.part),
         plan: rest,
         rows: rest_rows,
+        undeleted: None,
     });
     (counted, rest)
 }

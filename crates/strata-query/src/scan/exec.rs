@@ -29,6 +29,7 @@ use strata_format::Manifest;
 
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
 use super::count::{self, Covering};
+use super::deleted_rows::DeletedRows;
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
@@ -135,8 +136,9 @@ impl StrataScanExec {
             let deleted = metadata_cache
                 .deletion_vector(&dir, entry)
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
-            if let Some(deleted) = deleted {
-                access_plan::skip_deleted(&mut plan, metadata.metadata(), &deleted, &mut counts);
+            let undeleted = deleted.as_ref().map(|_| plan.clone());
+            if let Some(deleted) = &deleted {
+                access_plan::skip_deleted(&mut plan, metadata.metadata(), deleted, &mut counts);
             }
             let part = Arc::new(PartInScan {
                 entry: entry.clone(),
@@ -144,8 +146,9 @@ impl StrataScanExec {
                 location: Manifest::part_location(&table, &entry.file),
                 metadata,
                 checksums,
+                deleted,
             });
-            units.extend(access_plan::split_units(&part, &plan));
+            units.extend(access_plan::split_units(&part, &plan, undeleted.as_ref()));
         }
         counts.rows_total = manifest.parts.iter().map(|p| p.rows as usize).sum();
         let partitions = distribute(units, target_partitions);
@@ -268,6 +271,9 @@ fn distribute(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
         match partition.last_mut() {
             Some(last) if Arc::ptr_eq(&last.part, &unit.part) => {
                 access_plan::merge(&mut last.plan, &unit.plan);
+                if let (Some(last), Some(unit)) = (&mut last.undeleted, &unit.undeleted) {
+                    access_plan::merge(last, unit);
+                }
                 last.rows += unit.rows;
             }
             _ => partition.push(unit),
@@ -576,9 +582,22 @@ impl StrataScanExec {
         builder.spawn(async move {
             let _lease = lease;
             let mut counter = GroupCounter::default();
-            for unit in units {
+            for mut unit in units {
                 let plan = plan_output(&unit.part.entry, &output);
                 let dictionary = dictionary_source(&unit.part.entry, &plan);
+                // Keys of deleted rows are read and taken back: cheaper than a row selection
+                // around each of them (see `deleted_rows`).
+                let mut deleted_rows = None;
+                if dictionary.is_some()
+                    && let (Some(undeleted), Some(vector)) =
+                        (unit.undeleted.take(), unit.part.deleted.as_ref())
+                {
+                    let rows = DeletedRows::new(&undeleted, unit.part.metadata.metadata(), vector);
+                    if rows.any() {
+                        unit.plan = undeleted;
+                        deleted_rows = Some(rows);
+                    }
+                }
                 let mut batches = open_unit(
                     &store,
                     &unit,
@@ -588,19 +607,28 @@ impl StrataScanExec {
                     dictionary,
                 )?;
                 while let Some(batch) = batches.next().await {
-                    let batch = batch
+                    let mut batch = batch
                         .map_err(DataFusionError::from)
                         .map_err(|e| part_error(&table, &unit.part.path, e))?;
-                    output_rows.add(batch.num_rows());
+                    let deleted = match &mut deleted_rows {
+                        Some(rows) => rows.next_batch(batch.num_rows()),
+                        None => Vec::new(),
+                    };
+                    output_rows.add(batch.num_rows() - deleted.len());
                     let keys = dictionary
                         .and_then(|c| batch.column_by_name(c))
                         .and_then(|a| a.as_dictionary_opt::<Int32Type>());
                     match keys {
                         Some(keys) => {
-                            rows_by_key.add(keys.len());
+                            rows_by_key.add(keys.len() - deleted.len());
                             counter.add_dictionary(keys);
+                            counter.remove_dictionary_rows(keys, &deleted);
                         }
                         None => {
+                            if !deleted.is_empty() {
+                                batch = without_rows(&batch, &deleted)
+                                    .map_err(|e| part_error(&table, &unit.part.path, e))?;
+                            }
                             let values = build_output(&batch, &plan)
                                 .map_err(|e| part_error(&table, &unit.part.path, e))?;
                             counter.add_strings(&values)?;
@@ -620,4 +648,16 @@ impl StrataScanExec {
         });
         Ok(builder.build())
     }
+}
+
+/// `batch` without the rows at `rows` (ascending indexes).
+fn without_rows(batch: &RecordBatch, rows: &[usize]) -> Result<RecordBatch> {
+    let mut keep = vec![true; batch.num_rows()];
+    for &row in rows {
+        if let Some(kept) = keep.get_mut(row) {
+            *kept = false;
+        }
+    }
+    let keep = arrow::array::BooleanArray::from(keep);
+    Ok(arrow::compute::filter_record_batch(batch, &keep)?)
 }

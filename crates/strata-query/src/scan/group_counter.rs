@@ -60,6 +60,23 @@ impl GroupCounter {
         }
     }
 
+    /// Takes back the rows at `rows` of `array`, which [`GroupCounter::add_dictionary`] has
+    /// just counted (so the counted dictionary is `array`'s).
+    pub(super) fn remove_dictionary_rows(
+        &mut self,
+        array: &DictionaryArray<Int32Type>,
+        rows: &[usize],
+    ) {
+        let keys = array.keys();
+        for &row in rows {
+            let key = keys.is_valid(row).then(|| keys.value(row) as usize);
+            match key.and_then(|k| self.key_counts.get_mut(k)) {
+                Some(count) => *count -= 1,
+                None => self.nulls -= 1,
+            }
+        }
+    }
+
     fn fold_dictionary(&mut self) {
         let Some(values) = self.dictionary.take() else {
             return;

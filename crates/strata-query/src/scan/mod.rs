@@ -13,11 +13,13 @@
 //! `count` (filtered counts from row-group statistics where they cover the filter),
 //! `read` (opening a part, building outputs, the remainder overlay), `reduce` (rows dropped
 //! before documents are built, for filters and top-k above the scan), `group_counter` (grouped
-//! counts by dictionary key), `metadata_cache` (parsed footers kept across statements), `point`
+//! counts by dictionary key), `deleted_rows` (deleted rows found per batch, for grouped counts
+//! that take them back instead of skipping them), `metadata_cache` (parsed footers kept across statements), `point`
 //! (the rows of one key, read without a plan).
 
 mod access_plan;
 mod count;
+mod deleted_rows;
 mod exec;
 mod group_counter;
 mod metadata_cache;

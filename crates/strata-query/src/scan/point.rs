@@ -136,10 +136,11 @@ async fn read_rows(
         location: Manifest::part_location(table, &entry.file),
         metadata,
         checksums,
+        deleted: None,
     });
     let plans = [plan_output(&part.entry, &ScanOutput::Document)];
     let mut documents = Vec::with_capacity(rows.len());
-    for unit in access_plan::split_units(&part, &plan) {
+    for unit in access_plan::split_units(&part, &plan, None) {
         let mut batches = open_unit(store, &unit, &plans, table, &Count::new(), None)?;
         while let Some(batch) = batches.next().await {
             let built = batch
