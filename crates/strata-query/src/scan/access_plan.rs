@@ -13,7 +13,9 @@ use std::sync::Arc;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
 use parquet::file::metadata::ParquetMetaData;
-use strata_format::{DeletionVector, PartChecksums, PartEntry};
+use strata_format::{PartChecksums, PartEntry};
+
+use super::deleted_rows::PartDeletions;
 
 use super::prune::ScanPredicate;
 use super::prune::key_runs::run_selection;
@@ -44,7 +46,7 @@ pub(super) struct PartInScan {
     /// What every read of the part is verified against (None: a part without checksums).
     pub(super) checksums: Option<Arc<PartChecksums>>,
     /// The part's deleted rows, which its units' plans skip.
-    pub(super) deleted: Option<Arc<DeletionVector>>,
+    pub(super) deleted: Option<Arc<PartDeletions>>,
 }
 
 /// What pruning skipped, at each level, and by what: statistics (manifest, footer, page
@@ -189,17 +191,34 @@ pub(super) fn plan_part(
     plan
 }
 
-/// Narrows `plan` to the rows of its part that `deleted` does not list (ADR 0015): a row group
+/// Narrows `plan` to the rows of its part that `deletions` does not list (ADR 0015): a row group
 /// read whole becomes a selection, so its footer statistics count as bounds only, and a row
 /// group left without rows is skipped.
 pub(super) fn skip_deleted(
     plan: &mut ParquetAccessPlan,
     parquet: &ParquetMetaData,
-    deleted: &strata_format::DeletionVector,
+    deletions: &PartDeletions,
     counts: &mut PruneCounts,
 ) {
-    let rows = parquet.file_metadata().num_rows().max(0) as u64;
-    counts.rows_deleted += keep_only(plan, parquet, &deleted.kept_ranges(rows));
+    for (index, kept) in deletions.kept.iter().enumerate() {
+        let Some(kept) = kept else {
+            continue;
+        };
+        let group_rows = parquet.row_group(index).num_rows().max(0) as usize;
+        let (before, narrowed) = match &plan.inner()[index] {
+            RowGroupAccess::Skip => continue,
+            RowGroupAccess::Scan => (group_rows, kept.clone()),
+            RowGroupAccess::Selection(selected) => {
+                (selected.row_count(), selected.intersection(kept))
+            }
+        };
+        counts.rows_deleted += before - narrowed.row_count();
+        if narrowed.row_count() == 0 {
+            plan.skip(index);
+        } else {
+            plan.scan_selection(index, narrowed);
+        }
+    }
 }
 
 /// Narrows `plan` to the rows the key index found (ADR 0016): `rows` sorted part positions.

@@ -134,7 +134,7 @@ impl StrataScanExec {
                 );
             }
             let deleted = metadata_cache
-                .deletion_vector(&dir, entry)
+                .part_deletions(&dir, entry, metadata.metadata())
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
             let undeleted = deleted.as_ref().map(|_| plan.clone());
             if let Some(deleted) = &deleted {
@@ -589,10 +589,11 @@ impl StrataScanExec {
                 // around each of them (see `deleted_rows`).
                 let mut deleted_rows = None;
                 if dictionary.is_some()
-                    && let (Some(undeleted), Some(vector)) =
+                    && let (Some(undeleted), Some(deletions)) =
                         (unit.undeleted.take(), unit.part.deleted.as_ref())
                 {
-                    let rows = DeletedRows::new(&undeleted, unit.part.metadata.metadata(), vector);
+                    let rows =
+                        DeletedRows::new(&undeleted, unit.part.metadata.metadata(), deletions);
                     if rows.any() {
                         unit.plan = undeleted;
                         deleted_rows = Some(rows);

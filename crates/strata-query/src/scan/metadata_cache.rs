@@ -8,9 +8,12 @@ use std::sync::Arc;
 use arrow::datatypes::DataType;
 use datafusion::execution::cache::lru_queue::LruQueue;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::file::metadata::ParquetMetaData;
 use strata_format::deletes::read_deletion_vector;
 use strata_format::{DeletionVector, KeyCache, Manifest, PartChecksums, PartEntry, TextIndex};
 use strata_json::KeyValue;
+
+use super::deleted_rows::PartDeletions;
 
 /// Parsed footers and page indexes of parts, kept across the statements of a session.
 ///
@@ -30,6 +33,8 @@ struct Entries {
     /// Deletion vectors by file: like parts, a vector file is immutable and its name (part and
     /// manifest version) is never reused for other contents, so an entry is never stale.
     vectors: SideFiles<PathBuf, DeletionVector>,
+    /// The same vectors as planning applies them (`deleted_rows::PartDeletions`), by file.
+    deletions: SideFiles<PathBuf, PartDeletions>,
     /// Text indexes by file, immutable like parts (ADR 0019).
     text_indexes: SideFiles<PathBuf, TextIndex>,
     /// Whole documents that point reads rebuilt, by part file and row: a part's row never
@@ -92,6 +97,7 @@ impl PartMetadataCache {
                 parts: LruQueue::new(),
                 bytes: 0,
                 vectors: SideFiles::new(),
+                deletions: SideFiles::new(),
                 text_indexes: SideFiles::new(),
                 documents: SideFiles::new(),
             }),
@@ -186,6 +192,34 @@ impl PartMetadataCache {
             |_| bytes,
             Self::VECTOR_BUDGET_BYTES,
             || read_deletion_vector(table_dir, deletes, entry.rows),
+        )
+        .map(Some)
+    }
+
+    /// The deleted rows of the part `entry` (whose Parquet metadata is `parquet`) as planning
+    /// applies them, built once per deletion vector; None when it has none.
+    pub(super) fn part_deletions(
+        &self,
+        table_dir: &Path,
+        entry: &PartEntry,
+        parquet: &ParquetMetaData,
+    ) -> std::result::Result<Option<Arc<PartDeletions>>, strata_format::FormatError> {
+        let Some(deletes) = &entry.deletes else {
+            return Ok(None);
+        };
+        let path = Manifest::part_path(table_dir, &deletes.file);
+        self.side_file(
+            |entries| &mut entries.deletions,
+            path,
+            PartDeletions::size,
+            Self::VECTOR_BUDGET_BYTES,
+            || {
+                let vector = self.deletion_vector(table_dir, entry)?;
+                Ok(match vector {
+                    Some(vector) => PartDeletions::new(&vector, parquet),
+                    None => PartDeletions::new(&DeletionVector::new(), parquet),
+                })
+            },
         )
         .map(Some)
     }
