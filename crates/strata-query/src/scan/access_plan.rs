@@ -212,8 +212,9 @@ pub(super) fn skip_deleted(
                 (selected.row_count(), selected.intersection(kept))
             }
         };
-        counts.rows_deleted += before - narrowed.row_count();
-        if narrowed.row_count() == 0 {
+        let after = narrowed.row_count();
+        counts.rows_deleted += before - after;
+        if after == 0 {
             plan.skip(index);
         } else {
             plan.scan_selection(index, narrowed);
@@ -321,45 +322,42 @@ fn selection(ranges: &[Range<usize>], rows: usize) -> RowSelection {
     RowSelection::from_consecutive_ranges(ranges.iter().cloned(), rows)
 }
 
-/// Rows an access plan reads.
-pub(super) fn planned_rows(plan: &ParquetAccessPlan, parquet: &ParquetMetaData) -> u64 {
-    plan.inner()
-        .iter()
-        .enumerate()
-        .map(|(rg, access)| match access {
-            RowGroupAccess::Skip => 0,
-            RowGroupAccess::Scan => parquet.row_group(rg).num_rows() as u64,
-            RowGroupAccess::Selection(s) => s.row_count() as u64,
-        })
-        .sum()
-}
-
-/// One unit per scanned row group of `plan`, so partitions can balance.
-/// One unit per row group `plan` reads; `undeleted` is the plan before deleted rows were skipped
-/// (when the part has deletions).
+/// One unit per row group `plan` reads, so partitions can balance; `undeleted` is the plan
+/// before deleted rows were skipped (when the part has deletions).
 pub(super) fn split_units(
     part: &Arc<PartInScan>,
-    plan: &ParquetAccessPlan,
-    undeleted: Option<&ParquetAccessPlan>,
+    plan: ParquetAccessPlan,
+    undeleted: Option<ParquetAccessPlan>,
 ) -> Vec<ScanUnit> {
     let parquet = part.metadata.metadata();
-    let single = |rg: usize, access: &RowGroupAccess| {
-        let mut single = ParquetAccessPlan::new_none(plan.len());
-        single.set(rg, access.clone());
+    let groups = plan.len();
+    let single = |rg: usize, access: RowGroupAccess| {
+        let mut single = ParquetAccessPlan::new_none(groups);
+        single.set(rg, access);
         single
     };
-    plan.inner()
-        .iter()
+    let mut undeleted: Vec<Option<RowGroupAccess>> = match undeleted {
+        Some(plan) => plan.into_inner().into_iter().map(Some).collect(),
+        None => Vec::new(),
+    };
+    plan.into_inner()
+        .into_iter()
         .enumerate()
         .filter(|(_, access)| access.should_scan())
         .map(|(rg, access)| {
-            let unit_plan = single(rg, access);
-            let rows = planned_rows(&unit_plan, parquet);
+            let rows = match &access {
+                RowGroupAccess::Skip => 0,
+                RowGroupAccess::Scan => parquet.row_group(rg).num_rows().max(0) as u64,
+                RowGroupAccess::Selection(s) => s.row_count() as u64,
+            };
             ScanUnit {
                 part: part.clone(),
-                plan: unit_plan,
+                plan: single(rg, access),
                 rows,
-                undeleted: undeleted.and_then(|u| u.inner().get(rg).map(|a| single(rg, a))),
+                undeleted: undeleted
+                    .get_mut(rg)
+                    .and_then(Option::take)
+                    .map(|a| single(rg, a)),
             }
         })
         .collect()

@@ -148,7 +148,7 @@ impl StrataScanExec {
                 checksums,
                 deleted,
             });
-            units.extend(access_plan::split_units(&part, &plan, undeleted.as_ref()));
+            units.extend(access_plan::split_units(&part, plan, undeleted));
         }
         counts.rows_total = manifest.parts.iter().map(|p| p.rows as usize).sum();
         let partitions = distribute(units, target_partitions);
