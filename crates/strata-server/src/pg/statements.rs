@@ -445,13 +445,6 @@ impl StrataStatements {
             return Ok(Response::Query(rows_response(&result, format, &json)?));
         }
         let frame = transaction.sql(sql).await.map_err(query_error)?;
-        if let datafusion::logical_expr::LogicalPlan::Statement(
-            datafusion::logical_expr::Statement::Prepare(_),
-        ) = frame.logical_plan()
-        {
-            // Registered in the session by planning it; PostgreSQL answers with the tag alone.
-            return Ok(Response::Execution(Tag::new("PREPARE")));
-        }
         let response =
             datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe(frame, format, None)
                 .await?;
