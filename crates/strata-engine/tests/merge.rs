@@ -273,6 +273,19 @@ fn encodings_of(path: &Path, column: &str) -> Vec<parquet::basic::Encoding> {
         .collect()
 }
 
+/// Table `t` sorted by `k` with one part per group of documents: its data directory (kept by the
+/// returned temporary directory) and its table directory.
+fn table_of_parts(groups: &[Vec<Value>]) -> (tempfile::TempDir, DataDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("data"));
+    for (i, docs) in groups.iter().enumerate() {
+        let file = write_ndjson(tmp.path(), &format!("in{i}.ndjson"), docs);
+        load(&dir, "t", file, &options(&["k"], None));
+    }
+    let table_dir = tmp.path().join("data/t");
+    (tmp, dir, table_dir)
+}
+
 #[test]
 fn merges_give_repeated_references_a_row_group_dictionary_and_unique_ids_none() {
     use parquet::basic::Encoding;
@@ -296,13 +309,7 @@ fn merges_give_repeated_references_a_row_group_dictionary_and_unique_ids_none() 
                 .collect()
         })
         .collect();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = DataDir::new(tmp.path().join("data"));
-    let table_dir = tmp.path().join("data/t");
-    for (i, docs) in groups.iter().enumerate() {
-        let file = write_ndjson(tmp.path(), &format!("in{i}.ndjson"), docs);
-        load(&dir, "t", file, &options(&["k"], None));
-    }
+    let (_tmp, dir, table_dir) = table_of_parts(&groups);
     let entries = dir.manifest("t").unwrap().parts;
     let inputs: Vec<PathBuf> = entries
         .iter()
@@ -351,13 +358,7 @@ fn merges_give_integers_of_few_values_a_dictionary_and_keep_deltas_for_the_rest(
                 .collect()
         })
         .collect();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = DataDir::new(tmp.path().join("data"));
-    let table_dir = tmp.path().join("data/t");
-    for (i, docs) in groups.iter().enumerate() {
-        let file = write_ndjson(tmp.path(), &format!("in{i}.ndjson"), docs);
-        load(&dir, "t", file, &options(&["k"], None));
-    }
+    let (_tmp, dir, table_dir) = table_of_parts(&groups);
     let inputs = dir.manifest("t").unwrap().parts;
     for entry in &inputs {
         let input = Manifest::part_path(&table_dir, &entry.file);

@@ -374,23 +374,19 @@ mod tests {
     fn errors_are_postgresql_s() {
         let statements = PreparedStatements::default();
         statements.command("PREPARE p(int) AS SELECT $1").unwrap();
-        assert_eq!(
-            code(statements.command("PREPARE p AS SELECT 1").unwrap_err()),
-            "42P05"
-        );
-        assert_eq!(
-            code(statements.command("EXECUTE nope(1)").unwrap_err()),
-            "26000"
-        );
-        assert_eq!(code(statements.command("EXECUTE p").unwrap_err()), "42601");
-        assert_eq!(
-            code(statements.command("EXECUTE p(1, 2)").unwrap_err()),
-            "42601"
-        );
-        assert_eq!(
-            code(statements.command("PREPARE d AS DROP TABLE t").unwrap_err()),
-            "42601"
-        );
+        for (sql, expected) in [
+            ("PREPARE p AS SELECT 1", "42P05"),
+            ("EXECUTE nope(1)", "26000"),
+            ("EXECUTE p", "42601"),
+            ("EXECUTE p(1, 2)", "42601"),
+            ("PREPARE d AS DROP TABLE t", "42601"),
+        ] {
+            assert_eq!(
+                code(statements.command(sql).unwrap_err()),
+                expected,
+                "{sql}"
+            );
+        }
         assert_eq!(
             statements.command("DEALLOCATE p").unwrap(),
             Some(Command::Deallocated(Some("p".into())))
