@@ -214,11 +214,8 @@ impl PartMetadataCache {
             PartDeletions::size,
             Self::VECTOR_BUDGET_BYTES,
             || {
-                let vector = self.deletion_vector(table_dir, entry)?;
-                Ok(match vector {
-                    Some(vector) => PartDeletions::new(&vector, parquet),
-                    None => PartDeletions::new(&DeletionVector::new(), parquet),
-                })
+                let vector = self.deletion_vector(table_dir, entry)?.unwrap_or_default();
+                Ok(PartDeletions::new(&vector, parquet))
             },
         )
         .map(Some)

@@ -23,19 +23,33 @@ pub fn bind<S>(sql: &str, portal: &Portal<S>, types: &[Option<Type>]) -> Result<
     if portal.parameters.is_empty() {
         return Ok(sql.to_owned());
     }
+    replace_placeholders(sql, |name| {
+        let index: usize = name[1..]
+            .parse()
+            .map_err(|_| format!("unknown parameter {name}"))?;
+        Ok(Some(literal(parameter(portal, index, types)?)))
+    })
+}
+
+/// `sql` with each `$n` placeholder token replaced by what `value` gives for its name (`"$1"`;
+/// None keeps the token). Every other token, string literals and comments included, is written
+/// back as it was, so only placeholders change.
+pub fn replace_placeholders(
+    sql: &str,
+    mut value: impl FnMut(&str) -> Result<Option<String>, String>,
+) -> Result<String, String> {
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
         .tokenize()
         .map_err(|e| e.to_string())?;
     let mut out = String::with_capacity(sql.len());
     for token in tokens {
-        match &token {
-            Token::Placeholder(name) if name.starts_with('$') => {
-                let index: usize = name[1..]
-                    .parse()
-                    .map_err(|_| format!("unknown parameter {name}"))?;
-                out.push_str(&literal(parameter(portal, index, types)?));
-            }
-            other => out.push_str(&other.to_string()),
+        let replacement = match &token {
+            Token::Placeholder(name) if name.starts_with('$') => value(name)?,
+            _ => None,
+        };
+        match replacement {
+            Some(text) => out.push_str(&text),
+            None => out.push_str(&token.to_string()),
         }
     }
     Ok(out)

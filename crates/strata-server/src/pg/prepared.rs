@@ -23,8 +23,9 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use pgwire::error::{PgWireError, PgWireResult};
 
+use super::parameters::replace_placeholders;
 use super::statements::statement_error;
-use super::transactions::deallocate_of;
+use super::transactions::{deallocate_of, identifier};
 use crate::sqlstate;
 
 /// The SQL-level prepared statements of one connection, by name.
@@ -93,11 +94,7 @@ impl PreparedStatements {
                 data_types,
                 statement,
             } => {
-                self.prepare(
-                    identifier(&name.value, name.quote_style),
-                    data_types,
-                    *statement,
-                )?;
+                self.prepare(identifier(&name), data_types, *statement)?;
                 Ok(Some(Command::Prepared))
             }
             Statement::Execute {
@@ -115,7 +112,7 @@ impl PreparedStatements {
                         "cannot read the statement name: {sql}"
                     )));
                 };
-                let name = identifier(&name.value, name.quote_style);
+                let name = identifier(name);
                 Ok(Some(Command::Run(self.bind(&name, &parameters)?)))
             }
             _ => Err(statement_error(
@@ -180,32 +177,16 @@ impl PreparedStatements {
                 arguments.len()
             )));
         }
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, &prepared.text)
-            .tokenize()
-            .map_err(|e| syntax_error(e.to_string()))?;
-        let mut out = String::with_capacity(prepared.text.len() + 16 * arguments.len());
-        for token in tokens {
-            match placeholder_index(&token) {
-                Some(index) if (1..=arguments.len()).contains(&index) => out.push_str(&argument(
-                    &arguments[index - 1],
-                    prepared.types.get(index - 1),
-                )),
-                _ => out.push_str(&token.to_string()),
-            }
-        }
-        Ok(out)
+        replace_placeholders(&prepared.text, |name| {
+            Ok(parameter_index(name)
+                .filter(|index| (1..=arguments.len()).contains(index))
+                .map(|index| argument(&arguments[index - 1], prepared.types.get(index - 1))))
+        })
+        .map_err(syntax_error)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Prepared>> {
         self.by_name.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// A name as PostgreSQL reads it: folded to lower case unless quoted.
-fn identifier(value: &str, quote_style: Option<char>) -> String {
-    match quote_style {
-        Some(_) => value.to_owned(),
-        None => value.to_lowercase(),
     }
 }
 
@@ -214,14 +195,18 @@ fn placeholders(text: &str) -> PgWireResult<Vec<usize>> {
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, text)
         .tokenize()
         .map_err(|e| syntax_error(e.to_string()))?;
-    Ok(tokens.iter().filter_map(placeholder_index).collect())
+    Ok(tokens
+        .iter()
+        .filter_map(|token| match token {
+            Token::Placeholder(name) => parameter_index(name),
+            _ => None,
+        })
+        .collect())
 }
 
-fn placeholder_index(token: &Token) -> Option<usize> {
-    match token {
-        Token::Placeholder(name) => name.strip_prefix('$')?.parse().ok(),
-        _ => None,
-    }
+/// The n of a placeholder `$n`.
+fn parameter_index(name: &str) -> Option<usize> {
+    name.strip_prefix('$')?.parse().ok()
 }
 
 /// The text an argument is bound as: as it is when it is a literal of the declared type's kind

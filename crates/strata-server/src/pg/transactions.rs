@@ -114,7 +114,7 @@ pub fn control_of(sql: &str) -> Option<Control> {
 }
 
 /// A name as PostgreSQL reads it: folded to lower case unless quoted.
-fn identifier(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+pub(super) fn identifier(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
     match ident.quote_style {
         Some(_) => ident.value.clone(),
         None => ident.value.to_lowercase(),
