@@ -393,3 +393,79 @@ fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
         [r#"{"kind":"m","text":"no n"}"#]
     );
 }
+
+/// The `name=N` counter of the plan's scan (`N` as `EXPLAIN ANALYZE` prints it, e.g. `1.23 K`).
+fn counter<'a>(plan: &'a str, name: &str) -> &'a str {
+    let start = plan
+        .find(&format!("{name}="))
+        .unwrap_or_else(|| panic!("no {name} in\n{plan}"))
+        + name.len()
+        + 1;
+    let end = plan[start..]
+        .find([',', ']'])
+        .map_or(plan.len(), |e| start + e);
+    &plan[start..end]
+}
+
+#[test]
+fn selective_filters_are_evaluated_in_the_decoder_conjunct_by_conjunct() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    // A log-like table: `user` has 500 values, `method` 2, `status` 3, in every granule; one
+    // row in 251 has a number as `user` (in the remainder), and one in 97 has no `user`.
+    let user_of = |n: usize| match (n % 97, n % 251) {
+        (0, _) => None,
+        (_, 3) => Some(format!("{}", n % 500)),
+        _ => Some(format!(r#""u{}""#, n % 500)),
+    };
+    let method_of = |n: usize| if n % 5 == 0 { "POST" } else { "GET" };
+    let status_of = |n: usize| [200, 404, 500][n % 3];
+    let lines: Vec<String> = (0..30_000)
+        .map(|n| {
+            let user = user_of(n).map_or(String::new(), |u| format!(r#","user":{u}"#));
+            format!(
+                r#"{{"kind":"k","n":{n}{user},"method":"{}","status":{}}}"#,
+                method_of(n),
+                status_of(n)
+            )
+        })
+        .collect();
+    ingest_lines(&dir, "logs", &lines);
+    for (user, method, status) in [("u7", "GET", 200), ("u10", "POST", 404), ("u3", "GET", 200)] {
+        let want = (0..30_000usize)
+            .filter(|&n| {
+                // A number is not the string of its digits (ADR 0003).
+                user_of(n).is_some_and(|u| u == format!(r#""{user}""#))
+                    && method_of(n) == method
+                    && status_of(n) == status
+            })
+            .count()
+            .to_string();
+        let filter =
+            format!("data.user = '{user}' AND data.method = '{method}' AND data.status = {status}");
+        let sql = format!("SELECT count(*) FROM logs WHERE {filter}");
+        assert_eq!(query_json(tmp.path(), &sql), [want.as_str()], "{sql}");
+        let plan = explain_analyze(tmp.path(), &sql);
+        assert!(plan.contains("CountMatchingExec"), "{plan}");
+        // Nearly every row is dropped inside the decoder, before the scan builds its outputs.
+        assert!(
+            counter(&plan, "rows_filtered_in_decoder").ends_with(" K"),
+            "{plan}"
+        );
+        // Documents are rebuilt only for the rows kept, with the same answer.
+        let sql = format!("SELECT data FROM logs WHERE {filter}");
+        let documents = query_json(tmp.path(), &sql);
+        assert_eq!(documents.len().to_string(), want, "{sql}");
+        assert!(
+            documents
+                .iter()
+                .all(|d| d.contains(&format!(r#""method":"{method}""#))),
+            "{documents:?}"
+        );
+        let plan = explain_analyze(tmp.path(), &sql);
+        assert!(
+            counter(&plan, "rows_filtered_in_decoder").ends_with(" K"),
+            "{plan}"
+        );
+    }
+}

@@ -15,7 +15,9 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -39,6 +41,7 @@ use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
 };
 use super::reduce::RowReduction;
+use super::row_filter::row_filter;
 use super::statistics::scan_statistics;
 use super::{ScanOutput, part_error};
 use crate::paths::PathColumn;
@@ -60,6 +63,10 @@ pub struct StrataScanExec {
     lease: Option<Arc<strata_engine::ReadLease>>,
     /// The data directory's store; parts are read from it by their location.
     store: Arc<dyn ObjectStore>,
+    /// Whether filters above the scan are also evaluated in the decoder (`row_filter`): when
+    /// the scan was given filters to prune by, so a session that does not prune
+    /// (`Session::open_without_pruning`) evaluates them only above, for comparison.
+    filters_in_decoder: bool,
 }
 
 impl StrataScanExec {
@@ -78,6 +85,7 @@ impl StrataScanExec {
         metadata_cache: &PartMetadataCache,
     ) -> Result<Self> {
         let predicate = ScanPredicate::new(filters, columns);
+        let filters_in_decoder = !filters.is_empty();
         let mut counts = PruneCounts {
             parts_total: manifest.parts.len(),
             ..Default::default()
@@ -172,6 +180,7 @@ impl StrataScanExec {
             properties: Arc::new(properties),
             lease: None,
             store,
+            filters_in_decoder,
         };
         scan.record_prune_counts();
         Ok(scan)
@@ -198,6 +207,7 @@ impl StrataScanExec {
             properties: Arc::clone(&self.properties),
             lease: self.lease.clone(),
             store: Arc::clone(&self.store),
+            filters_in_decoder: self.filters_in_decoder,
         };
         scan.record_prune_counts();
         scan
@@ -409,6 +419,8 @@ impl ExecutionPlan for StrataScanExec {
         let table = self.table.clone();
         let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let rows_filtered = self.rows_filtered_counter(partition);
+        let filters_in_decoder = self.filters_in_decoder;
         let lease = self.lease.clone();
         let store = self.store.clone();
         let stream_schema = schema.clone();
@@ -418,11 +430,17 @@ impl ExecutionPlan for StrataScanExec {
             .map(move |unit| {
                 // The closure owns the lease, so the parts stay on disk while the stream lives.
                 let _lease = &lease;
-                let plans: Vec<OutputPlan> = outputs
+                let plans: Arc<[OutputPlan]> = outputs
                     .iter()
                     .map(|o| plan_output(&unit.part.entry, o))
                     .collect();
-                let batches = open_unit(&store, &unit, &plans, &table, &bytes_scanned, None)?;
+                let filter = reduction
+                    .as_ref()
+                    .and_then(|r| r.predicate.as_ref())
+                    .filter(|_| filters_in_decoder)
+                    .and_then(|p| row_filter(&unit, &plans, &schema, p, &rows_filtered));
+                let batches =
+                    open_unit(&store, &unit, &plans, &table, &bytes_scanned, None, filter)?;
                 let (table, schema, output_rows, reduction) = (
                     table.clone(),
                     schema.clone(),
@@ -470,6 +488,11 @@ fn stop_after_rows(
 }
 
 impl StrataScanExec {
+    /// Rows dropped by filters evaluated in the decoder (`row_filter`), for `EXPLAIN ANALYZE`.
+    fn rows_filtered_counter(&self, partition: usize) -> Count {
+        MetricBuilder::new(&self.metrics).counter("rows_filtered_in_decoder", partition)
+    }
+
     /// The row limit pushed into the scan.
     pub(crate) fn limit(&self) -> Option<usize> {
         self.limit
@@ -494,7 +517,7 @@ impl StrataScanExec {
         let units = self.partitions.get(partition).cloned().unwrap_or_default();
         let probed: Vec<usize> = collect_columns(&filter).iter().map(|c| c.index()).collect();
         let reduction = RowReduction {
-            predicate: Some(filter),
+            predicate: Some(Arc::clone(&filter)),
             top: None,
             probed,
         };
@@ -508,6 +531,8 @@ impl StrataScanExec {
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let from_statistics =
             MetricBuilder::new(&self.metrics).counter("rows_counted_from_statistics", partition);
+        let rows_filtered = self.rows_filtered_counter(partition);
+        let filters_in_decoder = self.filters_in_decoder;
         let mut builder = RecordBatchReceiverStreamBuilder::new(result_schema.clone(), 2);
         let tx = builder.tx();
         let (lease, store) = (self.lease.clone(), self.store.clone());
@@ -521,11 +546,16 @@ impl StrataScanExec {
                 let Some(rest) = rest else {
                     continue;
                 };
-                let plans: Vec<OutputPlan> = outputs
+                let plans: Arc<[OutputPlan]> = outputs
                     .iter()
                     .map(|o| plan_output(&rest.part.entry, o))
                     .collect();
-                let mut batches = open_unit(&store, &rest, &plans, &table, &bytes_scanned, None)?;
+                let filter = match filters_in_decoder {
+                    true => row_filter(&rest, &plans, &schema, &filter, &rows_filtered),
+                    false => None,
+                };
+                let mut batches =
+                    open_unit(&store, &rest, &plans, &table, &bytes_scanned, None, filter)?;
                 while let Some(batch) = batches.next().await {
                     let rows = batch
                         .map_err(DataFusionError::from)
@@ -606,6 +636,7 @@ impl StrataScanExec {
                     &table,
                     &bytes_scanned,
                     dictionary,
+                    None,
                 )?;
                 while let Some(batch) = batches.next().await {
                     let mut batch = batch

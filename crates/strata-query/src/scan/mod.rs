@@ -12,7 +12,8 @@
 //! Module map: `exec` (the `ExecutionPlan`), `prune` (one module per level), `access_plan`,
 //! `count` (filtered counts from row-group statistics where they cover the filter),
 //! `read` (opening a part, building outputs, the remainder overlay), `reduce` (rows dropped
-//! before documents are built, for filters and top-k above the scan), `group_counter` (grouped
+//! before documents are built, for filters and top-k above the scan), `row_filter` (those
+//! filters' conjuncts evaluated inside the Parquet decoder), `group_counter` (grouped
 //! counts by dictionary key), `deleted_rows` (deleted rows found per batch, for grouped counts
 //! that take them back instead of skipping them), `metadata_cache` (parsed footers kept across statements), `point`
 //! (the rows of one key, read without a plan).
@@ -27,6 +28,7 @@ mod point;
 mod prune;
 mod read;
 mod reduce;
+mod row_filter;
 mod statistics;
 
 use std::path::Path;

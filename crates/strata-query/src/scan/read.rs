@@ -15,13 +15,15 @@ use arrow::datatypes::{DataType, Fields, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::physical_plan::metrics::Count;
 use object_store::ObjectStore;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelectionPolicy};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowFilter, RowSelectionPolicy,
+};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use strata_format::{PartEntry, VerifiedPartReader};
 use strata_json::reconstruct::{parse_stored, reconstruct};
 use strata_json::{JsonPath, Kind, REMAINDER_COLUMN};
 
-use super::access_plan::ScanUnit;
+use super::access_plan::{PartInScan, ScanUnit};
 use super::prune::{kind_feeds_mode, remainder_feeds};
 use super::{BATCH_ROWS, ScanOutput, external, part_error};
 use crate::paths::PathMode;
@@ -139,6 +141,31 @@ fn needed_columns(entry: &PartEntry, plan: &OutputPlan, needed: &mut BTreeSet<St
     false
 }
 
+/// The physical columns of `part` that `plans` read; `None` when they read every column (a
+/// whole document).
+pub(super) fn columns_read<'a>(
+    part: &PartInScan,
+    plans: impl Iterator<Item = &'a OutputPlan>,
+) -> Option<ProjectionMask> {
+    let mut needed = BTreeSet::new();
+    for plan in plans {
+        if needed_columns(&part.entry, plan, &mut needed) {
+            return None;
+        }
+    }
+    let roots = part
+        .metadata
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| needed.contains(f.name()))
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>();
+    let descr = part.metadata.metadata().file_metadata().schema_descr_ptr();
+    Some(ProjectionMask::roots(&descr, roots))
+}
+
 /// A selection whose runs (selected or skipped) average fewer rows than this is read as whole
 /// pages filtered by a mask rather than run by run. Deletion vectors cut a part's rows into
 /// short runs (1 % of rows deleted at random: runs of about 50), which parquet's default (32)
@@ -155,7 +182,8 @@ pub(super) type UnitStream =
 /// Opens the selected row groups and rows of one part (its access plan), reading the physical
 /// columns `plans` need through `store`, every byte verified against the part's checksums.
 /// `dictionary_column`, when given, is read as dictionary-encoded strings (keys into each
-/// column chunk's dictionary) instead of one string per row.
+/// column chunk's dictionary) instead of one string per row. `row_filter`, when given, is
+/// evaluated by the decoder (`row_filter`): the stream holds only the rows it keeps.
 pub(super) fn open_unit(
     store: &Arc<dyn ObjectStore>,
     unit: &ScanUnit,
@@ -163,24 +191,12 @@ pub(super) fn open_unit(
     table: &str,
     bytes_scanned: &Count,
     dictionary_column: Option<&str>,
+    row_filter: Option<RowFilter>,
 ) -> Result<UnitStream> {
     let part = &unit.part;
-    let mut needed = BTreeSet::new();
-    let mut all = false;
-    for plan in plans {
-        all |= needed_columns(&part.entry, plan, &mut needed);
-    }
     let file_schema = part.metadata.schema().clone();
-    let roots: Vec<usize> = file_schema
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| all || needed.contains(f.name()))
-        .map(|(i, _)| i)
-        .collect();
     let parquet = part.metadata.metadata().clone();
-    let descr = parquet.file_metadata().schema_descr_ptr();
-    let mask = ProjectionMask::roots(&descr, roots.iter().copied());
+    let mask = columns_read(part, plans.iter()).unwrap_or_else(ProjectionMask::all);
     let row_groups = unit.plan.row_group_indexes();
     for rg in &row_groups {
         let meta = parquet.row_group(*rg);
@@ -234,6 +250,9 @@ pub(super) fn open_unit(
             .with_row_selection_policy(RowSelectionPolicy::Auto {
                 threshold: MASK_BELOW_AVERAGE_RUN,
             });
+    }
+    if let Some(filter) = row_filter {
+        builder = builder.with_row_filter(filter);
     }
     builder
         .build()

@@ -15,7 +15,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, UInt32Array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
+};
 use arrow::compute::{
     SortOptions, prep_null_mask_filter, sort_to_indices, take, take_record_batch,
 };
@@ -99,23 +101,10 @@ impl RowReduction {
         plans: &[OutputPlan],
         schema: &SchemaRef,
     ) -> Result<Option<UInt32Array>> {
-        let rows = batch.num_rows();
-        let probe = self.probe(batch, plans, schema)?;
+        let probe = probe_outputs(batch, plans, schema, &self.probed)?;
         let mut selected: Option<UInt32Array> = None;
         if let Some(predicate) = &self.predicate {
-            let mask = predicate.evaluate(&probe)?.into_array(rows)?;
-            if mask.data_type() != &DataType::Boolean {
-                return Err(DataFusionError::Internal(format!(
-                    "scan filter {predicate} is of type {}, not boolean",
-                    mask.data_type()
-                )));
-            }
-            // NULL is not true: the row goes, as FilterExec drops it.
-            let mask = mask.as_boolean();
-            let mask = match mask.nulls() {
-                Some(_) => prep_null_mask_filter(mask),
-                None => mask.clone(),
-            };
+            let mask = rows_kept(predicate, &probe)?;
             selected = Some(mask.values().set_indices().map(|i| i as u32).collect());
         }
         if let Some(top) = &self.top {
@@ -134,33 +123,53 @@ impl RowReduction {
         }
         Ok(selected)
     }
+}
 
-    /// The outputs the predicate and the top rows read, for every row; NULL for the others,
-    /// which are never read.
-    fn probe(
-        &self,
-        batch: &RecordBatch,
-        plans: &[OutputPlan],
-        schema: &SchemaRef,
-    ) -> Result<RecordBatch> {
-        let rows = batch.num_rows();
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(plans.len());
-        for (i, (plan, field)) in plans.iter().zip(schema.fields()).enumerate() {
-            columns.push(if self.probed.contains(&i) {
-                build_output(batch, plan)?
-            } else {
-                arrow::array::new_null_array(field.data_type(), rows)
-            });
-        }
-        let nullable: Vec<Field> = schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        Ok(RecordBatch::try_new_with_options(
-            Arc::new(Schema::new(nullable)),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?)
+/// The rows of `probe` that `predicate` keeps: true, not NULL (the row goes, as FilterExec
+/// drops it).
+pub(super) fn rows_kept(
+    predicate: &Arc<dyn PhysicalExpr>,
+    probe: &RecordBatch,
+) -> Result<BooleanArray> {
+    let mask = predicate.evaluate(probe)?.into_array(probe.num_rows())?;
+    if mask.data_type() != &DataType::Boolean {
+        return Err(DataFusionError::Internal(format!(
+            "scan filter {predicate} is of type {}, not boolean",
+            mask.data_type()
+        )));
     }
+    let mask = mask.as_boolean();
+    Ok(match mask.nulls() {
+        Some(_) => prep_null_mask_filter(mask),
+        None => mask.clone(),
+    })
+}
+
+/// A batch of the scan's output schema (every field nullable) holding the outputs `probed`
+/// built from `batch` (physical columns), and NULL for the others, which are never read.
+pub(super) fn probe_outputs(
+    batch: &RecordBatch,
+    plans: &[OutputPlan],
+    schema: &SchemaRef,
+    probed: &[usize],
+) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(plans.len());
+    for (i, (plan, field)) in plans.iter().zip(schema.fields()).enumerate() {
+        columns.push(if probed.contains(&i) {
+            build_output(batch, plan)?
+        } else {
+            arrow::array::new_null_array(field.data_type(), rows)
+        });
+    }
+    let nullable: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(nullable)),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
 }
