@@ -380,6 +380,12 @@ fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
             r#"{"kind":"k","n":102,"text":"row 102"}"#
         ]
     );
+    // In parts sorted by n, the decoder keeps the first rows in order and drops the rest of
+    // each part before the documents' columns are decoded (the filter alone drops 1,100).
+    let plan = explain_analyze(tmp.path(), sql);
+    let dropped = counter(&plan, "rows_filtered_in_decoder");
+    let thousands: f64 = dropped.trim_end_matches(" K").parse().unwrap_or(0.0);
+    assert!(thousands > 30.0, "{dropped}: {plan}");
     let sql = "SELECT data FROM events WHERE data.text = 'row 7'";
     assert_eq!(
         query_json(tmp.path(), sql),

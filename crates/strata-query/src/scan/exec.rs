@@ -436,9 +436,11 @@ impl ExecutionPlan for StrataScanExec {
                     .collect();
                 let filter = reduction
                     .as_ref()
-                    .and_then(|r| r.predicate.as_ref())
                     .filter(|_| filters_in_decoder)
-                    .and_then(|p| row_filter(&unit, &plans, &schema, p, &rows_filtered));
+                    .and_then(|r| {
+                        let (predicate, top) = (r.predicate.as_ref(), r.top.as_ref());
+                        row_filter(&unit, &plans, &schema, predicate, top, &rows_filtered)
+                    });
                 let batches =
                     open_unit(&store, &unit, &plans, &table, &bytes_scanned, None, filter)?;
                 let (table, schema, output_rows, reduction) = (
@@ -551,15 +553,22 @@ impl StrataScanExec {
                     .map(|o| plan_output(&rest.part.entry, o))
                     .collect();
                 let filter = match filters_in_decoder {
-                    true => row_filter(&rest, &plans, &schema, &filter, &rows_filtered),
+                    true => row_filter(&rest, &plans, &schema, Some(&filter), None, &rows_filtered),
                     false => None,
                 };
+                // When the decoder evaluates the whole filter, the rows it keeps are counted
+                // without reading any column for them.
+                let complete = filter.as_ref().is_some_and(|f| f.complete);
+                let read: &[OutputPlan] = if complete { &[] } else { &plans };
                 let mut batches =
-                    open_unit(&store, &rest, &plans, &table, &bytes_scanned, None, filter)?;
+                    open_unit(&store, &rest, read, &table, &bytes_scanned, None, filter)?;
                 while let Some(batch) = batches.next().await {
                     let rows = batch
                         .map_err(DataFusionError::from)
-                        .and_then(|batch| reduction.surviving_rows(&batch, &plans, &schema))
+                        .and_then(|batch| match complete {
+                            true => Ok(batch.num_rows()),
+                            false => reduction.surviving_rows(&batch, &plans, &schema),
+                        })
                         .map_err(|e| part_error(&table, &rest.part.path, e))?;
                     output_rows.add(rows);
                     total += rows as u64;

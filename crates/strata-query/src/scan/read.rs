@@ -15,9 +15,7 @@ use arrow::datatypes::{DataType, Fields, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::physical_plan::metrics::Count;
 use object_store::ObjectStore;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, RowFilter, RowSelectionPolicy,
-};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelectionPolicy};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use strata_format::{PartEntry, VerifiedPartReader};
 use strata_json::reconstruct::{parse_stored, reconstruct};
@@ -25,6 +23,7 @@ use strata_json::{JsonPath, Kind, REMAINDER_COLUMN};
 
 use super::access_plan::{PartInScan, ScanUnit};
 use super::prune::{kind_feeds_mode, remainder_feeds};
+use super::row_filter::DecoderFilter;
 use super::{BATCH_ROWS, ScanOutput, external, part_error};
 use crate::paths::PathMode;
 use crate::udf::{ModeValue, build_mode_array, value_in_mode};
@@ -191,17 +190,22 @@ pub(super) fn open_unit(
     table: &str,
     bytes_scanned: &Count,
     dictionary_column: Option<&str>,
-    row_filter: Option<RowFilter>,
+    row_filter: Option<DecoderFilter>,
 ) -> Result<UnitStream> {
     let part = &unit.part;
     let file_schema = part.metadata.schema().clone();
     let parquet = part.metadata.metadata().clone();
     let mask = columns_read(part, plans.iter()).unwrap_or_else(ProjectionMask::all);
+    // What the decoder reads: the outputs' columns and the filter's.
+    let mut read = mask.clone();
+    if let Some(filter) = &row_filter {
+        read.union(&filter.columns);
+    }
     let row_groups = unit.plan.row_group_indexes();
     for rg in &row_groups {
         let meta = parquet.row_group(*rg);
         for (i, chunk) in meta.columns().iter().enumerate() {
-            if mask.leaf_included(i) {
+            if read.leaf_included(i) {
                 bytes_scanned.add(chunk.compressed_size().max(0) as usize);
             }
         }
@@ -252,7 +256,7 @@ pub(super) fn open_unit(
             });
     }
     if let Some(filter) = row_filter {
-        builder = builder.with_row_filter(filter);
+        builder = builder.with_row_filter(filter.filter);
     }
     builder
         .build()

@@ -7,13 +7,19 @@
 //! conjuncts are evaluated one after another, each decoding only its own columns and only for
 //! the rows the ones before it kept; the scan's other columns are decoded for the rows left.
 //!
+//! A window (`ORDER BY time LIMIT 1000` under the filter, the `BuildDocumentsLate` rule's top
+//! rows) is cut in the decoder too, after the filter: a last predicate keeps the rows among the
+//! first 1000 of the part's rows so far, so in a part sorted by time the other columns — the
+//! long `message` of a log line — are decoded for about 1000 rows, not for the whole window.
+//!
 //! Order: the conjunct likeliest to keep fewest rows first — equality (`=`, `IN`) before other
 //! comparisons, and among equalities the column whose dictionaries are largest (more distinct
 //! values: an equality on it keeps fewer rows); ties keep the order the filter was written in.
 //!
 //! Invariants: a conjunct drops only rows the filter above the scan drops too — it is evaluated
 //! over the same outputs, built the same way, and NULL drops the row as `FilterExec` does (the
-//! filter above still runs). A stream read through a row filter no longer says which row of the
+//! filter above still runs); the top rows predicate drops only rows that are not among the first
+//! `fetch` of the rows before them, which cannot be among the first `fetch` of all. A stream read through a row filter no longer says which row of the
 //! part each of its rows is, so the scans that need row positions (grouped counts taking back
 //! deleted rows, point reads) do not use one. Conjuncts over a rebuilt sub-object or whole
 //! document are left to the filter above: evaluating them in the decoder would rebuild it for
@@ -21,7 +27,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{BooleanArray, RecordBatch};
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow::compute::{concat, sort_to_indices, take};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use datafusion::logical_expr::Operator;
@@ -34,60 +41,93 @@ use parquet::arrow::arrow_reader::{ArrowPredicate, RowFilter};
 
 use super::access_plan::ScanUnit;
 use super::read::{OutputPlan, columns_read};
-use super::reduce::{probe_outputs, rows_kept};
+use super::reduce::{TopRows, probe_outputs, rows_kept};
 
-/// The row filter of `predicate` (over the scan's outputs, `schema`) for one unit whose outputs
-/// are built by `plans`; `None` when no conjunct can be evaluated in the decoder.
-/// `rows_filtered` counts the rows the filter drops.
+/// A row filter for one unit.
+pub(super) struct DecoderFilter {
+    pub(super) filter: RowFilter,
+    /// Whether it holds every conjunct of the predicate (the rows it keeps satisfy it).
+    pub(super) complete: bool,
+    /// The physical columns its conjuncts read.
+    pub(super) columns: ProjectionMask,
+}
+
+/// What the decoder can evaluate for one unit whose outputs are built by `plans`: the
+/// conjuncts of `predicate` (over the scan's outputs, `schema`), and then, when it took every
+/// conjunct, the `top` rows so far. `None` when it can evaluate nothing. `rows_filtered`
+/// counts the rows it drops.
 pub(super) fn row_filter(
     unit: &ScanUnit,
     plans: &Arc<[OutputPlan]>,
     schema: &SchemaRef,
-    predicate: &Arc<dyn PhysicalExpr>,
+    predicate: Option<&Arc<dyn PhysicalExpr>>,
+    top: Option<&TopRows>,
     rows_filtered: &Count,
-) -> Option<RowFilter> {
-    let mut conjuncts: Vec<(Rank, ConjunctPredicate)> = split_conjunction(predicate)
+) -> Option<DecoderFilter> {
+    let all = predicate.map(split_conjunction).unwrap_or_default();
+    let total = all.len();
+    let evaluator = |probed: Vec<usize>| {
+        let read: Vec<&OutputPlan> = probed.iter().filter_map(|&i| plans.get(i)).collect();
+        if read.is_empty()
+            || read.len() != probed.len()
+            || read
+                .iter()
+                .any(|p| matches!(p, OutputPlan::Document | OutputPlan::Rebuild { .. }))
+        {
+            return None;
+        }
+        Some(OutputEvaluator {
+            projection: columns_read(&unit.part, read.into_iter())?,
+            probed,
+            plans: Arc::clone(plans),
+            schema: Arc::clone(schema),
+            rows_filtered: rows_filtered.clone(),
+        })
+    };
+    let mut conjuncts: Vec<(Rank, ConjunctPredicate)> = all
         .into_iter()
         .filter_map(|conjunct| {
-            let probed: Vec<usize> = collect_columns(conjunct)
+            let probed = collect_columns(conjunct)
                 .iter()
                 .map(|c| c.index())
                 .collect();
-            let read: Vec<&OutputPlan> = probed.iter().filter_map(|&i| plans.get(i)).collect();
-            if read.is_empty()
-                || read.len() != probed.len()
-                || read
-                    .iter()
-                    .any(|p| matches!(p, OutputPlan::Document | OutputPlan::Rebuild { .. }))
-            {
-                return None;
-            }
-            let projection = columns_read(&unit.part, read.into_iter())?;
-            let rank = rank(conjunct, unit, &projection);
+            let outputs = evaluator(probed)?;
+            let rank = rank(conjunct, unit, &outputs.projection);
             Some((
                 rank,
                 ConjunctPredicate {
                     conjunct: Arc::clone(conjunct),
-                    projection,
-                    probed,
-                    plans: Arc::clone(plans),
-                    schema: Arc::clone(schema),
-                    rows_filtered: rows_filtered.clone(),
+                    outputs,
                 },
             ))
         })
         .collect();
-    if conjuncts.is_empty() {
-        return None;
-    }
     // Stable: equal ranks keep the written order.
     conjuncts.sort_by(|a, b| b.0.cmp(&a.0));
-    Some(RowFilter::new(
-        conjuncts
-            .into_iter()
-            .map(|(_, p)| Box::new(p) as Box<dyn ArrowPredicate>)
-            .collect(),
-    ))
+    let complete = conjuncts.len() == total;
+    let mut predicates: Vec<Box<dyn ArrowPredicate>> = conjuncts
+        .into_iter()
+        .map(|(_, p)| Box::new(p) as Box<dyn ArrowPredicate>)
+        .collect();
+    // The top rows are counted among the rows that satisfy the whole filter only.
+    if let Some(top) = top.filter(|_| complete)
+        && let Some(outputs) = evaluator(vec![top.column])
+    {
+        predicates.push(Box::new(TopPredicate {
+            top: top.clone(),
+            outputs,
+            best: None,
+        }));
+    }
+    let mut columns = predicates.first()?.projection().clone();
+    for predicate in &predicates[1..] {
+        columns.union(predicate.projection());
+    }
+    Some(DecoderFilter {
+        filter: RowFilter::new(predicates),
+        complete,
+        columns,
+    })
 }
 
 /// How early a conjunct runs (greater first): equality first, then by the bytes of its
@@ -117,28 +157,85 @@ fn rank(conjunct: &Arc<dyn PhysicalExpr>, unit: &ScanUnit, projection: &Projecti
     (equality, dictionary_bytes)
 }
 
-/// One conjunct of the filter, evaluated by the decoder over the columns it reads.
-struct ConjunctPredicate {
-    conjunct: Arc<dyn PhysicalExpr>,
+/// Builds the scan outputs a predicate reads from the physical columns the decoder hands it.
+struct OutputEvaluator {
     projection: ProjectionMask,
-    /// The scan outputs the conjunct reads.
+    /// The scan outputs read.
     probed: Vec<usize>,
     plans: Arc<[OutputPlan]>,
     schema: SchemaRef,
     rows_filtered: Count,
 }
 
+impl OutputEvaluator {
+    /// A batch of the scan's outputs with the probed ones built from `batch`.
+    fn probe(&self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+        probe_outputs(batch, &self.plans, &self.schema, &self.probed)
+            .map_err(|e| ArrowError::ExternalError(Box::new(e)))
+    }
+
+    fn kept(&self, rows: usize, kept: BooleanArray) -> BooleanArray {
+        self.rows_filtered.add(rows - kept.true_count());
+        kept
+    }
+}
+
+/// One conjunct of the filter, evaluated by the decoder over the columns it reads.
+struct ConjunctPredicate {
+    conjunct: Arc<dyn PhysicalExpr>,
+    outputs: OutputEvaluator,
+}
+
 impl ArrowPredicate for ConjunctPredicate {
     fn projection(&self) -> &ProjectionMask {
-        &self.projection
+        &self.outputs.projection
     }
 
     fn evaluate(&mut self, batch: RecordBatch) -> Result<BooleanArray, ArrowError> {
-        let probe = probe_outputs(&batch, &self.plans, &self.schema, &self.probed)
-            .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+        let probe = self.outputs.probe(&batch)?;
         let kept = rows_kept(&self.conjunct, &probe)
             .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
-        self.rows_filtered.add(batch.num_rows() - kept.true_count());
-        Ok(kept)
+        Ok(self.outputs.kept(batch.num_rows(), kept))
+    }
+}
+
+/// Keeps the rows that are among the first `top.fetch` in order of the unit's rows so far
+/// (ties at the boundary may go either way, as SQL allows): in a part sorted by the order's
+/// column, a window's other columns are decoded for about `fetch` rows only.
+struct TopPredicate {
+    top: TopRows,
+    outputs: OutputEvaluator,
+    /// The best `fetch` values so far (fewer until that many rows were seen).
+    best: Option<ArrayRef>,
+}
+
+impl ArrowPredicate for TopPredicate {
+    fn projection(&self) -> &ProjectionMask {
+        &self.outputs.projection
+    }
+
+    fn evaluate(&mut self, batch: RecordBatch) -> Result<BooleanArray, ArrowError> {
+        let rows = batch.num_rows();
+        let probe = self.outputs.probe(&batch)?;
+        let key = probe.column(self.top.column);
+        let (seen, candidates) = match &self.best {
+            Some(best) => (best.len(), concat(&[best.as_ref(), key.as_ref()])?),
+            None => (0, Arc::clone(key)),
+        };
+        if candidates.len() <= self.top.fetch {
+            self.best = Some(candidates);
+            return Ok(self
+                .outputs
+                .kept(rows, BooleanArray::from(vec![true; rows])));
+        }
+        let order = sort_to_indices(&candidates, Some(self.top.options), Some(self.top.fetch))?;
+        let mut kept = vec![false; rows];
+        for index in order.values() {
+            if let Some(row) = (*index as usize).checked_sub(seen) {
+                kept[row] = true;
+            }
+        }
+        self.best = Some(take(candidates.as_ref(), &order, None)?);
+        Ok(self.outputs.kept(rows, BooleanArray::from(kept)))
     }
 }
