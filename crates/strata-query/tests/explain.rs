@@ -424,7 +424,7 @@ fn selective_filters_are_evaluated_in_the_decoder_conjunct_by_conjunct() {
         (_, 3) => Some(format!("{}", n % 500)),
         _ => Some(format!(r#""u{}""#, n % 500)),
     };
-    let method_of = |n: usize| if n % 5 == 0 { "POST" } else { "GET" };
+    let method_of = |n: usize| if n.is_multiple_of(5) { "POST" } else { "GET" };
     let status_of = |n: usize| [200, 404, 500][n % 3];
     let lines: Vec<String> = (0..30_000)
         .map(|n| {

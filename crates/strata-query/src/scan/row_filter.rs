@@ -103,7 +103,7 @@ pub(super) fn row_filter(
         })
         .collect();
     // Stable: equal ranks keep the written order.
-    conjuncts.sort_by(|a, b| b.0.cmp(&a.0));
+    conjuncts.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
     let complete = conjuncts.len() == total;
     let mut predicates: Vec<Box<dyn ArrowPredicate>> = conjuncts
         .into_iter()
