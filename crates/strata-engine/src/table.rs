@@ -166,6 +166,12 @@ impl DataDir {
         Manifest::load(&dir)?.ok_or_else(|| EngineError::NoSuchTable(table.to_owned()))
     }
 
+    /// [`DataDir::manifest`] for reading only (shared, not copied: `Manifest::load_shared`).
+    pub fn manifest_shared(&self, table: &str) -> Result<Arc<Manifest>, EngineError> {
+        let dir = self.table_dir(table)?;
+        Manifest::load_shared(&dir)?.ok_or_else(|| EngineError::NoSuchTable(table.to_owned()))
+    }
+
     /// Names of all tables (directories holding a manifest), sorted.
     pub fn table_names(&self) -> Result<Vec<String>, EngineError> {
         let entries = match fs::read_dir(&self.root) {

@@ -34,10 +34,36 @@ enum Cached {
     Page(Arc<KeyPage>),
 }
 
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 enum Entry {
     File(PathBuf),
     Page(PathBuf, usize),
+}
+
+impl Entry {
+    /// The path's bytes: hashing and comparing them is what a lookup per key and part can
+    /// afford (`Path`'s own `Hash` and `Eq` walk its components). Two spellings of one path are
+    /// two entries, which costs a read, never a wrong answer.
+    fn identity(&self) -> (&[u8], Option<usize>) {
+        match self {
+            Entry::File(path) => (path.as_os_str().as_encoded_bytes(), None),
+            Entry::Page(path, index) => (path.as_os_str().as_encoded_bytes(), Some(*index)),
+        }
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Entry {}
+
+impl std::hash::Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
 }
 
 struct Entries {
@@ -105,27 +131,25 @@ impl KeyCache {
             return Ok(Vec::new());
         }
         let path = Manifest::part_path(table_dir, &keys.file);
-        let file = match self.get(Entry::File(path.clone())) {
+        let file_entry = Entry::File(path.clone());
+        let file = match self.get(&file_entry) {
             Some(Cached::File(file)) => file,
             _ => {
                 let file = Arc::new(KeyFile::open(table_dir, keys, part_rows)?);
                 let size = file.memory_size();
-                self.put(Entry::File(path.clone()), Cached::File(file.clone()), size);
+                self.put(file_entry, Cached::File(file.clone()), size);
                 file
             }
         };
         let mut rows = Vec::new();
         for index in file.pages_of(key) {
-            let page = match self.get(Entry::Page(path.clone(), index)) {
+            let page_entry = Entry::Page(path.clone(), index);
+            let page = match self.get(&page_entry) {
                 Some(Cached::Page(page)) => page,
                 _ => {
                     let page = Arc::new(file.read_page(index)?);
                     let size = page.memory_size();
-                    self.put(
-                        Entry::Page(path.clone(), index),
-                        Cached::Page(page.clone()),
-                        size,
-                    );
+                    self.put(page_entry, Cached::Page(page.clone()), size);
                     page
                 }
             };
@@ -157,10 +181,10 @@ impl KeyCache {
         Ok(hits)
     }
 
-    fn get(&self, entry: Entry) -> Option<Cached> {
+    fn get(&self, entry: &Entry) -> Option<Cached> {
         self.lock()
             .lru
-            .get(&entry)
+            .get(entry)
             .map(|(cached, _)| cached.clone())
     }
 

@@ -265,13 +265,27 @@ impl Manifest {
         Manifest::load_with(table_dir, false)
     }
 
+    /// [`Manifest::load`] for a caller that only reads the manifest: this process's live version
+    /// is shared instead of copied (a table of many parts makes the copy cost more than the
+    /// statement that asked for it).
+    pub fn load_shared(table_dir: &Path) -> Result<Option<Arc<Manifest>>, FormatError> {
+        Manifest::load_shared_with(table_dir, true)
+    }
+
     fn load_with(table_dir: &Path, trust_loaded: bool) -> Result<Option<Manifest>, FormatError> {
+        Ok(Manifest::load_shared_with(table_dir, trust_loaded)?.map(Arc::unwrap_or_clone))
+    }
+
+    fn load_shared_with(
+        table_dir: &Path,
+        trust_loaded: bool,
+    ) -> Result<Option<Arc<Manifest>>, FormatError> {
         // This process's newest version of the table, not yet on disk (`crate::live`).
         if let Some(live) = crate::live::get(table_dir) {
             if !trust_loaded {
                 live.validate_since(table_dir, None)?;
             }
-            return Ok(Some((*live).clone()));
+            return Ok(Some(live));
         }
         let path = table_dir.join(MANIFEST_FILE);
         let bytes = match fs::read(&path) {
@@ -281,7 +295,7 @@ impl Manifest {
         };
         let manifest = Manifest::parse(&path, &bytes)?;
         manifest.validate_remembered(table_dir, trust_loaded)?;
-        Ok(Some(manifest))
+        Ok(Some(Arc::new(manifest)))
     }
 
     /// Validates this manifest of `table_dir` and remembers it as the last one this process

@@ -322,7 +322,7 @@ fn not_supported(message: impl Into<String>) -> QueryError {
 /// A statement's target table and its key (None: the table has none).
 fn target(data_dir: &DataDir, name: &ObjectName) -> Result<(String, Option<TableKey>), QueryError> {
     let table = table_name(name)?;
-    let manifest = data_dir.manifest(&table)?;
+    let manifest = data_dir.manifest_shared(&table)?;
     Ok((table, manifest.settings.key.as_ref().map(|k| k.table_key())))
 }
 
@@ -393,7 +393,11 @@ async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Chan
         }
         Some(other) => return Err(not_supported(format!("{other}"))),
     };
-    let texts = documents_of(context, &source.to_string(), 0).await?;
+    // Rows made of literals only are computed here; a planned `VALUES` costs a millisecond.
+    let texts = match crate::insert_values::literal_rows(source) {
+        Some(rows) => rows.into_iter().map(Some).collect(),
+        None => documents_of(context, &source.to_string(), 0).await?,
+    };
     let documents: Vec<String> = texts
         .into_iter()
         .enumerate()

@@ -12,6 +12,7 @@ mod ddl;
 pub mod distinct;
 mod dml;
 pub mod group_count;
+mod insert_values;
 pub mod jsonb;
 pub mod late_documents;
 pub mod literal_typing;

@@ -680,5 +680,5 @@ fn applied_mark(data_dir: &DataDir, table: &str) -> Result<u64, EngineError> {
     if table == TRANSACTIONS_FRAME || !data_dir.table_exists(table)? {
         return Ok(0);
     }
-    Ok(data_dir.manifest(table)?.wal_applied.unwrap_or(0))
+    Ok(data_dir.manifest_shared(table)?.wal_applied.unwrap_or(0))
 }

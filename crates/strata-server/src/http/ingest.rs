@@ -129,7 +129,7 @@ async fn run(
         || params.key.is_some()
         || shared
             .data_dir
-            .manifest(&table)
+            .manifest_shared(&table)
             .is_ok_and(|m| m.settings.key.is_some());
     let wait_visible = match params.wait.as_deref() {
         None | Some("visible") => true,
