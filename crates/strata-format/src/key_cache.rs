@@ -182,10 +182,7 @@ impl KeyCache {
     }
 
     fn get(&self, entry: &Entry) -> Option<Cached> {
-        self.lock()
-            .lru
-            .get(entry)
-            .map(|(cached, _)| cached.clone())
+        self.lock().lru.get(entry).map(|(cached, _)| cached.clone())
     }
 
     fn put(&self, entry: Entry, cached: Cached, size: usize) {

@@ -66,8 +66,7 @@ impl PartKeys {
     /// Whether a key could be in the part, by its smallest and largest key.
     pub fn may_hold(&self, key: &KeyValue) -> bool {
         // Compared in place: a commit asks this of every part for every key it writes.
-        let (Some(low), Some(high)) = (bound_cmp(&self.min, key), bound_cmp(&self.max, key))
-        else {
+        let (Some(low), Some(high)) = (bound_cmp(&self.min, key), bound_cmp(&self.max, key)) else {
             return true;
         };
         low.is_le() && high.is_ge()
@@ -749,7 +748,11 @@ mod tests {
                         (Some(low), Some(high)) => low <= *key && *key <= high,
                         _ => true,
                     };
-                    assert_eq!(part.may_hold(key), expected, "{min} ..= {max} holds {key:?}");
+                    assert_eq!(
+                        part.may_hold(key),
+                        expected,
+                        "{min} ..= {max} holds {key:?}"
+                    );
                 }
             }
         }

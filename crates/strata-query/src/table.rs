@@ -391,6 +391,7 @@ impl TableProvider for StrataTable {
             limit,
             partitions,
             &self.metadata_cache,
+            self.pruning,
         )?
         .with_lease(lease);
         Ok(Arc::new(exec))

@@ -386,6 +386,19 @@ fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
     let dropped = counter(&plan, "rows_filtered_in_decoder");
     let thousands: f64 = dropped.trim_end_matches(" K").parse().unwrap_or(0.0);
     assert!(thousands > 30.0, "{dropped}: {plan}");
+    // A window without a filter is cut in the decoder the same way.
+    let sql = "SELECT data FROM events ORDER BY data.n LIMIT 2";
+    assert_eq!(
+        query_json(tmp.path(), sql),
+        [
+            r#"{"kind":"k","n":0,"text":"row 0"}"#,
+            r#"{"kind":"k","n":1,"text":"row 1"}"#
+        ]
+    );
+    let plan = explain_analyze(tmp.path(), sql);
+    let dropped = counter(&plan, "rows_filtered_in_decoder");
+    let thousands: f64 = dropped.trim_end_matches(" K").parse().unwrap_or(0.0);
+    assert!(thousands > 30.0, "{dropped}: {plan}");
     let sql = "SELECT data FROM events WHERE data.text = 'row 7'";
     assert_eq!(
         query_json(tmp.path(), sql),

@@ -63,8 +63,8 @@ pub struct StrataScanExec {
     lease: Option<Arc<strata_engine::ReadLease>>,
     /// The data directory's store; parts are read from it by their location.
     store: Arc<dyn ObjectStore>,
-    /// Whether filters above the scan are also evaluated in the decoder (`row_filter`): when
-    /// the scan was given filters to prune by, so a session that does not prune
+    /// Whether filters above the scan (and a window's top rows) are also evaluated in the
+    /// decoder (`row_filter`): in a session that prunes; one that does not
     /// (`Session::open_without_pruning`) evaluates them only above, for comparison.
     filters_in_decoder: bool,
 }
@@ -83,9 +83,9 @@ impl StrataScanExec {
         limit: Option<usize>,
         target_partitions: usize,
         metadata_cache: &PartMetadataCache,
+        filters_in_decoder: bool,
     ) -> Result<Self> {
         let predicate = ScanPredicate::new(filters, columns);
-        let filters_in_decoder = !filters.is_empty();
         let mut counts = PruneCounts {
             parts_total: manifest.parts.len(),
             ..Default::default()
