@@ -97,6 +97,9 @@ pub struct Pipeline {
     converts: bool,
 }
 
+/// A line's fields as its extractor found them: in name order, each name once.
+type Fields<'a> = Vec<(Cow<'a, str>, Value)>;
+
 /// One line's document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Processed {
@@ -181,32 +184,43 @@ impl Pipeline {
                 };
             }
             Extractor::Json => match parse_document_tree(line) {
-                Ok(object) => object,
+                Ok(object) => object
+                    .into_iter()
+                    .map(|(k, v)| (Cow::Owned(k), v))
+                    .collect(),
                 Err(e) => return Some(self.unparsed(&text, ingest_time, e.to_string())),
             },
             Extractor::Regex(regex) => match regex.captures(&text) {
-                Some(captures) => regex
-                    .capture_names()
-                    .zip(captures.iter())
-                    .filter_map(|(name, group)| Some((name?.to_owned(), group?.as_str())))
-                    .map(|(name, value)| (name, Value::String(value.to_owned())))
-                    .collect(),
+                Some(captures) => {
+                    // Capture names are unique (the regex crate refuses duplicates).
+                    let mut fields: Fields = regex
+                        .capture_names()
+                        .zip(captures.iter())
+                        .filter_map(|(name, group)| Some((name?, group?.as_str())))
+                        .map(|(name, value)| (Cow::Borrowed(name), Value::String(value.to_owned())))
+                        .collect();
+                    fields.sort_by(|a, b| a.0.cmp(&b.0));
+                    fields
+                }
                 None => return Some(self.no_match(&text, ingest_time)),
             },
             Extractor::Dissect(dissect) => match dissect.apply(&text) {
+                // Through a map: a name given twice keeps its last value.
                 Some(fields) => fields
                     .into_iter()
-                    .map(|(name, value)| (name, Value::String(value)))
+                    .collect::<BTreeMap<String, String>>()
+                    .into_iter()
+                    .map(|(name, value)| (Cow::Owned(name), Value::String(value)))
                     .collect(),
                 None => return Some(self.no_match(&text, ingest_time)),
             },
-            Extractor::Text => {
-                let mut fields = Map::new();
-                if let (Some(found), Some(time)) = (detect_time(&text), &self.time) {
-                    fields.insert(time.field.clone(), Value::String(found.to_owned()));
-                }
-                fields
-            }
+            Extractor::Text => match (detect_time(&text), &self.time) {
+                (Some(found), Some(time)) => vec![(
+                    Cow::Borrowed(time.field.as_str()),
+                    Value::String(found.to_owned()),
+                )],
+                _ => Vec::new(),
+            },
         };
         Some(match self.convert(fields, &text, ingest_time) {
             Ok(object) => Processed {
@@ -244,22 +258,24 @@ impl Pipeline {
         }
     }
 
-    /// Applies "no value" texts, types, the time field, renames, drops and `keep_message`; the
-    /// error names the field that does not convert.
+    /// Applies "no value" texts, types, the time field, renames, drops and `keep_message` to
+    /// `fields` (in name order, each name once); the error names the first field that does not
+    /// convert.
     fn convert(
         &self,
-        fields: Map<String, Value>,
+        fields: Fields<'_>,
         text: &str,
         ingest_time: DateTime<Utc>,
     ) -> Result<Map<String, Value>, String> {
         let mut object = Map::new();
         for (name, value) in fields {
-            if self.drop.contains(&name) {
+            let name = name.as_ref();
+            if self.drop.contains(name) {
                 continue;
             }
             let value = match value {
                 Value::String(s) if self.null_values.contains(&s) => continue,
-                Value::String(s) => match self.types.get(&name) {
+                Value::String(s) => match self.types.get(name) {
                     Some(field_type) => convert_text(&s, *field_type)
                         .map_err(|why| format!("field '{name}': '{s}' is not {why}"))?,
                     None => Value::String(s),
@@ -283,7 +299,7 @@ impl Pipeline {
                 }
                 _ => value,
             };
-            object.insert(self.stored_name(&name).to_owned(), value);
+            object.insert(self.stored_name(name).to_owned(), value);
         }
         if let Some(time) = &self.time {
             let stored = self.stored_name(&time.field);
