@@ -372,7 +372,7 @@ fn detect_time(text: &str) -> Option<String> {
         return Some(iso.as_str().to_owned());
     }
     let clf = captures.name("clf")?.as_str();
-    let instant = DateTime::parse_from_str(clf, timestamp::CLF_PATTERN).ok()?;
+    let instant = timestamp::read_clf(clf).ok()?;
     Some(instant.with_timezone(&Utc).to_rfc3339())
 }
 

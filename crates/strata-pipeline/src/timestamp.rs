@@ -6,12 +6,10 @@
 //! strings sort as their instants do (`…03.5Z` would sort before `…03Z`); digits beyond the
 //! precision are truncated, never rounded up into the next second.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use chrono::format::{Item, Parsed, StrftimeItems, parse};
-use chrono::{
-    DateTime, FixedOffset, NaiveDate, NaiveDateTime, Offset, SecondsFormat, TimeZone, Utc,
-};
+use chrono::format::{Item, ParseResult, Parsed, StrftimeItems, parse};
+use chrono::{DateTime, FixedOffset, NaiveDateTime, Offset, SecondsFormat, TimeZone, Utc};
 
 /// How a timestamp's text is read.
 #[derive(Debug, Clone, PartialEq)]
@@ -209,10 +207,12 @@ impl TimeSpec {
                 let mismatch =
                     |e| format!("'{text}' does not match the time format '{pattern}': {e}");
                 // What chrono's `parse_from_str` does, with the pattern parsed once.
-                let mut parsed = Parsed::new();
-                match items {
-                    Some(items) => parse(&mut parsed, text, items.iter()),
-                    None => parse(&mut parsed, text, StrftimeItems::new(pattern)),
+                let parsed = match items {
+                    Some(items) => parsed_with(text, items),
+                    None => {
+                        let mut parsed = Parsed::new();
+                        parse(&mut parsed, text, StrftimeItems::new(pattern)).map(|()| parsed)
+                    }
                 }
                 .map_err(mismatch)?;
                 if *has_offset {
@@ -294,10 +294,17 @@ fn read_iso8601(text: &str, zone: Zone) -> Result<DateTime<Utc>, String> {
             (_, c) => c,
         })
         .collect();
-    let naive = NaiveDateTime::parse_from_str(&normalized, "%Y-%m-%dT%H:%M:%S%.f")
-        .or_else(|_| NaiveDateTime::parse_from_str(&normalized, "%Y-%m-%dT%H:%M"))
+    static SECONDS: LazyLock<Vec<Item<'static>>> = LazyLock::new(|| items("%Y-%m-%dT%H:%M:%S%.f"));
+    static MINUTES: LazyLock<Vec<Item<'static>>> = LazyLock::new(|| items("%Y-%m-%dT%H:%M"));
+    static DATE: LazyLock<Vec<Item<'static>>> = LazyLock::new(|| items("%Y-%m-%d"));
+    let naive = parsed_with(&normalized, &SECONDS)
+        .and_then(|p| p.to_naive_datetime_with_offset(0))
         .or_else(|_| {
-            NaiveDate::parse_from_str(&normalized, "%Y-%m-%d")
+            parsed_with(&normalized, &MINUTES).and_then(|p| p.to_naive_datetime_with_offset(0))
+        })
+        .or_else(|_| {
+            parsed_with(&normalized, &DATE)
+                .and_then(|p| p.to_naive_date())
                 .map(|date| date.and_time(chrono::NaiveTime::MIN))
         })
         .map_err(|e| invalid(&e.to_string()))?;
@@ -309,6 +316,27 @@ fn read_iso8601(text: &str, zone: Zone) -> Result<DateTime<Utc>, String> {
             .ok_or_else(|| invalid("out of range")),
         None => zone.resolve(naive),
     }
+}
+
+/// The items of a constant pattern, parsed once (an invalid one's `Item::Error` fails every
+/// value, as chrono's `parse_from_str` would).
+fn items(pattern: &'static str) -> Vec<Item<'static>> {
+    StrftimeItems::new(pattern).collect()
+}
+
+/// `text` read by a pattern's items: chrono's `parse_from_str` without parsing the pattern
+/// again for every value.
+fn parsed_with(text: &str, items: &[Item<'_>]) -> ParseResult<Parsed> {
+    let mut parsed = Parsed::new();
+    parse(&mut parsed, text, items.iter())?;
+    Ok(parsed)
+}
+
+/// An access log's timestamp (`17/May/2015:10:05:03 +0000`, [`CLF_PATTERN`]) as
+/// `DateTime::parse_from_str` reads it.
+pub fn read_clf(text: &str) -> ParseResult<DateTime<FixedOffset>> {
+    static CLF: LazyLock<Vec<Item<'static>>> = LazyLock::new(|| items(CLF_PATTERN));
+    parsed_with(text, &CLF).and_then(|p| p.to_datetime())
 }
 
 fn read_epoch(text: &str, unit: Precision) -> Result<DateTime<Utc>, String> {
@@ -365,6 +393,7 @@ mod tests {
     /// `parse_from_str` (which parses the pattern every time) reads it, errors included.
     #[test]
     fn patterns_parsed_once_read_as_chrono_reads_them() {
+        use chrono::NaiveDate;
         let zone = Zone::parse("Europe/Berlin").unwrap();
         let reference = |pattern: &str, has_offset: bool, text: &str| {
             let text = text.trim();
@@ -403,6 +432,13 @@ mod tests {
             "%d/%b/%Y:%H:%M:%S",
             "%Y %Q",
         ];
+        for value in values {
+            assert_eq!(
+                read_clf(value),
+                DateTime::parse_from_str(value, CLF_PATTERN),
+                "{value:?}"
+            );
+        }
         for pattern in patterns {
             let format = TimeFormat::parse_name(pattern);
             let TimeFormat::Pattern {
@@ -455,6 +491,7 @@ mod tests {
                 "2024-08-01T14:22:47.123456789-05:00",
                 "2024-08-01T19:22:47.123Z",
             ),
+            ("2024-08-01T14:22", "2024-08-01T14:22:00.000Z"),
             ("2024-08-01", "2024-08-01T00:00:00.000Z"),
         ] {
             assert_eq!(read("iso8601", "UTC", text), expected, "{text}");
