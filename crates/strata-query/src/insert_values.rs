@@ -45,16 +45,26 @@ pub(crate) fn literal_rows(source: &Query) -> Option<Vec<String>> {
 
 /// A row's one expression: a text, possibly cast once to a JSON or text type.
 fn row_text(expression: &Expr) -> Option<String> {
+    if let Expr::Nested(inner) = expression {
+        return row_text(inner);
+    }
+    match plain_cast(expression) {
+        Some((inner, data_type)) if keeps_text(data_type) => row_text(inner),
+        _ => text(expression),
+    }
+}
+
+/// `CAST(inner AS type)` or `inner::type`, without a format or an array.
+fn plain_cast(expression: &Expr) -> Option<(&Expr, &DataType)> {
     match expression {
-        Expr::Nested(inner) => row_text(inner),
         Expr::Cast {
             kind: CastKind::Cast | CastKind::DoubleColon,
             expr,
             data_type,
             array: false,
             format: None,
-        } if keeps_text(data_type) => row_text(expr),
-        other => text(other),
+        } => Some((expr, data_type)),
+        _ => None,
     }
 }
 
@@ -77,14 +87,10 @@ fn text(expression: &Expr) -> Option<String> {
             joined.push_str(&text(right)?);
             Some(joined)
         }
-        Expr::Cast {
-            kind: CastKind::Cast | CastKind::DoubleColon,
-            expr,
-            data_type,
-            array: false,
-            format: None,
-        } if is_text_type(data_type) => text(expr),
-        _ => None,
+        cast => match plain_cast(cast) {
+            Some((inner, data_type)) if is_text_type(data_type) => text(inner),
+            _ => None,
+        },
     }
 }
 

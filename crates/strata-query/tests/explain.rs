@@ -382,10 +382,7 @@ fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
     );
     // In parts sorted by n, the decoder keeps the first rows in order and drops the rest of
     // each part before the documents' columns are decoded (the filter alone drops 1,100).
-    let plan = explain_analyze(tmp.path(), sql);
-    let dropped = counter(&plan, "rows_filtered_in_decoder");
-    let thousands: f64 = dropped.trim_end_matches(" K").parse().unwrap_or(0.0);
-    assert!(thousands > 30.0, "{dropped}: {plan}");
+    assert_decoder_dropped_thousands(tmp.path(), sql, 30.0);
     // A window without a filter is cut in the decoder the same way.
     let sql = "SELECT data FROM events ORDER BY data.n LIMIT 2";
     assert_eq!(
@@ -395,10 +392,7 @@ fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
             r#"{"kind":"k","n":1,"text":"row 1"}"#
         ]
     );
-    let plan = explain_analyze(tmp.path(), sql);
-    let dropped = counter(&plan, "rows_filtered_in_decoder");
-    let thousands: f64 = dropped.trim_end_matches(" K").parse().unwrap_or(0.0);
-    assert!(thousands > 30.0, "{dropped}: {plan}");
+    assert_decoder_dropped_thousands(tmp.path(), sql, 30.0);
     let sql = "SELECT data FROM events WHERE data.text = 'row 7'";
     assert_eq!(
         query_json(tmp.path(), sql),
@@ -411,6 +405,14 @@ fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
         query_json(tmp.path(), sql),
         [r#"{"kind":"m","text":"no n"}"#]
     );
+}
+
+/// Asserts that `sql`'s scan dropped more than `thousands` thousand rows in the decoder.
+fn assert_decoder_dropped_thousands(data_dir: &std::path::Path, sql: &str, thousands: f64) {
+    let plan = explain_analyze(data_dir, sql);
+    let dropped = counter(&plan, "rows_filtered_in_decoder");
+    let dropped_thousands: f64 = dropped.trim_end_matches(" K").parse().unwrap_or(0.0);
+    assert!(dropped_thousands > thousands, "{dropped}: {plan}");
 }
 
 /// The `name=N` counter of the plan's scan (`N` as `EXPLAIN ANALYZE` prints it, e.g. `1.23 K`).
