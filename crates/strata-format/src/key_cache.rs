@@ -34,7 +34,6 @@ enum Cached {
     Page(Arc<KeyPage>),
 }
 
-#[derive(Clone)]
 enum Entry {
     File(PathBuf),
     Page(PathBuf, usize),

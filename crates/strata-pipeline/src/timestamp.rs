@@ -209,10 +209,7 @@ impl TimeSpec {
                 // What chrono's `parse_from_str` does, with the pattern parsed once.
                 let parsed = match items {
                     Some(items) => parsed_with(text, items),
-                    None => {
-                        let mut parsed = Parsed::new();
-                        parse(&mut parsed, text, StrftimeItems::new(pattern)).map(|()| parsed)
-                    }
+                    None => parsed_with(text, &StrftimeItems::new(pattern).collect::<Vec<_>>()),
                 }
                 .map_err(mismatch)?;
                 if *has_offset {

@@ -75,7 +75,12 @@ fn text(expression: &Expr) -> Option<String> {
         Expr::Nested(inner) => text(inner),
         Expr::Value(value) => match &value.value {
             Value::SingleQuotedString(s) => Some(s.clone()),
-            Value::Number(digits, false) if is_canonical_integer(digits) => Some(digits.clone()),
+            // A number token carries no sign: canonical digits are a key's integer text.
+            Value::Number(digits, false)
+                if strata_json::KeyValue::integer_from_text(digits).is_some() =>
+            {
+                Some(digits.clone())
+            }
             _ => None,
         },
         Expr::BinaryOp {
@@ -105,13 +110,6 @@ fn is_text_type(data_type: &DataType) -> bool {
         data_type,
         DataType::Text | DataType::Varchar(None) | DataType::String(None)
     )
-}
-
-/// Digits an `i64` reads back as exactly (no sign, no leading zero, no fraction or exponent).
-fn is_canonical_integer(digits: &str) -> bool {
-    digits
-        .parse::<i64>()
-        .is_ok_and(|n| n >= 0 && n.to_string() == digits)
 }
 
 #[cfg(test)]
