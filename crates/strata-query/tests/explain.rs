@@ -469,6 +469,12 @@ fn selective_filters_are_evaluated_in_the_decoder_conjunct_by_conjunct() {
             counter(&plan, "rows_filtered_in_decoder").ends_with(" K"),
             "{plan}"
         );
+        // `method` is decided by dictionary key; `user`, with numbers in the remainder, is not.
+        assert_ne!(
+            counter(&plan, "rows_compared_by_dictionary_key"),
+            "0",
+            "{plan}"
+        );
         // Documents are rebuilt only for the rows kept, with the same answer.
         let sql = format!("SELECT data FROM logs WHERE {filter}");
         let documents = query_json(tmp.path(), &sql);
@@ -484,5 +490,77 @@ fn selective_filters_are_evaluated_in_the_decoder_conjunct_by_conjunct() {
             counter(&plan, "rows_filtered_in_decoder").ends_with(" K"),
             "{plan}"
         );
+    }
+}
+
+#[test]
+fn string_equalities_are_decided_by_dictionary_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    // Strings only: `user` has 300 values and is missing from one row in 7, `method` 3.
+    let user_of = |n: usize| (!n.is_multiple_of(7)).then(|| format!("u{}", n % 300));
+    let method_of = |n: usize| ["GET", "POST", "PUT"][n % 3];
+    let lines: Vec<String> = (0..20_000)
+        .map(|n| {
+            let user = user_of(n).map_or(String::new(), |u| format!(r#","user":"{u}""#));
+            format!(
+                r#"{{"kind":"k","n":{n}{user},"method":"{}"}}"#,
+                method_of(n)
+            )
+        })
+        .collect();
+    ingest_lines(&dir, "logs", &lines);
+    type Rule = fn(Option<&str>, &str) -> bool;
+    let cases: [(&str, Rule, bool); 6] = [
+        ("data.user = 'u7'", |u, _| u == Some("u7"), true),
+        (
+            "'u7' = data.user AND data.method = 'PUT'",
+            |u, m| u == Some("u7") && m == "PUT",
+            true,
+        ),
+        (
+            "data.method IN ('GET', 'PUT') AND data.user IN ('u1', 'u2', 'nobody')",
+            |u, m| m != "POST" && matches!(u, Some("u1" | "u2")),
+            true,
+        ),
+        ("data.user = 'u7x'", |_, _| false, true),
+        (
+            "data.user <> 'u7' AND data.method = 'GET'",
+            |u, m| u.is_some_and(|u| u != "u7") && m == "GET",
+            true,
+        ),
+        // Not an equality with a literal: compared as strings.
+        (
+            "data.user > 'u8'",
+            |u, _| u.is_some_and(|u| u > "u8"),
+            false,
+        ),
+    ];
+    for (filter, rule, keyed) in cases {
+        let kept: Vec<usize> = (0..20_000usize)
+            .filter(|&n| rule(user_of(n).as_deref(), method_of(n)))
+            .collect();
+        let sql = format!("SELECT count(*) FROM logs WHERE {filter}");
+        assert_eq!(
+            query_json(tmp.path(), &sql),
+            [kept.len().to_string()],
+            "{sql}"
+        );
+        let plan = explain_analyze(tmp.path(), &sql);
+        let by_key = counter(&plan, "rows_compared_by_dictionary_key");
+        assert_eq!(by_key != "0", keyed, "{sql}: {plan}");
+        // The columns read as keys come out as the strings they were.
+        let sql = format!(
+            "SELECT concat(data.n, ':', coalesce(data.user, '-'), ':', data.method) FROM logs \
+             WHERE {filter} ORDER BY data.n"
+        );
+        let want: Vec<String> = kept
+            .iter()
+            .map(|&n| {
+                let user = user_of(n).unwrap_or_else(|| "-".into());
+                format!("{n}:{user}:{}", method_of(n))
+            })
+            .collect();
+        assert_eq!(query_json(tmp.path(), &sql), want, "{sql}");
     }
 }

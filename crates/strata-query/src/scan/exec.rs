@@ -15,9 +15,7 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
-};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -41,7 +39,7 @@ use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
 };
 use super::reduce::RowReduction;
-use super::row_filter::row_filter;
+use super::row_filter::{FilterMetrics, row_filter};
 use super::statistics::scan_statistics;
 use super::{ScanOutput, part_error};
 use crate::paths::PathColumn;
@@ -419,7 +417,7 @@ impl ExecutionPlan for StrataScanExec {
         let table = self.table.clone();
         let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
-        let rows_filtered = self.rows_filtered_counter(partition);
+        let filter_metrics = self.filter_metrics(partition);
         let filters_in_decoder = self.filters_in_decoder;
         let lease = self.lease.clone();
         let store = self.store.clone();
@@ -439,7 +437,7 @@ impl ExecutionPlan for StrataScanExec {
                     .filter(|_| filters_in_decoder)
                     .and_then(|r| {
                         let (predicate, top) = (r.predicate.as_ref(), r.top.as_ref());
-                        row_filter(&unit, &plans, &schema, predicate, top, &rows_filtered)
+                        row_filter(&unit, &plans, &schema, predicate, top, &filter_metrics)
                     });
                 let batches =
                     open_unit(&store, &unit, &plans, &table, &bytes_scanned, None, filter)?;
@@ -490,9 +488,15 @@ fn stop_after_rows(
 }
 
 impl StrataScanExec {
-    /// Rows dropped by filters evaluated in the decoder (`row_filter`), for `EXPLAIN ANALYZE`.
-    fn rows_filtered_counter(&self, partition: usize) -> Count {
-        MetricBuilder::new(&self.metrics).counter("rows_filtered_in_decoder", partition)
+    /// The counters of filters evaluated in the decoder (`row_filter`), for `EXPLAIN ANALYZE`:
+    /// rows dropped, and rows decided by dictionary key.
+    fn filter_metrics(&self, partition: usize) -> FilterMetrics {
+        FilterMetrics {
+            rows_filtered: MetricBuilder::new(&self.metrics)
+                .counter("rows_filtered_in_decoder", partition),
+            rows_by_key: MetricBuilder::new(&self.metrics)
+                .counter("rows_compared_by_dictionary_key", partition),
+        }
     }
 
     /// The row limit pushed into the scan.
@@ -533,7 +537,7 @@ impl StrataScanExec {
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let from_statistics =
             MetricBuilder::new(&self.metrics).counter("rows_counted_from_statistics", partition);
-        let rows_filtered = self.rows_filtered_counter(partition);
+        let filter_metrics = self.filter_metrics(partition);
         let filters_in_decoder = self.filters_in_decoder;
         let mut builder = RecordBatchReceiverStreamBuilder::new(result_schema.clone(), 2);
         let tx = builder.tx();
@@ -553,7 +557,9 @@ impl StrataScanExec {
                     .map(|o| plan_output(&rest.part.entry, o))
                     .collect();
                 let filter = match filters_in_decoder {
-                    true => row_filter(&rest, &plans, &schema, Some(&filter), None, &rows_filtered),
+                    true => {
+                        row_filter(&rest, &plans, &schema, Some(&filter), None, &filter_metrics)
+                    }
                     false => None,
                 };
                 // When the decoder evaluates the whole filter, the rows it keeps are counted

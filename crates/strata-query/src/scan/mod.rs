@@ -21,6 +21,7 @@
 mod access_plan;
 mod count;
 mod deleted_rows;
+mod dictionary_keys;
 mod exec;
 mod group_counter;
 mod metadata_cache;

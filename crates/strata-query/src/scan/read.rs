@@ -181,8 +181,9 @@ pub(super) type UnitStream =
 /// Opens the selected row groups and rows of one part (its access plan), reading the physical
 /// columns `plans` need through `store`, every byte verified against the part's checksums.
 /// `dictionary_column`, when given, is read as dictionary-encoded strings (keys into each
-/// column chunk's dictionary) instead of one string per row. `row_filter`, when given, is
-/// evaluated by the decoder (`row_filter`): the stream holds only the rows it keeps.
+/// column chunk's dictionary) instead of one string per row, as are the columns the row
+/// filter decides by key. `row_filter`, when given, is evaluated by the decoder
+/// (`row_filter`): the stream holds only the rows it keeps.
 pub(super) fn open_unit(
     store: &Arc<dyn ObjectStore>,
     unit: &ScanUnit,
@@ -210,27 +211,32 @@ pub(super) fn open_unit(
             }
         }
     }
-    let metadata = match dictionary_column {
-        None => part.metadata.clone(),
-        Some(column) => {
-            let fields: Fields = file_schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    if f.name() == column {
-                        Arc::new(f.as_ref().clone().with_data_type(DataType::Dictionary(
-                            Box::new(DataType::Int32),
-                            Box::new(DataType::Utf8),
-                        )))
-                    } else {
-                        f.clone()
-                    }
-                })
-                .collect();
-            let options = ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(fields)));
-            ArrowReaderMetadata::try_new(parquet.clone(), options)
-                .map_err(|e| part_error(table, &part.path, e.into()))?
-        }
+    // Columns read as dictionary keys: the one a grouped count asks for, and those the
+    // filter's conjuncts decide by key.
+    let mut dictionary: Vec<&str> = dictionary_column.into_iter().collect();
+    if let Some(filter) = &row_filter {
+        dictionary.extend(filter.dictionary_columns.iter().map(String::as_str));
+    }
+    let metadata = if dictionary.is_empty() {
+        part.metadata.clone()
+    } else {
+        let fields: Fields = file_schema
+            .fields()
+            .iter()
+            .map(|f| {
+                if dictionary.contains(&f.name().as_str()) {
+                    Arc::new(f.as_ref().clone().with_data_type(DataType::Dictionary(
+                        Box::new(DataType::Int32),
+                        Box::new(DataType::Utf8),
+                    )))
+                } else {
+                    f.clone()
+                }
+            })
+            .collect();
+        let options = ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(fields)));
+        ArrowReaderMetadata::try_new(parquet.clone(), options)
+            .map_err(|e| part_error(table, &part.path, e.into()))?
     };
     let reader = VerifiedPartReader::new(
         store.clone(),

@@ -40,6 +40,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowPredicate, RowFilter};
 
 use super::access_plan::ScanUnit;
+use super::dictionary_keys::{KeyedEquality, keyed_equality};
 use super::read::{OutputPlan, columns_read};
 use super::reduce::{TopRows, probe_outputs, rows_kept};
 
@@ -50,19 +51,29 @@ pub(super) struct DecoderFilter {
     pub(super) complete: bool,
     /// The physical columns its conjuncts read.
     pub(super) columns: ProjectionMask,
+    /// The columns its conjuncts decide by dictionary key, to be read as keys.
+    pub(super) dictionary_columns: Vec<String>,
+}
+
+/// The scan's counters the decoder's filter adds to.
+#[derive(Clone)]
+pub(super) struct FilterMetrics {
+    /// Rows dropped by the filter.
+    pub(super) rows_filtered: Count,
+    /// Rows a conjunct decided by dictionary key (`dictionary_keys`).
+    pub(super) rows_by_key: Count,
 }
 
 /// What the decoder can evaluate for one unit whose outputs are built by `plans`: the
 /// conjuncts of `predicate` (over the scan's outputs, `schema`), and then, when it took every
-/// conjunct, the `top` rows so far. `None` when it can evaluate nothing. `rows_filtered`
-/// counts the rows it drops.
+/// conjunct, the `top` rows so far. `None` when it can evaluate nothing.
 pub(super) fn row_filter(
     unit: &ScanUnit,
     plans: &Arc<[OutputPlan]>,
     schema: &SchemaRef,
     predicate: Option<&Arc<dyn PhysicalExpr>>,
     top: Option<&TopRows>,
-    rows_filtered: &Count,
+    metrics: &FilterMetrics,
 ) -> Option<DecoderFilter> {
     let all = predicate.map(split_conjunction).unwrap_or_default();
     let total = all.len();
@@ -81,9 +92,10 @@ pub(super) fn row_filter(
             probed,
             plans: Arc::clone(plans),
             schema: Arc::clone(schema),
-            rows_filtered: rows_filtered.clone(),
+            rows_filtered: metrics.rows_filtered.clone(),
         })
     };
+    let mut dictionary_columns = Vec::new();
     let mut conjuncts: Vec<(Rank, ConjunctPredicate)> = all
         .into_iter()
         .filter_map(|conjunct| {
@@ -93,11 +105,16 @@ pub(super) fn row_filter(
                 .collect();
             let outputs = evaluator(probed)?;
             let rank = rank(conjunct, unit, &outputs.projection);
+            let keyed = keyed_equality(conjunct.as_ref(), unit, plans).map(|(column, literals)| {
+                dictionary_columns.push(column.clone());
+                KeyedEquality::new(column, literals, metrics.rows_by_key.clone())
+            });
             Some((
                 rank,
                 ConjunctPredicate {
                     conjunct: Arc::clone(conjunct),
                     outputs,
+                    keyed,
                 },
             ))
         })
@@ -127,6 +144,7 @@ pub(super) fn row_filter(
         filter: RowFilter::new(predicates),
         complete,
         columns,
+        dictionary_columns,
     })
 }
 
@@ -184,6 +202,22 @@ impl OutputEvaluator {
 struct ConjunctPredicate {
     conjunct: Arc<dyn PhysicalExpr>,
     outputs: OutputEvaluator,
+    /// How it is decided by dictionary key, when its column is read as keys.
+    keyed: Option<KeyedEquality>,
+}
+
+impl ConjunctPredicate {
+    /// The rows of `batch` (holding at least the columns it reads) it keeps, by dictionary key
+    /// when its column was read as keys.
+    fn decide(&mut self, batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
+        if let Some(keyed) = &mut self.keyed
+            && let Some(kept) = keyed.evaluate(batch)?
+        {
+            return Ok(kept);
+        }
+        let probe = self.outputs.probe(batch)?;
+        rows_kept(&self.conjunct, &probe).map_err(|e| ArrowError::ExternalError(Box::new(e)))
+    }
 }
 
 impl ArrowPredicate for ConjunctPredicate {
@@ -192,9 +226,7 @@ impl ArrowPredicate for ConjunctPredicate {
     }
 
     fn evaluate(&mut self, batch: RecordBatch) -> Result<BooleanArray, ArrowError> {
-        let probe = self.outputs.probe(&batch)?;
-        let kept = rows_kept(&self.conjunct, &probe)
-            .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+        let kept = self.decide(&batch)?;
         Ok(self.outputs.kept(batch.num_rows(), kept))
     }
 }
