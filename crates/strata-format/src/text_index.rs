@@ -63,82 +63,172 @@ pub fn write_text_index(
     columns: &[(String, ArrayRef)],
     granule_rows: usize,
 ) -> Result<Option<PartTextIndex>, FormatError> {
-    let Some((_, first)) = columns.first() else {
-        return Ok(None);
-    };
-    let rows = first.len();
-    let file = text_index_file(part_file);
-    let final_path = parts_dir.join(&file);
-    let tmp_path = parts_dir.join(format!("{file}.tmp"));
-    let damaged = |message: String| FormatError::Damaged {
-        path: parts_dir.join(part_file),
-        message,
-    };
-    let mut bytes = Vec::with_capacity(64 * 1024);
-    bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&VERSION.to_le_bytes());
-    bytes.extend_from_slice(&(granule_rows as u32).to_le_bytes());
-    bytes.extend_from_slice(&(rows as u64).to_le_bytes());
-    bytes.extend_from_slice(&(columns.len() as u16).to_le_bytes());
-    for (path, values) in columns {
-        if values.len() != rows {
-            return Err(damaged(format!(
-                "text column {path} has {} rows, the part {rows}",
-                values.len()
-            )));
+    let paths = columns.iter().map(|(path, _)| path.clone()).collect();
+    let mut builder = TextIndexBuilder::new(paths, granule_rows);
+    for (column, (_, values)) in columns.iter().enumerate() {
+        builder
+            .push(column, values.as_ref())
+            .map_err(|message| FormatError::Damaged {
+                path: parts_dir.join(part_file),
+                message,
+            })?;
+    }
+    builder.finish(parts_dir, part_file)
+}
+
+/// Builds a part's text index while its rows are written, granule by granule: memory holds the
+/// filters built so far (a few percent of the text) and one granule's distinct tokens per
+/// column, never the part's text itself.
+pub struct TextIndexBuilder {
+    granule_rows: usize,
+    columns: Vec<ColumnFilters>,
+}
+
+/// One indexed column's filters while its part is written.
+struct ColumnFilters {
+    path: String,
+    /// Rows pushed so far.
+    rows: u64,
+    /// Sealed granules, each encoded as the file stores it (`u32` length, bytes).
+    encoded: Vec<u8>,
+    granules: u32,
+    /// The tokens of the granule being filled, and its rows so far.
+    tokens: HashSet<String>,
+    rows_in_granule: usize,
+}
+
+impl ColumnFilters {
+    /// Encodes the filter of the granule being filled and starts the next one.
+    fn seal(&mut self) -> Result<(), String> {
+        self.granules += 1;
+        self.rows_in_granule = 0;
+        if self.tokens.is_empty() {
+            self.encoded.extend_from_slice(&0u32.to_le_bytes());
+            return Ok(());
         }
-        let strings = values
-            .as_string_opt::<i32>()
-            .ok_or_else(|| damaged(format!("text column {path} is not a string column")))?;
-        bytes.extend_from_slice(&(path.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(path.as_bytes());
-        let granules = rows.div_ceil(granule_rows);
-        bytes.extend_from_slice(&(granules as u32).to_le_bytes());
-        let mut tokens: HashSet<String> = HashSet::new();
-        for granule in 0..granules {
-            tokens.clear();
-            let end = ((granule + 1) * granule_rows).min(rows);
-            for row in granule * granule_rows..end {
-                if strings.is_valid(row) {
-                    strata_text::for_each_token(strings.value(row), |token| {
-                        if !tokens.contains(token) {
-                            tokens.insert(token.to_owned());
-                        }
-                    });
-                }
-            }
-            if tokens.is_empty() {
-                bytes.extend_from_slice(&0u32.to_le_bytes());
-                continue;
-            }
-            let mut filter = Sbbf::new_with_ndv_fpp(tokens.len() as u64, FALSE_POSITIVE_RATE)
-                .map_err(|e| damaged(e.to_string()))?;
-            for token in &tokens {
-                filter.insert(token.as_bytes());
-            }
-            let mut encoded = Vec::new();
-            filter
-                .write(&mut encoded)
-                .map_err(|e| damaged(e.to_string()))?;
-            bytes.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
-            bytes.extend_from_slice(&encoded);
+        let mut filter = Sbbf::new_with_ndv_fpp(self.tokens.len() as u64, FALSE_POSITIVE_RATE)
+            .map_err(|e| e.to_string())?;
+        for token in self.tokens.drain() {
+            filter.insert(token.as_bytes());
+        }
+        let mut encoded = Vec::new();
+        filter.write(&mut encoded).map_err(|e| e.to_string())?;
+        self.encoded
+            .extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+        self.encoded.extend_from_slice(&encoded);
+        Ok(())
+    }
+}
+
+impl TextIndexBuilder {
+    /// A builder for the columns at `paths` (encoded paths), in granules of `granule_rows`.
+    pub fn new(paths: Vec<String>, granule_rows: usize) -> Self {
+        TextIndexBuilder {
+            granule_rows: granule_rows.max(1),
+            columns: paths
+                .into_iter()
+                .map(|path| ColumnFilters {
+                    path,
+                    rows: 0,
+                    encoded: Vec::new(),
+                    granules: 0,
+                    tokens: HashSet::new(),
+                    rows_in_granule: 0,
+                })
+                .collect(),
         }
     }
-    let mut out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
-    out.write_all(&bytes)
-        .and_then(|()| crate::durability::sync_file(&out))
-        .map_err(|e| FormatError::io(&tmp_path, e))?;
-    drop(out);
-    fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
-    crate::durability::placed(&final_path);
-    sync_dir(parts_dir)?;
-    Ok(Some(PartTextIndex {
-        file,
-        bytes: bytes.len() as u64,
-        xxh64: format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes)),
-        columns: columns.iter().map(|(path, _)| path.clone()).collect(),
-        granule_rows: granule_rows as u32,
-    }))
+
+    /// Adds the next rows of column `column` (its index in the paths the builder was made
+    /// with): a string array, NULL where the row has no value. Errors say why, for the caller to name the
+    /// part.
+    pub fn push(&mut self, column: usize, values: &dyn Array) -> Result<(), String> {
+        let granule_rows = self.granule_rows;
+        let filters = self
+            .columns
+            .get_mut(column)
+            .ok_or_else(|| format!("no text column {column}"))?;
+        let strings = values
+            .as_string_opt::<i32>()
+            .ok_or_else(|| format!("text column {} is not a string column", filters.path))?;
+        for row in 0..strings.len() {
+            if strings.is_valid(row) {
+                let tokens = &mut filters.tokens;
+                strata_text::for_each_token(strings.value(row), |token| {
+                    if !tokens.contains(token) {
+                        tokens.insert(token.to_owned());
+                    }
+                });
+            }
+            filters.rows += 1;
+            filters.rows_in_granule += 1;
+            if filters.rows_in_granule == granule_rows {
+                filters.seal()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the index of part `part_file` in `parts_dir`: through a temporary file, fsynced,
+    /// renamed. None when no column is indexed. Every column must have had the same rows pushed.
+    pub fn finish(
+        mut self,
+        parts_dir: &Path,
+        part_file: &str,
+    ) -> Result<Option<PartTextIndex>, FormatError> {
+        let damaged = |message: String| FormatError::Damaged {
+            path: parts_dir.join(part_file),
+            message,
+        };
+        let Some(rows) = self.columns.first().map(|c| c.rows) else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::with_capacity(
+            64 + self
+                .columns
+                .iter()
+                .map(|c| c.encoded.len() + c.path.len())
+                .sum::<usize>(),
+        );
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&(self.granule_rows as u32).to_le_bytes());
+        bytes.extend_from_slice(&rows.to_le_bytes());
+        bytes.extend_from_slice(&(self.columns.len() as u16).to_le_bytes());
+        for filters in &mut self.columns {
+            if filters.rows != rows {
+                return Err(damaged(format!(
+                    "text column {} has {} rows, the part {rows}",
+                    filters.path, filters.rows
+                )));
+            }
+            if filters.rows_in_granule > 0 {
+                filters.seal().map_err(damaged)?;
+            }
+            bytes.extend_from_slice(&(filters.path.len() as u16).to_le_bytes());
+            bytes.extend_from_slice(filters.path.as_bytes());
+            bytes.extend_from_slice(&filters.granules.to_le_bytes());
+            bytes.extend_from_slice(&filters.encoded);
+        }
+        let file = text_index_file(part_file);
+        let final_path = parts_dir.join(&file);
+        let tmp_path = parts_dir.join(format!("{file}.tmp"));
+        let mut out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
+        out.write_all(&bytes)
+            .and_then(|()| crate::durability::sync_file(&out))
+            .map_err(|e| FormatError::io(&tmp_path, e))?;
+        drop(out);
+        fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
+        crate::durability::placed(&final_path);
+        sync_dir(parts_dir)?;
+        Ok(Some(PartTextIndex {
+            file,
+            bytes: bytes.len() as u64,
+            xxh64: format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes)),
+            columns: self.columns.iter().map(|c| c.path.clone()).collect(),
+            granule_rows: self.granule_rows as u32,
+        }))
+    }
 }
 
 /// Whether a token may be in a granule (false: certainly not).
@@ -330,5 +420,46 @@ mod tests {
                 .to_string()
                 .contains("XXH64")
         );
+    }
+
+    #[test]
+    fn rows_pushed_in_any_batches_give_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<Option<String>> = (0..23)
+            .map(|i| (i % 5 != 0).then(|| format!("user{} GET /a/{} 200", i % 4, i % 3)))
+            .collect();
+        let whole: ArrayRef = Arc::new(StringArray::from(values.clone()));
+        let other: ArrayRef = Arc::new(StringArray::from(
+            values.iter().rev().cloned().collect::<Vec<_>>(),
+        ));
+        let at_once = dir.path().join("once");
+        fs::create_dir_all(&at_once).unwrap();
+        let columns = [("a".to_owned(), whole), ("b".to_owned(), other.clone())];
+        let entry = write_text_index(&at_once, "p.parquet", &columns, 4)
+            .unwrap()
+            .unwrap();
+        // Batches that end inside a granule, on its boundary, and past several.
+        let batched = dir.path().join("batched");
+        fs::create_dir_all(&batched).unwrap();
+        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4);
+        for (start, len) in [(0, 3), (3, 1), (4, 9), (13, 10)] {
+            let slice: ArrayRef = Arc::new(StringArray::from(values[start..start + len].to_vec()));
+            builder.push(0, slice.as_ref()).unwrap();
+        }
+        builder.push(1, other.as_ref()).unwrap();
+        let batched_entry = builder.finish(&batched, "p.parquet").unwrap().unwrap();
+        assert_eq!(batched_entry, entry);
+        assert_eq!(
+            fs::read(batched.join(&entry.file)).unwrap(),
+            fs::read(at_once.join(&entry.file)).unwrap()
+        );
+        // Columns of different lengths are refused, naming the column.
+        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4);
+        builder.push(0, other.as_ref()).unwrap();
+        let error = builder
+            .finish(&batched, "q.parquet")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("text column b has 0 rows"), "{error}");
     }
 }

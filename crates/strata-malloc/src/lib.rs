@@ -7,6 +7,10 @@
 //! freed memory is reused, and raising the trim threshold keeps the heap from being returned to
 //! the OS (and faulted back in) after every query.
 //!
+//! A server that ingests keeps a small steady state but peaks during background merges; with the
+//! trim threshold raised, the merge's freed buffers would stay resident, so the server returns
+//! them after each merge ([`release_free_memory`]).
+//!
 //! Invariant: [`tune`] runs once, first thing in `main`, before any thread is started. On other
 //! platforms and C libraries it does nothing.
 
@@ -24,8 +28,25 @@ pub fn tune() -> bool {
     imp::tune()
 }
 
+/// Returns the allocator's free memory to the OS, in every arena: for a long-running process
+/// after work that peaks far above its steady state (a server's background merge), which
+/// otherwise stays resident up to the trim threshold per arena. Costs a walk of the free lists
+/// and the page faults of reusing that memory later, so it is for occasional calls only.
+pub fn release_free_memory() {
+    imp::release_free_memory()
+}
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod imp {
+    #[allow(unsafe_code)]
+    pub fn release_free_memory() {
+        // SAFETY: `malloc_trim` only returns free memory to the OS; glibc documents it as
+        // callable at any time from any thread (it takes each arena's lock).
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
+
     #[allow(unsafe_code)]
     pub fn tune() -> bool {
         // SAFETY: `mallopt` only sets allocator parameters; glibc documents it as callable at
@@ -42,6 +63,8 @@ mod imp {
     pub fn tune() -> bool {
         true
     }
+
+    pub fn release_free_memory() {}
 }
 
 #[cfg(test)]

@@ -177,6 +177,9 @@ fn merge(data_dir: &DataDir, table: &str, scope: MergeScope, metrics: &Metrics) 
                 "strata: merged {} parts of {table} into {} ({} parts now)",
                 summary.inputs_merged, summary.outputs_written, summary.parts_after
             );
+            // A merge's buffers are the server's largest allocations while it ingests; without
+            // this their memory stays resident in the merging thread's arena (ADR 0013).
+            strata_malloc::release_free_memory();
         }
         Ok(_) => {}
         // A table dropped meanwhile has nothing to merge.

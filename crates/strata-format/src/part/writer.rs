@@ -19,6 +19,7 @@ use super::key_runs::KeyRunTracker;
 use crate::error::FormatError;
 use crate::manifest::{PartEntry, sync_dir};
 use crate::profile::{ColumnProfile, DistinctSketch, PROFILES_KEY, encode_profiles};
+use crate::text_index::TextIndexBuilder;
 
 /// Writes `shredded` as `parts/<file>` of `table_dir` and returns its manifest entry.
 pub fn write_part(
@@ -88,9 +89,11 @@ pub struct PartWriter {
     profiles: Vec<ProfileBuilder>,
     /// The key column (name, and its slices of every batch written) when the table has a key.
     key_column: Option<(String, Vec<ArrayRef>)>,
-    /// The text-indexed columns this part can index (name, slices of every batch written): those
-    /// typed as strings with no value of their path in the remainder.
-    text_columns: Vec<(String, Vec<ArrayRef>)>,
+    /// The text-indexed columns this part can index: those typed as strings with no value of
+    /// their path in the remainder.
+    text_columns: Vec<String>,
+    /// Their text index, built as rows are written.
+    text_index: TextIndexBuilder,
 }
 
 /// A column's profile while its part is written.
@@ -140,7 +143,8 @@ impl PartWriter {
         let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
         let writer =
             ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
-        let layout_text_columns = TextColumnLayout::of(&layout);
+        let text_columns =
+            indexable_text_columns(&TextColumnLayout::of(&layout), &options.text_columns);
         let profiles = profiled_columns(&layout, sort_key, hints)
             .map(|(index, column)| ProfileBuilder {
                 carried_plain_bytes: hints.dictionary.get(&column.name).copied(),
@@ -162,7 +166,8 @@ impl PartWriter {
             rows: 0,
             bounds: BTreeMap::new(),
             key_column: options.key_column.clone().map(|name| (name, Vec::new())),
-            text_columns: indexable_text_columns(&layout_text_columns, &options.text_columns),
+            text_index: TextIndexBuilder::new(text_columns.clone(), super::GRANULE_ROWS),
+            text_columns,
         })
     }
 
@@ -207,14 +212,17 @@ impl PartWriter {
                 })?;
             slices.push(column.clone());
         }
-        for (name, slices) in &mut self.text_columns {
+        for (index, name) in self.text_columns.iter().enumerate() {
+            let damaged = |message| FormatError::Damaged {
+                path: self.tmp_path.clone(),
+                message,
+            };
             let column = batch
                 .column_by_name(name)
-                .ok_or_else(|| FormatError::Damaged {
-                    path: self.tmp_path.clone(),
-                    message: format!("rows written without the text column {name}"),
-                })?;
-            slices.push(column.clone());
+                .ok_or_else(|| damaged(format!("rows written without the text column {name}")))?;
+            self.text_index
+                .push(index, column.as_ref())
+                .map_err(damaged)?;
         }
         for profile in &mut self.profiles {
             let Some(column) = batch.columns().get(profile.index) else {
@@ -326,22 +334,8 @@ impl PartWriter {
             None => None,
         };
         let parts_dir = self.final_path.parent().unwrap_or(Path::new("."));
-        let mut text_columns = Vec::with_capacity(self.text_columns.len());
-        for (name, slices) in std::mem::take(&mut self.text_columns) {
-            let slices: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
-            let column = arrow::compute::concat(&slices).map_err(|source| FormatError::Arrow {
-                path: self.final_path.clone(),
-                source,
-            })?;
-            text_columns.push((name, column));
-        }
         let text_index = if self.rows > 0 {
-            crate::text_index::write_text_index(
-                parts_dir,
-                &self.file,
-                &text_columns,
-                super::GRANULE_ROWS,
-            )?
+            self.text_index.finish(parts_dir, &self.file)?
         } else {
             None
         };
@@ -400,10 +394,7 @@ impl TextColumnLayout {
 
 /// The text columns a part can index: every value of the path must be in its typed string
 /// column, so that a granule without a token truly holds no row with it (`crate::text_index`).
-fn indexable_text_columns(
-    layout: &TextColumnLayout,
-    wanted: &[String],
-) -> Vec<(String, Vec<ArrayRef>)> {
+fn indexable_text_columns(layout: &TextColumnLayout, wanted: &[String]) -> Vec<String> {
     if layout.remainder_truncated {
         return Vec::new();
     }
@@ -412,7 +403,7 @@ fn indexable_text_columns(
         .filter(|name| {
             layout.string_columns.contains(*name) && !layout.in_remainder.contains(*name)
         })
-        .map(|name| (name.clone(), Vec::new()))
+        .cloned()
         .collect()
 }
 
