@@ -363,17 +363,21 @@ fn utf8_text(line: &[u8]) -> Cow<'_, str> {
 fn detect_time(text: &str) -> Option<String> {
     static TIME: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
         regex::Regex::new(
-            r"\[(?P<clf>\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\]|(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)",
+            r"\[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\]|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?",
         )
         .ok()
     });
-    let captures = TIME.as_ref()?.captures(text)?;
-    if let Some(iso) = captures.name("iso") {
-        return Some(iso.as_str().to_owned());
+    // The alternative matched is told by the match's first byte (`[` or a digit), so the line
+    // is searched by the regex's fast engine alone: asking for the groups ran a slower one over
+    // the whole line (16 % of a full-text ingest's time).
+    let found = TIME.as_ref()?.find(text)?.as_str();
+    match found.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+        Some(clf) => {
+            let instant = timestamp::read_clf(clf).ok()?;
+            Some(instant.with_timezone(&Utc).to_rfc3339())
+        }
+        None => Some(found.to_owned()),
     }
-    let clf = captures.name("clf")?.as_str();
-    let instant = timestamp::read_clf(clf).ok()?;
-    Some(instant.with_timezone(&Utc).to_rfc3339())
 }
 
 /// The pipelines a data directory's ingests can name: the built-ins and the config file's.

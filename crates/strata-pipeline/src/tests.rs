@@ -118,6 +118,12 @@ fn text_lines_keep_the_message_and_find_their_time() {
         "2024-08-01 14:22:47,5 ERROR connection reset",
     );
     assert_eq!(doc["timestamp"], "2024-08-01T14:22:47.500Z");
+    // Near misses before the time found; its offset applied.
+    let (doc, _) = run(
+        &builtin("text"),
+        "retry 3 of [17/May/2015] id 2024-08-01 at 2024-08-01T14:22:47+02:00 done",
+    );
+    assert_eq!(doc["timestamp"], "2024-08-01T12:22:47.000Z");
     let (doc, parsed) = run(&builtin("text"), "no time here");
     assert!(parsed);
     assert_eq!(doc["timestamp"], "2026-11-26T08:30:15.000Z");
