@@ -95,6 +95,9 @@ pub struct Pipeline {
     keep_message: bool,
     /// Whether anything changes a JSON line: if not, `json` parses it as NDJSON ingest does.
     converts: bool,
+    /// Whether a regex's `request` field is split into `method`, `path` and `protocol`
+    /// (`builtin::split_request`): the built-in access logs.
+    split_request: bool,
 }
 
 /// A line's fields as its extractor found them: in name order, each name once.
@@ -136,6 +139,7 @@ impl Pipeline {
             null_values,
             keep_message,
             converts,
+            split_request: false,
         }
     }
 
@@ -199,6 +203,9 @@ impl Pipeline {
                         .filter_map(|(name, group)| Some((name?, group?.as_str())))
                         .map(|(name, value)| (Cow::Borrowed(name), Value::String(value.to_owned())))
                         .collect();
+                    if self.split_request {
+                        builtin::split_request_field(&mut fields);
+                    }
                     fields.sort_by(|a, b| a.0.cmp(&b.0));
                     fields
                 }

@@ -243,3 +243,48 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn requests_split_after_the_regex_as_the_regex_alternative_would() {
+    // The built-in pattern before the split moved out of the regex.
+    let quoted = builtin::QUOTED;
+    let mut spec = builtin::access_log(true);
+    spec.regex = Some(format!(
+        r#"(?P<ip>\S+) (?P<ident>\S+) (?P<user>\S+) \[(?P<timestamp>[^\]]+)\] "(?:(?P<method>[A-Z]+) (?P<path>[^ "]+)(?: (?P<protocol>HTTP/[0-9.]+))?|(?P<request>{quoted}))" (?P<status>\d{{3}}|-) (?P<bytes>\d+|-) "(?P<referrer>{quoted})" "(?P<user_agent>{quoted})""#
+    ));
+    let reference = spec.compile("reference").unwrap();
+    let requests = [
+        "GET /a HTTP/1.1",
+        "GET /a",
+        "GET /a HTTP/2.0",
+        "DELETE /a?b=c&d HTTP/1.0",
+        "GET - HTTP/1.1",
+        "-",
+        "",
+        "get /a HTTP/1.1",
+        "GET  /a HTTP/1.1",
+        "GET /a HTTP/1.1 extra",
+        "GET /a HTTP/",
+        "GET /a HTTP/1.x",
+        "GET /a FTP/1.1",
+        "G3T /a HTTP/1.1",
+        "GET",
+        "GET ",
+        r#"GET /a\"b HTTP/1.1"#,
+        r#"GET /a\\ HTTP/1.1"#,
+        r"\x16\x03\x01",
+        "POST /ünï HTTP/1.1",
+    ];
+    for request in requests {
+        let line =
+            format!(r#"10.0.0.1 - u [17/May/2015:10:05:03 +0000] "{request}" 200 5 "-" "agent""#);
+        let (want, want_parsed) = run(&reference, &line);
+        let (got, parsed) = run(&builtin("combined"), &line);
+        assert_eq!((&got, parsed), (&want, want_parsed), "{line}");
+    }
+    // Where they differ: a backslash before the closing quote escapes it, so the request runs
+    // on and the line is kept whole (the alternative took `/a\` as the path).
+    let line = r#"10.0.0.1 - u [17/May/2015:10:05:03 +0000] "GET /a\" 200 5 "-" "agent""#;
+    assert!(run(&reference, line).1);
+    assert!(!run(&builtin("combined"), line).1);
+}
