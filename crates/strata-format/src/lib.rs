@@ -44,7 +44,7 @@ pub use part::{
     read_opened, read_part, read_part_batches, read_part_within, sparse_columns, write_part,
 };
 pub use profile::ColumnProfile;
-pub use text_index::{PartTextIndex, TextIndex, write_text_index};
+pub use text_index::{PartTextIndex, TextIndex};
 
 /// Version of the on-disk format of a table without deletions. Readers accept this version and
 /// [`FORMAT_VERSION_WITH_DELETES`]; a future version bump comes with a migration note in

@@ -17,7 +17,7 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, AsArray};
 use parquet::bloom_filter::Sbbf;
 use serde::{Deserialize, Serialize};
 
@@ -52,28 +52,6 @@ pub fn text_index_file(part: &str) -> String {
 /// The part a text index file belongs to.
 pub fn text_index_part(file: &str) -> Option<&str> {
     file.strip_suffix(TEXT_INDEX_SUFFIX)
-}
-
-/// Writes the text index of part `part_file` in `parts_dir` from its string columns in row
-/// order (encoded path, values): through a temporary file, fsynced, renamed. None when no column
-/// is given. The caller lists the entry in the manifest commit that lists the part.
-pub fn write_text_index(
-    parts_dir: &Path,
-    part_file: &str,
-    columns: &[(String, ArrayRef)],
-    granule_rows: usize,
-) -> Result<Option<PartTextIndex>, FormatError> {
-    let paths = columns.iter().map(|(path, _)| path.clone()).collect();
-    let mut builder = TextIndexBuilder::new(paths, granule_rows);
-    for (column, (_, values)) in columns.iter().enumerate() {
-        builder
-            .push(column, values.as_ref())
-            .map_err(|message| FormatError::Damaged {
-                path: parts_dir.join(part_file),
-                message,
-            })?;
-    }
-    builder.finish(parts_dir, part_file)
 }
 
 /// Builds a part's text index while its rows are written, granule by granule: memory holds the
@@ -141,8 +119,8 @@ impl TextIndexBuilder {
     }
 
     /// Adds the next rows of column `column` (its index in the paths the builder was made
-    /// with): a string array, NULL where the row has no value. Errors say why, for the caller to name the
-    /// part.
+    /// with): a string array, NULL where the row has no value. Errors say why, for the caller
+    /// to name the part.
     pub fn push(&mut self, column: usize, values: &dyn Array) -> Result<(), String> {
         let granule_rows = self.granule_rows;
         let filters = self
@@ -373,10 +351,25 @@ pub fn check_text_index(table_dir: &Path, entry: &PartTextIndex) -> Vec<String> 
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::StringArray;
+    use arrow::array::{ArrayRef, StringArray};
     use strata_text::TextQuery;
 
     use super::*;
+
+    /// The index of whole columns (encoded path, values), each pushed at once.
+    fn write_text_index(
+        parts_dir: &Path,
+        part_file: &str,
+        columns: &[(String, ArrayRef)],
+        granule_rows: usize,
+    ) -> Result<Option<PartTextIndex>, FormatError> {
+        let paths = columns.iter().map(|(path, _)| path.clone()).collect();
+        let mut builder = TextIndexBuilder::new(paths, granule_rows);
+        for (column, (_, values)) in columns.iter().enumerate() {
+            builder.push(column, values.as_ref()).unwrap();
+        }
+        builder.finish(parts_dir, part_file)
+    }
 
     #[test]
     fn granules_without_a_token_are_ruled_out() {

@@ -21,59 +21,47 @@
 //! address reused by another chunk's dictionary while the cached decisions stand.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::Int32Type;
 use arrow::error::ArrowError;
-use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, Literal};
+use datafusion::physical_expr::utils::{Guarantee, LiteralGuarantee, collect_columns};
 use datafusion::physical_plan::metrics::Count;
 use parquet::basic::Encoding;
 use parquet::file::metadata::ColumnChunkMetaData;
 
 use super::access_plan::ScanUnit;
+use super::prune::only_equalities;
 use super::read::{OutputPlan, dictionary_source};
 
 /// The string literals a conjunct accepts and the scan output it compares them with, for
-/// `output = 'literal'` (either side), `output IN ('literal', …)` and ORs of those on one output.
-fn equality_literals(conjunct: &dyn PhysicalExpr) -> Option<(usize, BTreeSet<String>)> {
-    let string = |e: &dyn PhysicalExpr| {
-        e.downcast_ref::<Literal>()
-            .and_then(|l| l.value().try_as_str().flatten().map(str::to_owned))
+/// `output = 'literal'` (either side), `output IN ('literal', …)` and ORs of those on one output:
+/// the conjunct's literal guarantee, when the conjunct says nothing more (as
+/// `prune::filter_is_exact` decides).
+fn equality_literals(conjunct: &Arc<dyn PhysicalExpr>) -> Option<(usize, BTreeSet<String>)> {
+    let [guarantee] = &LiteralGuarantee::analyze(conjunct)[..] else {
+        return None;
     };
-    let column = |e: &dyn PhysicalExpr| e.downcast_ref::<Column>().map(Column::index);
-    if let Some(binary) = conjunct.downcast_ref::<BinaryExpr>() {
-        let (left, right) = (binary.left().as_ref(), binary.right().as_ref());
-        if *binary.op() == Operator::Or {
-            // DataFusion writes a short `IN` list as equalities joined by OR.
-            let (output, mut literals) = equality_literals(left)?;
-            let (other, more) = equality_literals(right)?;
-            literals.extend(more);
-            return (output == other).then_some((output, literals));
-        }
-        if *binary.op() != Operator::Eq {
-            return None;
-        }
-        let (output, literal) = match (column(left), column(right)) {
-            (Some(output), None) => (output, string(right)?),
-            (None, Some(output)) => (output, string(left)?),
-            _ => return None,
-        };
-        return Some((output, BTreeSet::from([literal])));
-    }
-    let list = conjunct.downcast_ref::<InListExpr>()?;
-    if list.negated() {
+    let name = guarantee.column.name();
+    let columns = collect_columns(conjunct);
+    let [column] = columns.iter().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    if guarantee.guarantee != Guarantee::In
+        || column.name() != name
+        || !only_equalities(conjunct, name)
+    {
         return None;
     }
-    let output = column(list.expr().as_ref())?;
-    let literals = list
-        .list()
+    let literals = guarantee
+        .literals
         .iter()
-        .map(|e| string(e.as_ref()))
+        .map(|v| v.try_as_str().flatten().map(str::to_owned))
         .collect::<Option<BTreeSet<String>>>()?;
-    Some((output, literals))
+    Some((column.index(), literals))
 }
 
 /// Whether every data page of `chunk` is dictionary encoded (Parquet's page encoding
@@ -89,7 +77,7 @@ fn all_pages_dictionary_encoded(chunk: &ColumnChunkMetaData) -> bool {
 /// literals it keeps; `None` when it must be evaluated over the built outputs (see the module
 /// documentation for when).
 pub(super) fn keyed_equality(
-    conjunct: &dyn PhysicalExpr,
+    conjunct: &Arc<dyn PhysicalExpr>,
     unit: &ScanUnit,
     plans: &[OutputPlan],
 ) -> Option<(String, BTreeSet<String>)> {

@@ -105,7 +105,7 @@ pub(super) fn row_filter(
                 .collect();
             let outputs = evaluator(probed)?;
             let rank = rank(conjunct, unit, &outputs.projection);
-            let keyed = keyed_equality(conjunct.as_ref(), unit, plans).map(|(column, literals)| {
+            let keyed = keyed_equality(conjunct, unit, plans).map(|(column, literals)| {
                 dictionary_columns.push(column.clone());
                 KeyedEquality::new(column, literals, metrics.rows_by_key.clone())
             });

@@ -238,7 +238,7 @@ pub(crate) fn filter_is_exact(filter: &Expr, columns: &[PathColumn], manifest: &
 
 /// Whether `expr` is an equality of column `name` with a literal, an IN list of literals, or
 /// an OR of such: a filter that says nothing but what its literal guarantee says.
-fn only_equalities(expr: &Arc<dyn PhysicalExpr>, name: &str) -> bool {
+pub(super) fn only_equalities(expr: &Arc<dyn PhysicalExpr>, name: &str) -> bool {
     let is_column =
         |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Column>().is_some_and(|c| c.name() == name);
     let is_literal = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Literal>().is_some();
