@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{AsArray, BooleanArray};
+use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
@@ -65,11 +65,10 @@ impl ScalarUDFImpl for Matches {
         let texts = args.args[0].to_array(args.number_rows)?;
         let texts = cast(&texts, &DataType::Utf8)?;
         let texts = texts.as_string::<i32>();
-        let mut matcher = query.matcher();
-        let matched: BooleanArray = texts
-            .iter()
-            .map(|text| text.map(|text| matcher.matches(text)))
-            .collect();
+        let decided = query
+            .matcher()
+            .matches_column(texts.value_data(), texts.value_offsets());
+        let matched = BooleanArray::new(decided.into_iter().collect(), texts.nulls().cloned());
         Ok(ColumnarValue::Array(Arc::new(matched)))
     }
 }
