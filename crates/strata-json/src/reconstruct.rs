@@ -76,6 +76,15 @@ pub fn parse_stored(text: &str, path: &str) -> Result<Value, JsonError> {
     })
 }
 
+/// Whether stored JSON text is one well-formed JSON value, checked as [`parse_stored`] parses
+/// but without building the value.
+pub fn is_well_formed_stored(text: &str) -> bool {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    deserializer.disable_recursion_limit();
+    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(&mut deserializer).is_ok()
+        && deserializer.end().is_ok()
+}
+
 /// The JSON value of row `row` of a typed column, or None when the row has no value there.
 pub fn column_value(
     array: &dyn Array,
