@@ -8,6 +8,8 @@
 
 use std::sync::{Arc, LazyLock};
 
+mod fixed_width;
+
 use chrono::format::{Item, ParseResult, Parsed, StrftimeItems, parse};
 use chrono::{DateTime, FixedOffset, NaiveDateTime, Offset, SecondsFormat, TimeZone, Utc};
 
@@ -204,6 +206,11 @@ impl TimeSpec {
                 has_offset,
                 items,
             } => {
+                if pattern == CLF_PATTERN
+                    && let Some(instant) = fixed_width::clf(text)
+                {
+                    return Ok(instant.with_timezone(&Utc));
+                }
                 let mismatch =
                     |e| format!("'{text}' does not match the time format '{pattern}': {e}");
                 // What chrono's `parse_from_str` does, with the pattern parsed once.
@@ -270,6 +277,15 @@ impl TruncateNanos for DateTime<Utc> {
 
 fn read_iso8601(text: &str, zone: Zone) -> Result<DateTime<Utc>, String> {
     let invalid = |why: &str| format!("'{text}' is not an ISO 8601 timestamp: {why}");
+    if let Some((naive, offset)) = fixed_width::iso8601(text) {
+        return in_zone(naive, offset, zone).ok_or_else(|| invalid("out of range"))?;
+    }
+    read_iso8601_with_chrono(text, zone)
+}
+
+/// [`read_iso8601`] for every form: chrono's format items over the text normalized.
+fn read_iso8601_with_chrono(text: &str, zone: Zone) -> Result<DateTime<Utc>, String> {
+    let invalid = |why: &str| format!("'{text}' is not an ISO 8601 timestamp: {why}");
     // Split off the offset: `Z`, or a sign after the time (a date's own '-'s come first).
     let (local, offset) = if let Some(local) = text.strip_suffix(['Z', 'z']) {
         (local, Some(Utc.fix()))
@@ -305,13 +321,22 @@ fn read_iso8601(text: &str, zone: Zone) -> Result<DateTime<Utc>, String> {
                 .map(|date| date.and_time(chrono::NaiveTime::MIN))
         })
         .map_err(|e| invalid(&e.to_string()))?;
+    in_zone(naive, offset, zone).ok_or_else(|| invalid("out of range"))?
+}
+
+/// A local time at its offset, or in `zone` without one; None when the offset puts it out of
+/// range (the zone's own error is inside).
+fn in_zone(
+    naive: NaiveDateTime,
+    offset: Option<FixedOffset>,
+    zone: Zone,
+) -> Option<Result<DateTime<Utc>, String>> {
     match offset {
         Some(offset) => offset
             .from_local_datetime(&naive)
             .single()
-            .map(|t| t.with_timezone(&Utc))
-            .ok_or_else(|| invalid("out of range")),
-        None => zone.resolve(naive),
+            .map(|t| Ok(t.with_timezone(&Utc))),
+        None => Some(zone.resolve(naive)),
     }
 }
 
@@ -332,6 +357,9 @@ fn parsed_with(text: &str, items: &[Item<'_>]) -> ParseResult<Parsed> {
 /// An access log's timestamp (`17/May/2015:10:05:03 +0000`, [`CLF_PATTERN`]) as
 /// `DateTime::parse_from_str` reads it.
 pub fn read_clf(text: &str) -> ParseResult<DateTime<FixedOffset>> {
+    if let Some(instant) = fixed_width::clf(text) {
+        return Ok(instant);
+    }
     static CLF: LazyLock<Vec<Item<'static>>> = LazyLock::new(|| items(CLF_PATTERN));
     parsed_with(text, &CLF).and_then(|p| p.to_datetime())
 }
@@ -371,6 +399,7 @@ fn read_epoch(text: &str, unit: Precision) -> Result<DateTime<Utc>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn spec(format: &str, zone: &str) -> TimeSpec {
         let format = TimeFormat::parse_name(format);
@@ -459,6 +488,93 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn two_digits() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (0u32..62).prop_map(|n| format!("{n:02}")),
+            Just("7".to_owned()),
+            Just("x1".to_owned())
+        ]
+    }
+
+    fn offset_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just("Z".to_owned()),
+            Just("z".to_owned()),
+            (
+                prop::sample::select(vec!['+', '-']),
+                0u32..26,
+                0u32..62,
+                any::<bool>()
+            )
+                .prop_map(|(sign, h, m, colon)| format!(
+                    "{sign}{h:02}{}{m:02}",
+                    if colon { ":" } else { "" }
+                )),
+            Just("+08".to_owned()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Where the fixed-width reader answers, it answers what chrono's format items do.
+        #[test]
+        fn fixed_width_times_read_as_chrono_reads_them(
+            year in prop_oneof![1900u32..2101, Just(0u32), Just(9999u32)],
+            month in 0usize..14,
+            (day, hour, minute, second) in (two_digits(), two_digits(), two_digits(), two_digits()),
+            separator in prop::sample::select(vec!['T', ' ', 't']),
+            fraction in prop_oneof![
+                Just(String::new()),
+                (prop::sample::select(vec!['.', ',']), 0usize..12)
+                    .prop_map(|(mark, n)| format!("{mark}{}", "123456789012".get(..n).unwrap_or(""))),
+            ],
+            offset in offset_text(),
+            zone in prop::sample::select(vec!["UTC", "+05:30", "Europe/Berlin"]),
+        ) {
+            let zone = Zone::parse(zone).unwrap();
+            let iso = format!(
+                "{year:04}-{:02}-{day}{separator}{hour}:{minute}:{second}{fraction}{offset}",
+                month
+            );
+            if fixed_width::iso8601(&iso).is_some() {
+                prop_assert_eq!(read_iso8601(&iso, zone), read_iso8601_with_chrono(&iso, zone), "{}", iso);
+            }
+            let name = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                        "Dec", "may", "Foo"][month.min(13)];
+            let clf = format!("{day}/{name}/{year:04}:{hour}:{minute}:{second} {}", offset.replace(':', ""));
+            if let Some(fast) = fixed_width::clf(&clf) {
+                prop_assert_eq!(Ok(fast), DateTime::parse_from_str(&clf, CLF_PATTERN), "{}", clf);
+            }
+        }
+    }
+
+    /// The fixed-width reader answers for the forms logs have (else the test above tests little).
+    #[test]
+    fn fixed_width_reads_the_usual_forms() {
+        for text in [
+            "2024-08-01T14:22:47Z",
+            "2024-08-01 14:22:47,123",
+            "2024-08-01T14:22:47.123456789+08:00",
+            "2024-08-01T14:22:47-0530",
+        ] {
+            assert!(fixed_width::iso8601(text).is_some(), "{text}");
+            let zone = Zone::parse("Europe/Berlin").unwrap();
+            assert_eq!(
+                read_iso8601(text, zone),
+                read_iso8601_with_chrono(text, zone),
+                "{text}"
+            );
+        }
+        let clf = "17/May/2015:10:05:03 -0130";
+        assert_eq!(
+            fixed_width::clf(clf),
+            DateTime::parse_from_str(clf, CLF_PATTERN).ok()
+        );
+        assert!(fixed_width::clf("17/May/2015:10:05:60 +0000").is_none());
     }
 
     #[test]
