@@ -14,6 +14,12 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test build rust-test python-test bench-test lint venv bench clean
 
+# A CI run builds once from a cold clone: incremental compilation only adds its caches to a
+# target directory on a shared disk (a CI run once failed with the disk full).
+ifeq ($(CI),true)
+export CARGO_INCREMENTAL := 0
+endif
+
 # The binary is built with every target of the workspace so that it shares one feature set,
 # and so one build of DataFusion and arrow, with `cargo test --workspace` (building `--bin strata`
 # alone unifies dependency features without the dev-dependencies and compiles them all again).
