@@ -1,5 +1,5 @@
 use super::*;
-use chrono::TimeZone;
+use chrono::{TimeZone, Timelike};
 use proptest::prelude::*;
 
 fn now() -> DateTime<Utc> {
@@ -127,6 +127,77 @@ fn text_lines_keep_the_message_and_find_their_time() {
     let (doc, parsed) = run(&builtin("text"), "no time here");
     assert!(parsed);
     assert_eq!(doc["timestamp"], "2026-11-26T08:30:15.000Z");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// A line whose time is found without the regex gets the instant the regex finds.
+    #[test]
+    fn access_log_times_found_without_the_regex_are_the_regexs(
+        prefix in prop::collection::vec(
+            prop::sample::select(vec![
+                "1.2.3.4", " - ", "-", "user", "u1-x", "2024-08-01", "2024-08-01 10:00:00", " ",
+                "[x] ", "]",
+            ]),
+            0..4,
+        ),
+        day in 0u32..33,
+        month in prop::sample::select(vec!["Jan", "May", "Dec", "Foo", "may"]),
+        (hour, second) in (0u32..26, 0u32..62),
+        offset in prop::sample::select(vec!["+0000", "-0130", "+2400", "0000"]),
+        close in prop::sample::select(vec!["]", " ]", ""]),
+        suffix in prop::sample::select(vec!["", " \"GET / HTTP/1.1\" 200", " at 2024-08-01T10:00:00Z"]),
+    ) {
+        let line = format!(
+            "{}[{day:02}/{month}/2015:{hour:02}:05:{second:02} {offset}{close}{suffix}",
+            prefix.concat()
+        );
+        if let Some(found) = leading_access_log_time(&line) {
+            let by_regex = detect_time_by_regex(&line);
+            let instant = |text: &str| DateTime::parse_from_rfc3339(text).ok();
+            prop_assert_eq!(instant(&found), by_regex.as_deref().and_then(instant), "{}", line);
+            prop_assert!(instant(&found).is_some());
+        }
+    }
+
+    /// The fixed-width writer writes what chrono does.
+    #[test]
+    fn times_are_written_as_chrono_writes_them(
+        seconds in prop_oneof![
+            -62_167_219_300i64..-62_167_219_100,
+            0i64..4_102_444_800,
+            253_402_300_700i64..253_402_300_900,
+        ],
+        nanos in prop_oneof![0u32..1_000_000_000, Just(0u32), Just(999_999_999u32)],
+        precision in prop::sample::select(vec![
+            Precision::Seconds, Precision::Millis, Precision::Micros, Precision::Nanos,
+        ]),
+    ) {
+        let instant = Utc.timestamp_opt(seconds, nanos).unwrap();
+        let by_chrono = instant
+            .with_nanosecond(nanos - nanos % 10u32.pow(9 - precision_digits(precision)))
+            .unwrap()
+            .to_rfc3339_opts(
+                match precision {
+                    Precision::Seconds => chrono::SecondsFormat::Secs,
+                    Precision::Millis => chrono::SecondsFormat::Millis,
+                    Precision::Micros => chrono::SecondsFormat::Micros,
+                    Precision::Nanos => chrono::SecondsFormat::Nanos,
+                },
+                true,
+            );
+        prop_assert_eq!(write_time(instant, precision), by_chrono);
+    }
+}
+
+fn precision_digits(precision: Precision) -> u32 {
+    match precision {
+        Precision::Seconds => 0,
+        Precision::Millis => 3,
+        Precision::Micros => 6,
+        Precision::Nanos => 9,
+    }
 }
 
 #[test]

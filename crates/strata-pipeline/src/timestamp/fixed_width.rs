@@ -7,7 +7,9 @@
 //! and the caller then reads the text as it always did; where a function answers, it answers
 //! what that reading gives (tested against it in `super::tests`).
 
-use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
+use chrono::{
+    DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Timelike, Utc,
+};
 
 /// `dd/Mon/yyyy:HH:MM:SS +hhmm`, the month's name capitalised as the logs write it.
 pub(super) fn clf(text: &str) -> Option<DateTime<FixedOffset>> {
@@ -74,6 +76,42 @@ pub(super) fn iso8601(text: &str) -> Option<(NaiveDateTime, Option<FixedOffset>)
         _ => return None,
     };
     Some((NaiveDateTime::new(date, time), offset))
+}
+
+/// `instant` as `YYYY-MM-DDTHH:MM:SS`, then `kept` nanoseconds in `digits` digits (none for
+/// 0), then `Z`: what chrono's `to_rfc3339_opts` writes in UTC, for years 0 to 9999 and no leap
+/// second (None otherwise).
+pub(super) fn write(instant: DateTime<Utc>, kept: u32, digits: u32) -> Option<String> {
+    let year = instant.year();
+    if !(0..=9999).contains(&year) || kept >= 1_000_000_000 || digits > 9 {
+        return None;
+    }
+    let mut text = String::with_capacity(31);
+    push_digits(&mut text, u32::try_from(year).ok()?, 4);
+    for (separator, value) in [
+        ('-', instant.month()),
+        ('-', instant.day()),
+        ('T', instant.hour()),
+        (':', instant.minute()),
+        (':', instant.second()),
+    ] {
+        text.push(separator);
+        push_digits(&mut text, value, 2);
+    }
+    if digits > 0 {
+        text.push('.');
+        push_digits(&mut text, kept / 10u32.pow(9 - digits), digits);
+    }
+    text.push('Z');
+    Some(text)
+}
+
+/// The last `width` decimal digits of `value`, zero-padded.
+fn push_digits(text: &mut String, value: u32, width: u32) {
+    for place in (0..width).rev() {
+        let digit = (value / 10u32.pow(place)) % 10;
+        text.push(char::from(b'0' + digit as u8));
+    }
 }
 
 const MONTHS: [&str; 12] = [

@@ -251,6 +251,14 @@ pub fn write_time(instant: DateTime<Utc>, precision: Precision) -> String {
     let digits = precision.digits();
     let nanos = instant.timestamp_subsec_nanos();
     let kept = nanos - nanos % 10u32.pow(9 - digits);
+    if let Some(text) = fixed_width::write(instant, kept, digits) {
+        return text;
+    }
+    write_time_with_chrono(instant, precision, kept)
+}
+
+/// [`write_time`] for every instant, through chrono's formatting.
+fn write_time_with_chrono(instant: DateTime<Utc>, precision: Precision, kept: u32) -> String {
     let truncated = instant.with_nanosecond_truncated(kept);
     truncated.to_rfc3339_opts(
         match precision {
@@ -352,6 +360,12 @@ fn parsed_with(text: &str, items: &[Item<'_>]) -> ParseResult<Parsed> {
     let mut parsed = Parsed::new();
     parse(&mut parsed, text, items.iter())?;
     Ok(parsed)
+}
+
+/// An access log's timestamp in its usual fixed width (`17/May/2015:10:05:03 +0000`), or None
+/// (then [`read_clf`] may still read it).
+pub fn read_fixed_width_clf(text: &str) -> Option<DateTime<FixedOffset>> {
+    fixed_width::clf(text)
 }
 
 /// An access log's timestamp (`17/May/2015:10:05:03 +0000`, [`CLF_PATTERN`]) as
