@@ -410,7 +410,7 @@ fn detect_time_by_regex(text: &str) -> Option<String> {
     match found.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
         Some(clf) => {
             let instant = timestamp::read_clf(clf).ok()?;
-            Some(instant.with_timezone(&Utc).to_rfc3339())
+            Some(write_time(instant.with_timezone(&Utc), Precision::Seconds))
         }
         None => Some(found.to_owned()),
     }

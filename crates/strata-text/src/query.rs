@@ -66,7 +66,6 @@ impl TextQuery {
             query: self,
             finders,
             lower: String::new(),
-            lower_column: Vec::new(),
         }
     }
 
@@ -130,8 +129,6 @@ pub struct Matcher<'a> {
     query: &'a TextQuery,
     finders: HashMap<String, memchr::memmem::Finder<'static>>,
     lower: String,
-    /// A whole column's bytes, ASCII-lowercased, for [`Matcher::matches_column`].
-    lower_column: Vec<u8>,
 }
 
 /// How much of a column [`Matcher::matches_column`] samples to choose the token it searches for.
@@ -171,14 +168,15 @@ impl Matcher<'_> {
         };
         let mut required = Vec::new();
         self.query.required_tokens(&mut required);
-        let (start, end) = (bound(0), bound(rows));
-        let Some(column) = bytes.get(start..end).filter(|_| !required.is_empty()) else {
-            return (0..rows).map(|row| self.matches(&text(row))).collect();
+        let start = bound(0);
+        // Without a required token (OR, NOT) there is nothing to search for.
+        let lower = match required.is_empty() {
+            true => Vec::new(),
+            false => bytes
+                .get(start..bound(rows))
+                .unwrap_or_default()
+                .to_ascii_lowercase(),
         };
-        self.lower_column.clear();
-        self.lower_column.extend_from_slice(column);
-        self.lower_column.make_ascii_lowercase();
-        let lower = &self.lower_column[..];
         let sample = &lower[..lower.len().min(SAMPLE_BYTES)];
         let Some((token, finder)) = required
             .iter()
