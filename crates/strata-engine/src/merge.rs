@@ -243,7 +243,11 @@ fn write_round(
     options: &MergeOptions,
     settled: &mut HashSet<String>,
 ) -> Result<Option<Round>, EngineError> {
-    let groups = plan_merges(&manifest.parts, options.scope, settled);
+    // Parts a logged transaction wrote and no checkpoint wrote out yet are folded by the
+    // checkpoint ([`fold_held_parts`]); merging them here would write them all to disk first.
+    let mut excluded = settled.clone();
+    excluded.extend(held_parts(table_dir, &manifest.parts).map(|p| p.file.clone()));
+    let groups = plan_merges(&manifest.parts, options.scope, &excluded);
     if groups.is_empty() {
         return Ok(None);
     }
@@ -339,6 +343,55 @@ impl Round {
     }
 }
 
+/// Inputs of one fold of held parts: they are small (a transaction's documents each), so one
+/// output per checkpoint takes more of them than [`MAX_MERGE_INPUTS`].
+const MAX_FOLDED_INPUTS: usize = 512;
+
+/// The parts of `parts` whose files are held in memory ([`strata_format::held`]).
+fn held_parts<'a>(
+    table_dir: &'a Path,
+    parts: &'a [PartEntry],
+) -> impl Iterator<Item = &'a PartEntry> + 'a {
+    parts
+        .iter()
+        .filter(move |p| strata_format::held::is_held(&Manifest::part_path(table_dir, &p.file)))
+}
+
+/// Merges the parts of `manifest` held in memory (those of logged transactions, ADR 0017) into
+/// durable parts written to disk, swapped in for them in `manifest` (the inputs retired), so
+/// that a checkpoint writes one part where the transactions since the last one wrote many. The
+/// caller holds the table's writer lock and commits `manifest`. Returns the number of inputs
+/// folded (0: nothing changed; a held part left alone is written out as it is).
+pub(crate) fn fold_held_parts(
+    table: &str,
+    table_dir: &Path,
+    manifest: &mut Manifest,
+) -> Result<usize, EngineError> {
+    let held: Vec<&PartEntry> = held_parts(table_dir, &manifest.parts).collect();
+    let groups = group_parts(held.into_iter(), MAX_FOLDED_INPUTS);
+    if groups.is_empty() {
+        return Ok(0);
+    }
+    let options = MergeOptions {
+        scope: MergeScope::Tiered,
+        ..MergeOptions::default()
+    };
+    let mut outputs = Vec::with_capacity(groups.len());
+    for group in &groups {
+        outputs.push(match merge_group(table, table_dir, manifest, group)? {
+            Some(output) if output.rows == 0 => {
+                discard_part(table_dir, &output.file);
+                Vec::new()
+            }
+            Some(output) => vec![output],
+            None => merge_by_reshredding(table, table_dir, manifest, group, &options)?,
+        });
+    }
+    let mut summary = MergeSummary::default();
+    Round { groups, outputs }.apply(manifest, &mut summary);
+    Ok(summary.inputs_merged)
+}
+
 /// Groups of candidate parts, each of at least two parts and at most [`MAX_MERGE_INPUTS`]
 /// parts, [`MAX_MERGE_INPUT_COLUMNS`] columns and [`MAX_MERGED_PART_BYTES`] bytes: neighbours
 /// for [`MergeScope::All`], parts of one size tier (in table order) for [`MergeScope::Tiered`].
@@ -358,7 +411,8 @@ fn plan_merges(
         MergeScope::All => {
             // A part that is not a candidate separates its neighbours' groups.
             let runs = parts.split(|p| !candidate(p));
-            runs.flat_map(|run| group_parts(run.iter())).collect()
+            runs.flat_map(|run| group_parts(run.iter(), MAX_MERGE_INPUTS))
+                .collect()
         }
         MergeScope::Tiered => {
             let mut tiers: BTreeMap<u32, Vec<&PartEntry>> = BTreeMap::new();
@@ -368,7 +422,7 @@ fn plan_merges(
             tiers
                 .into_values()
                 .filter(|members| members.len() >= AUTO_MERGE_MIN_PARTS)
-                .flat_map(|members| group_parts(members.into_iter()))
+                .flat_map(|members| group_parts(members.into_iter(), MAX_MERGE_INPUTS))
                 .collect()
         }
     }
@@ -385,9 +439,13 @@ fn size_tier(bytes: u64) -> u32 {
     tier
 }
 
-/// Cuts `parts` into merge groups in order, each within the limits of one merge; a part left
-/// alone is not merged, unless it has deleted rows: rewritten alone, it drops them for good.
-fn group_parts<'a>(parts: impl Iterator<Item = &'a PartEntry>) -> Vec<Vec<PartEntry>> {
+/// Cuts `parts` into merge groups in order, each within the limits of one merge (at most
+/// `max_inputs` parts); a part left alone is not merged, unless it has deleted rows: rewritten
+/// alone, it drops them for good.
+fn group_parts<'a>(
+    parts: impl Iterator<Item = &'a PartEntry>,
+    max_inputs: usize,
+) -> Vec<Vec<PartEntry>> {
     let mut groups = Vec::new();
     let mut current: Vec<PartEntry> = Vec::new();
     let close = |current: &mut Vec<PartEntry>, groups: &mut Vec<Vec<PartEntry>>| {
@@ -400,7 +458,7 @@ fn group_parts<'a>(parts: impl Iterator<Item = &'a PartEntry>) -> Vec<Vec<PartEn
         let bytes: u64 = current.iter().map(|p| p.bytes).sum();
         let columns: usize = current.iter().map(|p| p.columns.len()).sum();
         let full = bytes + part.bytes > MAX_MERGED_PART_BYTES
-            || current.len() >= MAX_MERGE_INPUTS
+            || current.len() >= max_inputs
             || (current.len() >= 2 && columns + part.columns.len() > MAX_MERGE_INPUT_COLUMNS);
         if !current.is_empty() && full {
             close(&mut current, &mut groups);
@@ -658,7 +716,7 @@ fn discard_part(table_dir: &Path, file: &str) {
         strata_format::checksum::checksum_path(&path),
         path,
     ] {
-        let _ = std::fs::remove_file(path);
+        let _ = strata_format::held::delete(&path);
     }
 }
 

@@ -503,8 +503,10 @@ pub(crate) fn collect_garbage(
         Err(fs::TryLockError::WouldBlock) => false,
         Err(fs::TryLockError::Error(e)) => return Err(EngineError::io(&merging, e)),
     };
-    for entry in read_dir_if_exists(&parts_dir)? {
-        let name = entry.file_name().to_string_lossy().into_owned();
+    let on_disk = read_dir_if_exists(&parts_dir)?
+        .into_iter()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned());
+    for name in on_disk.chain(strata_format::held::names_in(&parts_dir)) {
         // A part's checksum file lives and dies with its part.
         let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
         // So does its key file (and the key file's checksum file), and its text index.
@@ -514,7 +516,7 @@ pub(crate) fn collect_garbage(
             || manifest.retired.iter().any(|r| r.file == part_name)
             || crate::deletes::listed_vectors(manifest).any(|file| file == name);
         if (!listed && no_merge_running) || reclaimed.iter().any(|r| r == part_name) {
-            remove_if_exists(&entry.path())?;
+            remove_if_exists(&parts_dir.join(&name))?;
         }
     }
     drop(merging_lock);
@@ -576,8 +578,9 @@ fn read_dir_if_exists(dir: &Path) -> Result<Vec<fs::DirEntry>, EngineError> {
     }
 }
 
+/// Deletes the file at `path`, held in memory ([`strata_format::held`]) or on disk.
 fn remove_if_exists(path: &Path) -> Result<(), EngineError> {
-    match fs::remove_file(path) {
+    match strata_format::held::delete(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(EngineError::io(path, e)),

@@ -22,14 +22,14 @@
 //! one for a part holds every position of the previous one, which a commit retires.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use parquet::arrow::arrow_reader::RowSelection;
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::FormatError;
-use crate::manifest::{Manifest, write_durably};
+use crate::manifest::Manifest;
 
 /// The magic that starts the bitmap of a `deletion-vector-v1` blob.
 pub const DELETION_VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
@@ -198,11 +198,8 @@ pub fn write_deletion_vector(
     vector: &DeletionVector,
 ) -> Result<PartDeletes, FormatError> {
     let path = Manifest::part_path(table_dir, file);
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     let blob = vector.encode();
-    write_durably(&tmp, &blob)?;
-    std::fs::rename(&tmp, &path).map_err(|e| FormatError::io(&path, e))?;
-    crate::durability::placed(&path);
+    crate::held::write_file(&path, &blob)?;
     Ok(PartDeletes {
         file: file.to_owned(),
         rows: vector.len(),
@@ -218,7 +215,7 @@ pub fn read_deletion_vector(
     part_rows: u64,
 ) -> Result<DeletionVector, FormatError> {
     let path = Manifest::part_path(table_dir, &deletes.file);
-    let blob = std::fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
+    let blob = crate::held::read(&path).map_err(|e| FormatError::io(&path, e))?;
     decode_checked(&blob, &path, deletes, part_rows)
 }
 

@@ -5,9 +5,11 @@
 //! disk lists them.
 //!
 //! [`deferred`] runs a write with the fsyncs skipped on the calling thread and returns the
-//! files and directories it left undurable. Invariant: a file written under [`deferred`] is
-//! listed by no manifest on disk until the caller has made every returned path durable; the
-//! writers here write on the calling thread only, so the thread-local scope sees all of them.
+//! files and directories it left undurable; the files are not even created: the writers of this
+//! crate hold them in memory ([`crate::held`]). Invariant: a file written under [`deferred`] is
+//! listed by no manifest on disk until the caller has made every returned path durable
+//! ([`make_durable`], or [`write_out_held`] and a sync of the file system); the writers here
+//! write on the calling thread only, so the thread-local scope sees all of them.
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -42,7 +44,8 @@ pub fn deferred<T>(write: impl FnOnce() -> T) -> (T, Vec<PathBuf>) {
     (result, written)
 }
 
-fn is_deferred() -> bool {
+/// Whether a [`deferred`] write runs on this thread (writers then hold their files).
+pub(crate) fn is_deferred() -> bool {
     DEFERRED.with(|d| d.borrow().is_some())
 }
 
@@ -81,13 +84,32 @@ pub(crate) fn sync_directory(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Makes files and directories written under [`deferred`] durable, one fsync each. A file
-/// that is gone is an error: a manifest about to list it must not be committed.
+/// Makes files and directories written under [`deferred`] durable, one fsync each: a held
+/// file is written out first; directories are synced last, after every rename into them. A
+/// file that is gone is an error: a manifest about to list it must not be committed.
 pub fn make_durable(paths: &[PathBuf]) -> Result<(), crate::FormatError> {
+    let (directories, files): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        paths.iter().partition(|path| path.is_dir());
+    for path in files {
+        if !crate::held::write_out(path, true)? {
+            File::open(path)
+                .and_then(|file| file.sync_all())
+                .map_err(|e| crate::FormatError::io(path, e))?;
+        }
+    }
+    for dir in directories {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| crate::FormatError::io(dir, e))?;
+    }
+    Ok(())
+}
+
+/// Writes the held files among `paths` to disk without fsyncing them: the caller syncs the
+/// whole file system after (cheaper than an fsync each when there are many).
+pub fn write_out_held(paths: &[PathBuf]) -> Result<(), crate::FormatError> {
     for path in paths {
-        File::open(path)
-            .and_then(|file| file.sync_all())
-            .map_err(|e| crate::FormatError::io(path, e))?;
+        crate::held::write_out(path, false)?;
     }
     Ok(())
 }

@@ -20,7 +20,6 @@
 //! part's deletion vector): callers skip the deleted ones.
 
 use std::cmp::Ordering;
-use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -131,7 +130,8 @@ pub fn write_key_file(
 ) -> Result<PartKeys, FormatError> {
     let file = key_file(part_file);
     let final_path = parts_dir.join(&file);
-    let tmp_path = parts_dir.join(format!("{file}.tmp"));
+    let out = crate::held::Output::create(&final_path)?;
+    let tmp_path = out.writing_path().to_owned();
     let damaged = |message: String| FormatError::Damaged {
         path: parts_dir.join(part_file),
         message,
@@ -196,19 +196,12 @@ pub fn write_key_file(
         path: tmp_path.clone(),
         source,
     };
-    let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
     let mut writer = ArrowWriter::try_new(out, batch.schema(), Some(props)).map_err(parquet_err)?;
     writer.write(&batch).map_err(parquet_err)?;
-    let out = writer.into_inner().map_err(parquet_err)?;
-    crate::durability::sync_file(&out).map_err(|e| FormatError::io(&tmp_path, e))?;
-    drop(out);
-    let xxh64 = write_checksums(&tmp_path, &final_path)?;
-    fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
-    crate::durability::placed(&final_path);
+    let written = writer.into_inner().map_err(parquet_err)?.close()?;
+    let xxh64 = write_checksums(written.content(), written.writing_path(), &final_path)?;
+    let bytes = written.place()?;
     sync_dir(parts_dir)?;
-    let bytes = fs::metadata(&final_path)
-        .map_err(|e| FormatError::io(&final_path, e))?
-        .len();
     Ok(PartKeys {
         file,
         bytes,
@@ -633,7 +626,7 @@ pub fn check_key_file(parts_dir: &Path, part: &PartEntry, keys: &PartKeys) -> Ve
         }
     };
     if let Some(sums) = &opened.checksums {
-        match fs::File::open(&path) {
+        match crate::held::StoredFile::open(&path) {
             Ok(file) => problems.extend(sums.verify_all(&file)),
             Err(e) => problems.push(FormatError::io(&path, e).to_string()),
         }
@@ -700,6 +693,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use arrow::array::{Int64Array, StringArray};
+    use std::fs;
 
     fn parts_dir() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,8 @@
 //! - [`manifest`]: the table's list of visible parts; replacing it (write, fsync, rename) is the
 //!   single atomic step that makes an ingest or a merge visible.
 //! - [`live`]: table versions a server committed through its write-ahead log and shows this
-//!   process before their manifests are on disk; [`durability`]: the writes they defer fsyncs of.
+//!   process before their manifests are on disk; [`durability`]: the writes they defer fsyncs of;
+//!   [`held`]: the files those writes hold in memory until a checkpoint writes them out.
 //! - [`manifest_log`]: the same manifests on object storage, where there is no rename: a log of
 //!   versions each created once (ADR 0022; not yet used by the engine).
 //!
@@ -19,6 +20,7 @@ pub mod checksum;
 pub mod deletes;
 pub mod durability;
 pub mod error;
+pub mod held;
 pub mod key_cache;
 pub mod keys;
 pub mod live;

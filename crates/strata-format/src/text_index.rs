@@ -13,8 +13,6 @@
 //! no row with that token.
 
 use std::collections::HashSet;
-use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use arrow::array::{Array, AsArray};
@@ -191,14 +189,7 @@ impl TextIndexBuilder {
         }
         let file = text_index_file(part_file);
         let final_path = parts_dir.join(&file);
-        let tmp_path = parts_dir.join(format!("{file}.tmp"));
-        let mut out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
-        out.write_all(&bytes)
-            .and_then(|()| crate::durability::sync_file(&out))
-            .map_err(|e| FormatError::io(&tmp_path, e))?;
-        drop(out);
-        fs::rename(&tmp_path, &final_path).map_err(|e| FormatError::io(&final_path, e))?;
-        crate::durability::placed(&final_path);
+        crate::held::write_file(&final_path, &bytes)?;
         sync_dir(parts_dir)?;
         Ok(Some(PartTextIndex {
             file,
@@ -226,7 +217,7 @@ impl TextIndex {
     /// Reads the text index `entry` of a part of the table at `table_dir`, checking its XXH64.
     pub fn read(table_dir: &Path, entry: &PartTextIndex) -> Result<TextIndex, FormatError> {
         let path = table_dir.join(PARTS_DIR).join(&entry.file);
-        let bytes = fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
+        let bytes = crate::held::read(&path).map_err(|e| FormatError::io(&path, e))?;
         let damaged = |message: String| FormatError::Damaged {
             path: path.clone(),
             message,
@@ -349,6 +340,7 @@ pub fn check_text_index(table_dir: &Path, entry: &PartTextIndex) -> Vec<String> 
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
     use std::sync::Arc;
 
     use arrow::array::{ArrayRef, StringArray};

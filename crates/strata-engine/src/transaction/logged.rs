@@ -272,11 +272,13 @@ pub(crate) fn before_durable_commit(table_dir: &Path) -> Result<bool, EngineErro
     };
     let on_disk = read_disk_manifest(table_dir)?;
     if on_disk.as_ref().map(|m| m.version) == Some(durable_version) {
-        match undurable.len() {
-            0..=SYNC_EACH_UP_TO => {
-                durability::make_durable(&undurable.iter().cloned().collect::<Vec<_>>())?
+        let paths: Vec<PathBuf> = undurable.iter().cloned().collect();
+        match paths.len() {
+            0..=SYNC_EACH_UP_TO => durability::make_durable(&paths)?,
+            _ => {
+                durability::write_out_held(&paths)?;
+                sync_filesystem(root)?
             }
-            _ => sync_filesystem(root)?,
         }
         mark_durable(root, &undurable.into_iter().collect());
         return Ok(true);
@@ -315,6 +317,26 @@ fn mark_durable(root: &Path, durable: &HashSet<PathBuf>) {
     }
 }
 
+/// Takes the held files `manifest` does not list (parts a fold replaced, deletion vectors a
+/// later commit superseded) off the table's undurable files: they are never written out.
+fn keep_listed_undurable(root: &Path, table_dir: &Path, manifest: &Manifest) {
+    let parts_dir = table_dir.join(strata_format::manifest::PARTS_DIR);
+    let listed: HashSet<PathBuf> = manifest
+        .parts
+        .iter()
+        .flat_map(|p| std::iter::once(p.file.clone()).chain(p.files_beside()))
+        .map(|file| parts_dir.join(file))
+        .collect();
+    if let Some(state) = registry()
+        .get_mut(root)
+        .and_then(|logged| logged.tables.get_mut(table_dir))
+    {
+        state
+            .undurable
+            .retain(|path| listed.contains(path) || !strata_format::held::is_held(path));
+    }
+}
+
 /// The table's manifest on disk (not the live one), parsed but not validated.
 fn read_disk_manifest(table_dir: &Path) -> Result<Option<Manifest>, EngineError> {
     let path = table_dir.join(strata_format::manifest::MANIFEST_FILE);
@@ -335,28 +357,22 @@ pub(crate) fn forget(table_dir: &Path) {
     live::clear(table_dir);
 }
 
-/// Makes every live table of `data_dir` durable: one `syncfs` for the files written so far,
-/// then each table's live manifest committed to disk under its writer lock (fsyncing what was
-/// written after the `syncfs`), then the WAL told that the transaction frames published before
-/// it began are applied. Returns the tables committed.
+/// Makes every live table of `data_dir` durable, each under its writer lock: the parts its
+/// logged transactions wrote, held in memory ([`strata_format::held`]), are merged into durable
+/// parts on disk ([`crate::merge::fold_held_parts`]), the other files its live manifest lists
+/// are written out and synced, and the manifest is committed to disk; the held files no
+/// manifest lists any more are then dropped (garbage collection, once no reader needs them).
+/// Then the WAL is told that the transaction frames published before it began are applied.
+/// Returns the tables committed.
 pub fn checkpoint(data_dir: &DataDir) -> Result<usize, EngineError> {
-    let (wal, upto, tables, written) = {
+    let (wal, upto, tables) = {
         let registry = registry();
         let Some(logged) = registry.get(data_dir.root()) else {
             return Ok(0);
         };
         let tables: Vec<PathBuf> = logged.tables.keys().cloned().collect();
-        let written: HashSet<PathBuf> = logged
-            .tables
-            .values()
-            .flat_map(|t| t.undurable.iter().cloned())
-            .collect();
-        (logged.wal.clone(), logged.published, tables, written)
+        (logged.wal.clone(), logged.published, tables)
     };
-    if written.len() > SYNC_EACH_UP_TO {
-        sync_filesystem(data_dir.root())?;
-        mark_durable(data_dir.root(), &written);
-    }
     let mut committed = 0;
     for table_dir in &tables {
         let Some(table) = table_dir.file_name().and_then(|n| n.to_str()) else {
@@ -371,10 +387,16 @@ pub fn checkpoint(data_dir: &DataDir) -> Result<usize, EngineError> {
             Err(e) => return Err(e),
         };
         if let Some(manifest) = live::get(table_dir) {
+            let mut manifest = (*manifest).clone();
+            crate::merge::fold_held_parts(table, table_dir, &mut manifest)?;
+            keep_listed_undurable(data_dir.root(), table_dir, &manifest);
             // A table another process changed meanwhile is rebased and committed instead.
             if before_durable_commit(table_dir)? {
-                let mut manifest = (*manifest).clone();
                 crate::commit::commit_manifest(&mut manifest, table_dir)?;
+                if crate::table::collect_garbage(table_dir, &mut manifest)? {
+                    manifest.version += 1;
+                    crate::commit::commit_manifest(&mut manifest, table_dir)?;
+                }
             }
             committed += 1;
         }
@@ -483,8 +505,68 @@ mod tests {
         if let Some(logged) = registry().remove(data_dir.root()) {
             for table_dir in logged.tables.keys() {
                 live::clear(table_dir);
+                let parts_dir = table_dir.join(strata_format::manifest::PARTS_DIR);
+                for name in strata_format::held::names_in(&parts_dir) {
+                    strata_format::held::remove(&parts_dir.join(name));
+                }
             }
         }
+    }
+
+    fn files_on_disk(dir: &Path) -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn logged_commits_create_no_files_and_a_checkpoint_folds_their_parts_into_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#]);
+        let (wal, _) = open_wal(&data_dir);
+        register(&data_dir, wal);
+        let parts_dir = data_dir.table_dir("a").unwrap().join("parts");
+        let before = files_on_disk(&parts_dir);
+
+        let mut expected = vec![r#"{"id":1,"v":1}"#.to_owned()];
+        for id in 2..=21 {
+            let document = format!(r#"{{"id":{id},"v":{id}}}"#);
+            commit_upserts(&data_dir, &[("a", id, &document)]);
+            expected.push(document);
+        }
+        // Replaces the row of the durable part: a deletion vector, held too.
+        commit_upserts(&data_dir, &[("a", 1, r#"{"id":1,"v":1}"#)]);
+        assert_eq!(files_on_disk(&parts_dir), before, "no file was created");
+        assert!(!strata_format::held::names_in(&parts_dir).is_empty());
+        assert_eq!(data_dir.manifest("a").unwrap().parts.len(), 22);
+        let mut found = exported(&data_dir, "a");
+        found.sort_by_key(|d| d.len());
+        let mut sorted = expected.clone();
+        sorted.sort_by_key(|d| d.len());
+        assert_eq!(found, sorted);
+
+        assert_eq!(checkpoint(&data_dir).unwrap(), 1);
+        let a = on_disk(&data_dir, "a");
+        assert_eq!(a.parts.len(), 2, "the 21 held parts became one");
+        assert!(a.parts[0].deletes.is_some());
+        assert!(
+            strata_format::held::names_in(&parts_dir).is_empty(),
+            "nothing stays held: {:?}",
+            strata_format::held::names_in(&parts_dir)
+        );
+        let mut found = exported(&data_dir, "a");
+        found.sort_by_key(|d| d.len());
+        assert_eq!(found, sorted);
+        // On disk for good: what a crash leaves is the same, and the WAL's frames are all in it.
+        crash(&data_dir);
+        let (_wal, frames) = open_wal(&data_dir);
+        let replayed = replay_frames(&data_dir, &frames);
+        assert_eq!(replayed.applied, 0);
+        let mut found = exported(&data_dir, "a");
+        found.sort_by_key(|d| d.len());
+        assert_eq!(found, sorted);
     }
 
     fn replay_frames(data_dir: &DataDir, frames: &[(u64, Vec<u8>)]) -> Replayed {

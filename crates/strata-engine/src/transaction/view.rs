@@ -38,7 +38,7 @@ impl Drop for PrivateView {
     fn drop(&mut self) {
         for file in &self.files {
             // Best effort: a file left behind is unlisted garbage, collected later.
-            let _ = std::fs::remove_file(Manifest::part_path(&self.table_dir, file));
+            let _ = strata_format::held::delete(&Manifest::part_path(&self.table_dir, file));
         }
     }
 }
@@ -69,10 +69,14 @@ pub fn stage_view(
     let vector_name = |part: &str| format!("{stem}-{part}{DELETION_VECTOR_SUFFIX}");
     // Listed before they are written: a failure halfway still deletes what was written.
     view.files.extend(rows.keys().map(|part| vector_name(part)));
-    stage_deletions_named(table, &table_dir, &mut view.manifest, &rows, &vector_name)?;
     let file = format!("{stem}.parquet");
     view.files.extend(part_files(&file));
-    if let Some(part) = write_documents(table, &table_dir, snapshot, &file, changes)? {
+    // Never made durable and gone with the view: held in memory, not created on disk.
+    let (written, _never_durable) = strata_format::durability::deferred(|| {
+        stage_deletions_named(table, &table_dir, &mut view.manifest, &rows, &vector_name)?;
+        write_documents(table, &table_dir, snapshot, &file, changes)
+    });
+    if let Some(part) = written? {
         view.manifest.parts.push(part);
     }
     Ok(view)

@@ -1,11 +1,11 @@
 //! Whole-file XXH64 checks, and everything `strata check` verifies of one part.
 
-use std::fs::File;
 use std::hash::Hasher as _;
 use std::io::Read;
 use std::path::Path;
 
 use crate::error::FormatError;
+use crate::held::StoredFile;
 use crate::manifest::PartEntry;
 
 use super::damaged;
@@ -32,7 +32,9 @@ pub(crate) fn verify_hash(path: &Path, expected: &str) -> Result<(), FormatError
 }
 
 fn file_hash(path: &Path) -> Result<u64, FormatError> {
-    let mut file = File::open(path).map_err(|e| FormatError::io(path, e))?;
+    let mut file = StoredFile::open(path)
+        .and_then(|f| f.reader())
+        .map_err(|e| FormatError::io(path, e))?;
     let mut hasher = twox_hash::XxHash64::with_seed(0);
     let mut buffer = vec![0u8; 1 << 20];
     loop {
@@ -62,7 +64,7 @@ pub fn check_part(path: &Path, entry: &PartEntry) -> (Vec<String>, String) {
     };
     let note = match &opened.checksums {
         Some(sums) => {
-            match File::open(path) {
+            match StoredFile::open(path) {
                 Ok(file) => problems.extend(sums.verify_all(&file)),
                 Err(e) => problems.push(FormatError::io(path, e).to_string()),
             }

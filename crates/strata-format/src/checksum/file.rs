@@ -1,13 +1,13 @@
 //! The checksum file `parts/<part>.crc`: writing it beside a new part, and reading it back.
 
-use std::fs::{self, File};
 use std::hash::Hasher as _;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 
 use crate::error::FormatError;
+use crate::held::StoredFile;
 use crate::manifest::sync_dir;
 
 use super::open::reader_options;
@@ -19,15 +19,17 @@ const CHECKSUM_FILE_VERSION: u32 = 1;
 /// Magic, version, part length, tail start, segment count.
 const HEADER_BYTES: usize = 4 + 4 + 8 + 8 + 4;
 
-/// Computes the checksums of the complete part file at `path` (not yet visible), writes its
-/// checksum file durably and returns the whole file's XXH64 for the manifest.
-///
-/// `path` may be the part's temporary name; the checksum file is written as
-/// `checksum_path(final_path)` (through a `.tmp` file and a rename).
-pub fn write_checksums(path: &Path, final_path: &Path) -> Result<u64, FormatError> {
-    let file = File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let len = file.metadata().map_err(|e| FormatError::io(path, e))?.len();
-    let metadata = ArrowReaderMetadata::load(&file, reader_options()).map_err(|source| {
+/// Computes the checksums of the complete part file `content` (written at `path`, not yet
+/// visible), writes its checksum file durably (or holds it: [`crate::held`]) and returns the
+/// whole file's XXH64 for the manifest. The checksum file is written as
+/// `checksum_path(final_path)`.
+pub fn write_checksums(
+    content: &StoredFile,
+    path: &Path,
+    final_path: &Path,
+) -> Result<u64, FormatError> {
+    let len = content.size().map_err(|e| FormatError::io(path, e))?;
+    let metadata = ArrowReaderMetadata::load(content, reader_options()).map_err(|source| {
         FormatError::Parquet {
             path: path.to_owned(),
             source,
@@ -37,8 +39,7 @@ pub fn write_checksums(path: &Path, final_path: &Path) -> Result<u64, FormatErro
     // One sequential pass: each segment's CRC and the whole file's hash.
     let mut hasher = twox_hash::XxHash64::with_seed(0);
     let mut crcs = Vec::with_capacity(starts.len());
-    // A handle of its own: the footer reader moved the shared offset of `file`.
-    let data = File::open(path).map_err(|e| FormatError::io(path, e))?;
+    let data = content.reader().map_err(|e| FormatError::io(path, e))?;
     let mut reader = std::io::BufReader::with_capacity(1 << 20, data);
     let mut buffer = vec![0u8; 1 << 20];
     for (i, &start) in starts.iter().enumerate() {
@@ -68,17 +69,7 @@ pub fn write_checksums(path: &Path, final_path: &Path) -> Result<u64, FormatErro
     let own = crc32fast::hash(&out);
     out.extend_from_slice(&own.to_le_bytes());
     let target = checksum_path(final_path);
-    let mut tmp_name = target.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = PathBuf::from(tmp_name);
-    let mut sidecar = File::create(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
-    sidecar
-        .write_all(&out)
-        .and_then(|()| crate::durability::sync_file(&sidecar))
-        .map_err(|e| FormatError::io(&tmp, e))?;
-    drop(sidecar);
-    fs::rename(&tmp, &target).map_err(|e| FormatError::io(&target, e))?;
-    crate::durability::placed(&target);
+    crate::held::write_file(&target, &out)?;
     if let Some(dir) = target.parent() {
         sync_dir(dir)?;
     }
@@ -110,7 +101,7 @@ pub(super) struct ChecksumFile {
 
 pub(super) fn read_checksum_file(part_path: &Path) -> Result<ChecksumFile, FormatError> {
     let path = checksum_path(part_path);
-    let bytes = match fs::read(&path) {
+    let bytes = match crate::held::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(damaged(

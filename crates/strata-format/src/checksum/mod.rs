@@ -38,12 +38,13 @@ mod part_file;
 mod segments;
 mod store_reader;
 
-use std::fs::File;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
+
+use bytes::Bytes;
 use std::path::{Path, PathBuf};
 
 use crate::error::FormatError;
+use crate::held::StoredFile;
 
 pub(crate) use check::verify_hash;
 pub use check::{check_part, verify_file_hash};
@@ -71,9 +72,10 @@ pub(super) fn damaged(path: &Path, message: impl Into<String>) -> FormatError {
     }
 }
 
-pub(super) fn read_at(path: &Path, file: &File, range: Range<u64>) -> Result<Vec<u8>, FormatError> {
-    let mut buffer = vec![0; (range.end - range.start) as usize];
-    file.read_exact_at(&mut buffer, range.start)
-        .map_err(|e| FormatError::io(path, e))?;
-    Ok(buffer)
+pub(super) fn read_at(
+    path: &Path,
+    file: &StoredFile,
+    range: Range<u64>,
+) -> Result<Bytes, FormatError> {
+    file.read_range(range).map_err(|e| FormatError::io(path, e))
 }

@@ -1,6 +1,5 @@
 //! Opening a part: its size, its verified tail, and the footer and page index parsed from it.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,6 +11,7 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use crate::deletes::{DeletionVector, decode_checked};
 use crate::error::FormatError;
+use crate::held::StoredFile;
 use crate::manifest::PartEntry;
 
 use super::file::read_checksum_file;
@@ -82,7 +82,7 @@ pub fn open_part(path: &Path, entry: &PartEntry) -> Result<OpenedPart, FormatErr
     let mut opened = open_verified(path, entry.bytes, entry.xxh64.is_some(), entry.rows)?;
     if let Some(deletes) = &entry.deletes {
         let dv_path = path.with_file_name(&deletes.file);
-        let blob = std::fs::read(&dv_path).map_err(|e| FormatError::io(&dv_path, e))?;
+        let blob = crate::held::read(&dv_path).map_err(|e| FormatError::io(&dv_path, e))?;
         let vector = decode_checked(&blob, &dv_path, deletes, entry.rows)?;
         opened.deleted = (!vector.is_empty()).then(|| Arc::new(vector));
     }
@@ -97,8 +97,8 @@ pub(crate) fn open_verified(
     checksummed: bool,
     expected_rows: u64,
 ) -> Result<OpenedPart, FormatError> {
-    let file = File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let len = file.metadata().map_err(|e| FormatError::io(path, e))?.len();
+    let file = StoredFile::open(path).map_err(|e| FormatError::io(path, e))?;
+    let len = file.size().map_err(|e| FormatError::io(path, e))?;
     if len != bytes {
         return Err(damaged(
             path,
@@ -141,7 +141,7 @@ pub(crate) fn open_verified(
         let tail_reader = TailReader {
             len,
             start: sums.tail,
-            bytes: Bytes::from(tail),
+            bytes: tail,
         };
         let metadata =
             ArrowReaderMetadata::load(&tail_reader, reader_options()).map_err(parquet_err)?;

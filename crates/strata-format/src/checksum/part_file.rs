@@ -1,6 +1,5 @@
 //! Verified reads: a part file as parquet's `ChunkReader`.
 
-use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -11,6 +10,7 @@ use parquet::errors::ParquetError;
 use parquet::file::reader::{ChunkReader, Length};
 
 use crate::error::FormatError;
+use crate::held::StoredFile;
 
 use super::segments::PartChecksums;
 use super::{damaged, read_at};
@@ -20,18 +20,18 @@ use super::{damaged, read_at};
 #[derive(Debug, Clone)]
 pub struct PartFile {
     path: PathBuf,
-    file: Arc<File>,
+    file: StoredFile,
     len: u64,
     checksums: Option<Arc<PartChecksums>>,
 }
 
 impl PartFile {
     pub fn open(path: &Path, checksums: Option<Arc<PartChecksums>>) -> Result<Self, FormatError> {
-        let file = File::open(path).map_err(|e| FormatError::io(path, e))?;
-        let len = file.metadata().map_err(|e| FormatError::io(path, e))?.len();
+        let file = StoredFile::open(path).map_err(|e| FormatError::io(path, e))?;
+        let len = file.size().map_err(|e| FormatError::io(path, e))?;
         Ok(PartFile {
             path: path.to_owned(),
-            file: Arc::new(file),
+            file,
             len,
             checksums,
         })
@@ -47,7 +47,7 @@ impl PartFile {
                         format!("read of bytes {}..{} past its end", range.start, range.end),
                     ));
                 }
-                read_at(&self.path, &self.file, range).map(Bytes::from)
+                read_at(&self.path, &self.file, range)
             }
         }
     }
@@ -62,7 +62,7 @@ impl Length for PartFile {
 /// What [`PartFile::get_read`] returns: verified bytes in memory, or the unverified file.
 pub enum PartRead {
     Verified(bytes::buf::Reader<Bytes>),
-    Unverified(std::io::BufReader<File>),
+    Unverified(std::io::BufReader<Box<dyn Read + Send>>),
 }
 
 impl Read for PartRead {
@@ -81,7 +81,6 @@ impl ChunkReader for PartFile {
     /// streams only page headers and the footer's last 8 bytes, each inside one segment).
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         use bytes::Buf;
-        use std::io::Seek;
         match &self.checksums {
             Some(sums) => {
                 let end = sums
@@ -91,11 +90,9 @@ impl ChunkReader for PartFile {
                 let bytes = self.read(start.min(end)..end).map_err(external)?;
                 Ok(PartRead::Verified(bytes.reader()))
             }
-            None => {
-                let mut file = self.file.try_clone()?;
-                file.seek(std::io::SeekFrom::Start(start))?;
-                Ok(PartRead::Unverified(std::io::BufReader::new(file)))
-            }
+            None => Ok(PartRead::Unverified(std::io::BufReader::new(
+                self.file.get_read(start)?,
+            ))),
         }
     }
 

@@ -1,7 +1,6 @@
 //! Segments of a part (see the module docs of `checksum`) and their CRC-32s: which segments a
 //! byte range covers, and verifying them.
 
-use std::fs::File;
 use std::ops::Range;
 use std::path::PathBuf;
 
@@ -9,6 +8,7 @@ use bytes::Bytes;
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::error::FormatError;
+use crate::held::StoredFile;
 
 use super::{damaged, read_at};
 
@@ -95,16 +95,19 @@ impl PartChecksums {
     }
 
     /// Reads `range` of `file` after verifying every segment it touches.
-    pub fn read_verified(&self, file: &File, range: Range<u64>) -> Result<Bytes, FormatError> {
+    pub fn read_verified(
+        &self,
+        file: &StoredFile,
+        range: Range<u64>,
+    ) -> Result<Bytes, FormatError> {
         let cover = self.covering(range.clone())?;
         let bytes = read_at(&self.path, file, cover.clone())?;
         self.verify(cover.start, &bytes)?;
-        let bytes = Bytes::from(bytes);
         Ok(bytes.slice((range.start - cover.start) as usize..(range.end - cover.start) as usize))
     }
 
     /// Verifies every segment of the part; returns the damaged ones as messages.
-    pub fn verify_all(&self, file: &File) -> Vec<String> {
+    pub fn verify_all(&self, file: &StoredFile) -> Vec<String> {
         let mut problems = Vec::new();
         for (segment, &start) in self.starts.iter().enumerate() {
             let range = start..self.end(segment);

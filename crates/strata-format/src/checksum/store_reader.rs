@@ -23,6 +23,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::error::FormatError;
+use crate::held::StoredFile;
 
 use super::segments::PartChecksums;
 
@@ -64,20 +65,31 @@ impl VerifiedPartReader {
         })
     }
 
+    /// The bytes of `ranges`, from the held file when the part is held ([`crate::held`]: a
+    /// part a transaction wrote that no checkpoint wrote out yet), else through the store.
+    async fn fetch(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ParquetError> {
+        if let Some(bytes) = crate::held::get(&self.path) {
+            let held = StoredFile::Held(bytes);
+            return ranges
+                .iter()
+                .map(|range| {
+                    held.read_range(range.clone())
+                        .map_err(|e| external(FormatError::io(&self.path, e)))
+                })
+                .collect();
+        }
+        self.store
+            .get_ranges(&self.location, ranges)
+            .await
+            .map_err(|e| self.store_error(e))
+    }
+
     async fn read(&self, ranges: Vec<Range<u64>>) -> Result<Vec<Bytes>, ParquetError> {
         let Some(sums) = &self.checksums else {
-            return self
-                .store
-                .get_ranges(&self.location, &ranges)
-                .await
-                .map_err(|e| self.store_error(e));
+            return self.fetch(&ranges).await;
         };
         let runs = segment_runs(sums, &ranges).map_err(external)?;
-        let fetched = self
-            .store
-            .get_ranges(&self.location, &runs)
-            .await
-            .map_err(|e| self.store_error(e))?;
+        let fetched = self.fetch(&runs).await?;
         for (run, bytes) in runs.iter().zip(&fetched) {
             if bytes.len() as u64 != run.end - run.start {
                 return Err(external(super::damaged(

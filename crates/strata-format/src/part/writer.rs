@@ -77,7 +77,7 @@ pub struct PartSchema {
 /// a visible part file is always complete; it only becomes part of the table when a manifest
 /// listing it is committed.
 pub struct PartWriter {
-    writer: ArrowWriter<fs::File>,
+    writer: ArrowWriter<crate::held::Output>,
     tmp_path: PathBuf,
     final_path: PathBuf,
     file: String,
@@ -133,14 +133,14 @@ impl PartWriter {
         let parts_dir = table_dir.join(crate::manifest::PARTS_DIR);
         fs::create_dir_all(&parts_dir).map_err(|e| FormatError::io(&parts_dir, e))?;
         let final_path = parts_dir.join(file);
-        let tmp_path = parts_dir.join(format!("{file}.tmp"));
+        let out = crate::held::Output::create(&final_path)?;
+        let tmp_path = out.writing_path().to_owned();
         let parquet_err = |source| FormatError::Parquet {
             path: tmp_path.clone(),
             source,
         };
         let props = writer_properties(&layout.schema, &layout.columns, sort_key, hints, options)
             .map_err(parquet_err)?;
-        let out = fs::File::create(&tmp_path).map_err(|e| FormatError::io(&tmp_path, e))?;
         let writer =
             ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
         let text_columns =
@@ -304,20 +304,18 @@ impl PartWriter {
                 path: self.tmp_path.clone(),
                 source,
             })?;
-        crate::durability::sync_file(&out).map_err(|e| FormatError::io(&self.tmp_path, e))?;
-        drop(out);
+        let written = out.close()?;
         // The checksum file is durable before the part is visible under its final name, and both
         // before any manifest lists the part.
-        let xxh64 = crate::checksum::write_checksums(&self.tmp_path, &self.final_path)?;
-        fs::rename(&self.tmp_path, &self.final_path)
-            .map_err(|e| FormatError::io(&self.final_path, e))?;
-        crate::durability::placed(&self.final_path);
+        let xxh64 = crate::checksum::write_checksums(
+            written.content(),
+            written.writing_path(),
+            &self.final_path,
+        )?;
+        let bytes = written.place()?;
         if let Some(parts_dir) = self.final_path.parent() {
             sync_dir(parts_dir)?;
         }
-        let bytes = fs::metadata(&self.final_path)
-            .map_err(|e| FormatError::io(&self.final_path, e))?
-            .len();
         // A part without rows (a merge of parts whose rows were all deleted) has no keys; the
         // merge does not list it.
         let keys = match self.key_column.take().filter(|_| self.rows > 0) {
