@@ -11,6 +11,7 @@
 //!   the first writer that gets this lock exclusively without waiting: then no reader can hold
 //!   a manifest that still lists the part, and every later reader reads a newer one.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -506,16 +507,21 @@ pub(crate) fn collect_garbage(
     let on_disk = read_dir_if_exists(&parts_dir)?
         .into_iter()
         .map(|entry| entry.file_name().to_string_lossy().into_owned());
+    // Sets: a server's table may hold hundreds of parts a second (ADR 0017, "held files").
+    let listed_parts: HashSet<&str> = (manifest.parts.iter().map(|p| p.file.as_str()))
+        .chain(manifest.retired.iter().map(|r| r.file.as_str()))
+        .collect();
+    let listed_vectors: HashSet<&str> = crate::deletes::listed_vectors(manifest).collect();
+    let reclaimed: HashSet<&str> = reclaimed.iter().map(String::as_str).collect();
     for name in on_disk.chain(strata_format::held::names_in(&parts_dir)) {
         // A part's checksum file lives and dies with its part.
         let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
         // So does its key file (and the key file's checksum file), and its text index.
         let part_name = key_file_part(part_name).unwrap_or(part_name);
         let part_name = strata_format::text_index::text_index_part(part_name).unwrap_or(part_name);
-        let listed = manifest.parts.iter().any(|p| p.file == part_name)
-            || manifest.retired.iter().any(|r| r.file == part_name)
-            || crate::deletes::listed_vectors(manifest).any(|file| file == name);
-        if (!listed && no_merge_running) || reclaimed.iter().any(|r| r == part_name) {
+        let listed =
+            listed_parts.contains(part_name) || listed_vectors.contains(name.as_str());
+        if (!listed && no_merge_running) || reclaimed.contains(part_name) {
             remove_if_exists(&parts_dir.join(&name))?;
         }
     }

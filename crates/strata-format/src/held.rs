@@ -19,6 +19,7 @@
 //!   lock, when no manifest or reader needs it any more) or by [`write_out`].
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::ops::Range;
@@ -31,42 +32,70 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use crate::error::FormatError;
 
-fn held() -> &'static RwLock<HashMap<PathBuf, Bytes>> {
-    static HELD: OnceLock<RwLock<HashMap<PathBuf, Bytes>>> = OnceLock::new();
+/// Held files by directory, then by file name: garbage collection lists one directory's.
+type Held = HashMap<PathBuf, HashMap<OsString, Bytes>>;
+
+fn held() -> &'static RwLock<Held> {
+    static HELD: OnceLock<RwLock<Held>> = OnceLock::new();
     HELD.get_or_init(Default::default)
+}
+
+/// A path as the map's directory and name (a path without both is never held).
+fn split(path: &Path) -> Option<(&Path, &OsStr)> {
+    Some((path.parent()?, path.file_name()?))
 }
 
 /// The held file at `path`, if there is one.
 pub fn get(path: &Path) -> Option<Bytes> {
+    let (dir, name) = split(path)?;
     held()
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(path)
+        .get(dir)?
+        .get(name)
         .cloned()
 }
 
 /// Whether `path` is held in memory.
 pub fn is_held(path: &Path) -> bool {
+    let Some((dir, name)) = split(path) else {
+        return false;
+    };
     held()
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .contains_key(path)
+        .get(dir)
+        .is_some_and(|files| files.contains_key(name))
 }
 
-fn insert(path: &Path, bytes: Bytes) {
+fn insert(path: &Path, bytes: Bytes) -> Result<(), FormatError> {
+    let (dir, name) = split(path).ok_or_else(|| FormatError::Damaged {
+        path: path.to_owned(),
+        message: "a file to hold needs a directory and a name".into(),
+    })?;
     held()
         .write()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(path.to_owned(), bytes);
+        .entry(dir.to_owned())
+        .or_default()
+        .insert(name.to_owned(), bytes);
+    Ok(())
 }
 
 /// Stops holding `path`; true when it was held.
 pub fn remove(path: &Path) -> bool {
-    held()
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(path)
-        .is_some()
+    let Some((dir, name)) = split(path) else {
+        return false;
+    };
+    let mut held = held().write().unwrap_or_else(PoisonError::into_inner);
+    let Some(files) = held.get_mut(dir) else {
+        return false;
+    };
+    let removed = files.remove(name).is_some();
+    if files.is_empty() {
+        held.remove(dir);
+    }
+    removed
 }
 
 /// Deletes the file at `path`: the held one, or else the one on disk.
@@ -82,10 +111,14 @@ pub fn names_in(dir: &Path) -> Vec<String> {
     held()
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .keys()
-        .filter(|path| path.parent() == Some(dir))
-        .filter_map(|path| path.file_name()?.to_str().map(str::to_owned))
-        .collect()
+        .get(dir)
+        .map(|files| {
+            files
+                .keys()
+                .filter_map(|name| name.to_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Bytes held in memory, over all held files (for metrics and tests).
@@ -94,6 +127,7 @@ pub fn held_bytes() -> u64 {
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .values()
+        .flat_map(|files| files.values())
         .map(|b| b.len() as u64)
         .sum()
 }
@@ -134,7 +168,7 @@ fn temporary_name(path: &Path) -> PathBuf {
 /// caller syncs the directory.
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
     if crate::durability::is_deferred() {
-        insert(path, Bytes::copy_from_slice(bytes));
+        insert(path, Bytes::copy_from_slice(bytes))?;
     } else {
         let tmp = temporary_name(path);
         crate::manifest::write_durably(&tmp, bytes)?;
@@ -256,7 +290,7 @@ impl Written {
             .size()
             .map_err(|e| FormatError::io(self.writing_path(), e))?;
         match (&self.content, &self.tmp) {
-            (StoredFile::Held(bytes), _) => insert(&self.path, bytes.clone()),
+            (StoredFile::Held(bytes), _) => insert(&self.path, bytes.clone())?,
             (StoredFile::Disk(_), Some(tmp)) => {
                 std::fs::rename(tmp, &self.path).map_err(|e| FormatError::io(&self.path, e))?
             }

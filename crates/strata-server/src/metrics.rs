@@ -147,6 +147,11 @@ impl Metrics {
                     "Memory of acknowledged requests' parsed documents not yet written into parts.",
                     pending as u64,
                 ),
+                (
+                    "strata_held_file_bytes",
+                    "Memory of files logged transactions wrote that no checkpoint wrote out yet.",
+                    strata_format::held::held_bytes(),
+                ),
             ] {
                 let _ = writeln!(
                     out,
@@ -205,6 +210,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text = metrics.render(&DataDir::new(dir.path()), Some((8, 0)));
         assert!(text.contains("\nstrata_wal_bytes 8\n"), "{text}");
+        assert!(text.contains("\nstrata_held_file_bytes "), "{text}");
         assert!(
             text.contains("strata_query_duration_seconds_bucket{le=\"0.001\"} 1\n"),
             "{text}"
