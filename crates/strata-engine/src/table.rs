@@ -519,8 +519,7 @@ pub(crate) fn collect_garbage(
         // So does its key file (and the key file's checksum file), and its text index.
         let part_name = key_file_part(part_name).unwrap_or(part_name);
         let part_name = strata_format::text_index::text_index_part(part_name).unwrap_or(part_name);
-        let listed =
-            listed_parts.contains(part_name) || listed_vectors.contains(name.as_str());
+        let listed = listed_parts.contains(part_name) || listed_vectors.contains(name.as_str());
         if (!listed && no_merge_running) || reclaimed.contains(part_name) {
             remove_if_exists(&parts_dir.join(&name))?;
         }
