@@ -661,8 +661,10 @@ impl IngestQueue {
                 break;
             }
             drop(state);
-            if let Err(e) = strata_engine::transaction::logged::checkpoint(&self.data_dir) {
-                eprintln!("strata: checkpoint failed (retrying): {e}");
+            match strata_engine::transaction::logged::checkpoint(&self.data_dir) {
+                // Their small parts are on disk now: the merger's to merge.
+                Ok(committed) => committed.iter().for_each(|table| self.merger.ingested(table)),
+                Err(e) => eprintln!("strata: checkpoint failed (retrying): {e}"),
             }
             state = self.lock();
         }

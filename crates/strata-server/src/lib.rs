@@ -170,11 +170,18 @@ async fn run(
     } else {
         (None, None)
     };
-    // Documents changed by SQL are merged as ingested ones are.
-    let merger_handle = merger.handle();
-    let session = session.with_commit_observer(Arc::new(move |table: &str| {
-        merger_handle.ingested(table);
-    }));
+    // Documents changed by SQL are merged as ingested ones are: after each commit, or with a
+    // WAL after each checkpoint (`IngestQueue::checkpoints`), since until then a table's new
+    // parts are held in memory and left to the checkpoint to fold (ADR 0017, "held files").
+    let session = match ingest_queue {
+        Some(_) => session,
+        None => {
+            let merger_handle = merger.handle();
+            session.with_commit_observer(Arc::new(move |table: &str| {
+                merger_handle.ingested(table);
+            }))
+        }
+    };
     let shared = Arc::new(Shared {
         pipelines: options.config.pipelines()?,
         data_dir,

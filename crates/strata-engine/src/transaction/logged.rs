@@ -363,17 +363,18 @@ pub(crate) fn forget(table_dir: &Path) {
 /// are written out and synced, and the manifest is committed to disk; the held files no
 /// manifest lists any more are then dropped (garbage collection, once no reader needs them).
 /// Then the WAL is told that the transaction frames published before it began are applied.
-/// Returns the tables committed.
-pub fn checkpoint(data_dir: &DataDir) -> Result<usize, EngineError> {
+/// Returns the names of the tables committed.
+pub fn checkpoint(data_dir: &DataDir) -> Result<Vec<String>, EngineError> {
     let (wal, upto, tables) = {
         let registry = registry();
         let Some(logged) = registry.get(data_dir.root()) else {
-            return Ok(0);
+            return Ok(Vec::new());
         };
-        let tables: Vec<PathBuf> = logged.tables.keys().cloned().collect();
+        let mut tables: Vec<PathBuf> = logged.tables.keys().cloned().collect();
+        tables.sort();
         (logged.wal.clone(), logged.published, tables)
     };
-    let mut committed = 0;
+    let mut committed = Vec::new();
     for table_dir in &tables {
         let Some(table) = table_dir.file_name().and_then(|n| n.to_str()) else {
             continue;
@@ -398,7 +399,7 @@ pub fn checkpoint(data_dir: &DataDir) -> Result<usize, EngineError> {
                     crate::commit::commit_manifest(&mut manifest, table_dir)?;
                 }
             }
-            committed += 1;
+            committed.push(table.to_owned());
         }
     }
     wal.applied(TRANSACTIONS_FRAME, upto)?;
@@ -547,7 +548,7 @@ mod tests {
         sorted.sort_by_key(|d| d.len());
         assert_eq!(found, sorted);
 
-        assert_eq!(checkpoint(&data_dir).unwrap(), 1);
+        assert_eq!(checkpoint(&data_dir).unwrap(), ["a"]);
         let a = on_disk(&data_dir, "a");
         assert_eq!(a.parts.len(), 2, "the 21 held parts became one");
         assert!(a.parts[0].deletes.is_some());
@@ -597,13 +598,13 @@ mod tests {
             [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":0}"#]
         );
 
-        assert_eq!(checkpoint(&data_dir).unwrap(), 2);
+        assert_eq!(checkpoint(&data_dir).unwrap(), ["a", "b"]);
         let a = on_disk(&data_dir, "a");
         assert_eq!(a.version, disk_before + 1);
         assert!(a.wal_transactions.is_some());
         assert!(strata_format::live::get(&data_dir.table_dir("a").unwrap()).is_none());
         // A checkpoint with nothing live commits nothing.
-        assert_eq!(checkpoint(&data_dir).unwrap(), 0);
+        assert_eq!(checkpoint(&data_dir).unwrap(), Vec::<String>::new());
 
         commit_upserts(&data_dir, &[("a", 2, r#"{"id":2,"v":2}"#)]);
         assert_eq!(on_disk(&data_dir, "a").version, disk_before + 1);
