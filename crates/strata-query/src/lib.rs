@@ -54,7 +54,20 @@ use crate::table::{DataDirSchema, PathRegistry};
 /// documents (`DROP TABLE`, `ALTER TABLE`, `INSERT`, `UPDATE`, `DELETE`), which
 /// [`Session::run`] runs itself rather than through DataFusion; None for anything else.
 pub fn table_change_tag(sql: &str) -> Option<&'static str> {
-    ddl::command_tag(sql).or_else(|| dml::command_tag(sql))
+    // The server asks this of every statement, and parsing one costs more than answering a
+    // point read: only a statement whose first word is one of these can be such a statement.
+    let rest = sql.trim_start();
+    if rest.starts_with("--") || rest.starts_with("/*") {
+        return ddl::command_tag(sql).or_else(|| dml::command_tag(sql));
+    }
+    let word_end = rest
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(rest.len());
+    match rest[..word_end].to_ascii_lowercase().as_str() {
+        "drop" | "alter" => ddl::command_tag(sql),
+        "insert" | "update" | "delete" => dml::command_tag(sql),
+        _ => None,
+    }
 }
 
 pub use dml::{RETURNING_METADATA, returning_description};
@@ -372,6 +385,60 @@ pub fn split_statements(sql: &str) -> Vec<String> {
         statements.push(sql.get(start..).unwrap_or_default().trim().to_owned());
     }
     statements
+}
+
+#[cfg(test)]
+mod change_tag_tests {
+    #![allow(clippy::unwrap_used)]
+    use proptest::prelude::*;
+
+    use super::{ddl, dml, table_change_tag};
+
+    const STATEMENTS: &[&str] = &[
+        "INSERT INTO t VALUES ('{}')",
+        "insert into t values ('{}') on conflict ((data->>'id')) do nothing",
+        "UPDATE t SET data = data || '{\"a\":1}' WHERE data.id = 1",
+        "DELETE FROM t WHERE data.id = 2",
+        "DROP TABLE t",
+        "ALTER TABLE t SET (ttl = '30d')",
+        "DROP VIEW v",
+        "SELECT * FROM t",
+        "BEGIN",
+        "COMMIT",
+        "INSERT INTO t VALUES ('{}'); DELETE FROM t",
+        "INSERTINTO t",
+        "UPDATE",
+        "WITH x AS (SELECT 1) SELECT * FROM x",
+        "EXPLAIN DELETE FROM t",
+        "",
+    ];
+
+    proptest! {
+        #[test]
+        fn the_first_word_decides_as_parsing_does(
+            statement in prop::sample::select(STATEMENTS),
+            lead in "[ \t\n]{0,3}(--[a-z ]{0,5}\n|/\\*[a-z ]{0,5}\\*/)?[ \t\n]{0,3}",
+            upper in any::<bool>(),
+        ) {
+            let statement = match upper {
+                true => statement.to_uppercase(),
+                false => statement.to_owned(),
+            };
+            let sql = format!("{lead}{statement}");
+            let parsed = ddl::command_tag(&sql).or_else(|| dml::command_tag(&sql));
+            prop_assert_eq!(table_change_tag(&sql), parsed, "{:?}", sql);
+        }
+    }
+
+    #[test]
+    fn statements_that_change_tables_are_tagged() {
+        assert_eq!(
+            table_change_tag("  update t set data = '{}'"),
+            Some("UPDATE")
+        );
+        assert_eq!(table_change_tag("-- x\nDROP TABLE t"), Some("DROP TABLE"));
+        assert_eq!(table_change_tag("SELECT 1"), None);
+    }
 }
 
 #[cfg(test)]

@@ -663,7 +663,9 @@ impl IngestQueue {
             drop(state);
             match strata_engine::transaction::logged::checkpoint(&self.data_dir) {
                 // Their small parts are on disk now: the merger's to merge.
-                Ok(committed) => committed.iter().for_each(|table| self.merger.ingested(table)),
+                Ok(committed) => committed
+                    .iter()
+                    .for_each(|table| self.merger.ingested(table)),
                 Err(e) => eprintln!("strata: checkpoint failed (retrying): {e}"),
             }
             state = self.lock();
