@@ -218,7 +218,7 @@ impl Output {
     /// Ends the writing (an fsync on disk, unless deferred) and returns the written bytes for
     /// reading, not yet under their final name.
     pub(crate) fn close(self) -> Result<Written, FormatError> {
-        let content = match self.sink {
+        let (content, tmp) = match self.sink {
             Sink::Disk { file, tmp } => {
                 crate::durability::sync_file(&file).map_err(|e| FormatError::io(&tmp, e))?;
                 drop(file);
@@ -229,8 +229,8 @@ impl Output {
         };
         Ok(Written {
             path: self.path,
-            content: content.0,
-            tmp: content.1,
+            content,
+            tmp,
         })
     }
 }

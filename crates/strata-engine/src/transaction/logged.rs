@@ -389,7 +389,13 @@ pub fn checkpoint(data_dir: &DataDir) -> Result<Vec<String>, EngineError> {
         };
         if let Some(manifest) = live::get(table_dir) {
             let mut manifest = (*manifest).clone();
-            crate::merge::fold_held_parts(table, table_dir, &mut manifest)?;
+            // A fold that fails changes nothing: the held parts are written out as they are.
+            if let Err(e) = crate::merge::fold_held_parts(table, table_dir, &mut manifest) {
+                eprintln!(
+                    "strata: checkpoint of {table}: merging its transactions' parts failed \
+                     (writing them out one by one instead): {e}"
+                );
+            }
             keep_listed_undurable(data_dir.root(), table_dir, &manifest);
             // A table another process changed meanwhile is rebased and committed instead.
             if before_durable_commit(table_dir)? {
