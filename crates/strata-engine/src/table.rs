@@ -105,6 +105,8 @@ impl Drop for WriteLock {
 #[derive(Debug)]
 pub struct ReadLease {
     _file: fs::File,
+    /// This process's readers of held files (ADR 0017) are told apart by epoch instead.
+    _held: strata_format::held::Reader,
 }
 
 /// Held by a merge while it writes parts that no manifest lists yet: while any is held, garbage
@@ -313,7 +315,9 @@ impl DataDir {
     /// Takes a read lease on the table (see the module docs). None when the lease file cannot
     /// be opened or created (a read-only data directory, where no writer deletes anything).
     pub fn read_lease(&self, table: &str) -> Result<Option<ReadLease>, EngineError> {
-        let path = self.table_dir(table)?.join(READERS_FILE);
+        let table_dir = self.table_dir(table)?;
+        let held = strata_format::held::reader(&table_dir.join(PARTS_DIR));
+        let path = table_dir.join(READERS_FILE);
         let file = match fs::File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -330,7 +334,10 @@ impl DataDir {
             Err(_) => return Ok(None),
         };
         file.lock_shared().map_err(|e| EngineError::io(&path, e))?;
-        Ok(Some(ReadLease { _file: file }))
+        Ok(Some(ReadLease {
+            _file: file,
+            _held: held,
+        }))
     }
 
     /// Announces a merge that writes parts before it takes the writer lock to commit them; fails
@@ -531,6 +538,35 @@ pub(crate) fn collect_garbage(
 /// When no reader holds a lease, takes retired parts off `manifest.retired` and returns their
 /// names (the caller deletes them); otherwise returns nothing.
 fn reclaim_retired(table_dir: &Path, manifest: &mut Manifest) -> Result<Vec<String>, EngineError> {
+    if manifest.retired.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Held files (ADR 0017) were never on disk: only readers of this process may see them, and
+    // their epochs tell when none can any more, whatever other readers hold the lease.
+    let parts_dir = table_dir.join(PARTS_DIR);
+    let mut held_reclaimed = Vec::new();
+    manifest.retired.retain(|retired| {
+        let path = parts_dir.join(&retired.file);
+        let reclaim =
+            strata_format::held::is_held(&path) && strata_format::held::unseen_since_retired(&path);
+        if reclaim {
+            held_reclaimed.push(retired.file.clone());
+        }
+        !reclaim
+    });
+    for file in &held_reclaimed {
+        remove_if_exists(&parts_dir.join(file))?;
+    }
+    let mut reclaimed = reclaim_retired_on_disk(table_dir, manifest)?;
+    reclaimed.append(&mut held_reclaimed);
+    Ok(reclaimed)
+}
+
+/// [`reclaim_retired`] of the files on disk: all of them once no reader holds a lease.
+fn reclaim_retired_on_disk(
+    table_dir: &Path,
+    manifest: &mut Manifest,
+) -> Result<Vec<String>, EngineError> {
     if manifest.retired.is_empty() {
         return Ok(Vec::new());
     }

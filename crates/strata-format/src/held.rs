@@ -16,7 +16,15 @@
 //! - no manifest on disk lists a held file (the held files die with the process; the WAL holds
 //!   the commits that wrote them): a durable commit first writes out every held file it lists;
 //! - a held file is dropped only by [`remove`] (garbage collection, under the table's writer
-//!   lock, when no manifest or reader needs it any more) or by [`write_out`].
+//!   lock, when no manifest or reader needs it any more) or by [`write_out`];
+//! - only this process can read a held file, so whether a reader may still need one that a
+//!   committed manifest retired is told by epochs, not by the read-lease lock other processes
+//!   share: every reader of a directory registers with the epoch it started in ([`reader`],
+//!   taken by the engine's read lease before the reader loads a manifest), the first look at a
+//!   retired held file starts a new epoch ([`unseen_since_retired`]), and the file is unseen
+//!   once every reader of an earlier epoch has ended. (The read-lease lock is free only when no
+//!   reader at all holds it: under steady load that moment may never come, and held files
+//!   would pile up in memory.)
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -25,7 +33,7 @@ use std::io::{Read, Write};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use bytes::Bytes;
 use parquet::file::reader::{ChunkReader, Length};
@@ -119,6 +127,81 @@ pub fn names_in(dir: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The readers of one directory in this process, by the epoch they started in.
+#[derive(Default)]
+struct Epochs {
+    current: u64,
+    active: std::collections::BTreeMap<u64, usize>,
+    /// Retired held files, by the epoch their retirement was first seen in.
+    retired: HashMap<OsString, u64>,
+}
+
+fn epochs() -> &'static Mutex<HashMap<PathBuf, Epochs>> {
+    static EPOCHS: OnceLock<Mutex<HashMap<PathBuf, Epochs>>> = OnceLock::new();
+    EPOCHS.get_or_init(Default::default)
+}
+
+/// A reader of the held files of one directory (module docs): registered while it lives.
+#[derive(Debug)]
+pub struct Reader {
+    dir: PathBuf,
+    epoch: u64,
+}
+
+/// Registers a reader of the files in `dir`, before it loads the manifest listing them.
+pub fn reader(dir: &Path) -> Reader {
+    let mut epochs = epochs().lock().unwrap_or_else(PoisonError::into_inner);
+    let entry = epochs.entry(dir.to_owned()).or_default();
+    let epoch = entry.current;
+    *entry.active.entry(epoch).or_default() += 1;
+    Reader {
+        dir: dir.to_owned(),
+        epoch,
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let mut epochs = epochs().lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = epochs.get_mut(&self.dir)
+            && let Some(count) = entry.active.get_mut(&self.epoch)
+        {
+            *count -= 1;
+            if *count == 0 {
+                entry.active.remove(&self.epoch);
+            }
+        }
+    }
+}
+
+/// Whether no reader of this process can still see the held file at `path`, which a committed
+/// manifest retired (module docs). The first call for a file starts a new epoch of its
+/// directory: readers registered from then on loaded a manifest without it.
+pub fn unseen_since_retired(path: &Path) -> bool {
+    let Some((dir, name)) = split(path) else {
+        return true;
+    };
+    let mut epochs = epochs().lock().unwrap_or_else(PoisonError::into_inner);
+    let entry = epochs.entry(dir.to_owned()).or_default();
+    let retired_in = match entry.retired.get(name) {
+        Some(epoch) => *epoch,
+        None => {
+            entry.current += 1;
+            entry.retired.insert(name.to_owned(), entry.current);
+            entry.current
+        }
+    };
+    let unseen = entry
+        .active
+        .keys()
+        .next()
+        .is_none_or(|oldest| *oldest >= retired_in);
+    if unseen {
+        entry.retired.remove(name);
+    }
+    unseen
 }
 
 /// Bytes held in memory, over all held files (for metrics and tests).
@@ -436,6 +519,27 @@ mod tests {
         assert!(matches!(disk, StoredFile::Disk(_)));
         assert_eq!(disk.read_range(0..5).unwrap(), "hello");
         assert!(!write_out(&path, true).unwrap(), "written out once");
+    }
+
+    #[test]
+    fn a_retired_held_file_is_unseen_once_the_readers_before_its_retirement_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let before = reader(dir.path());
+        assert!(
+            !unseen_since_retired(&path),
+            "a reader from before may see it"
+        );
+        let after = reader(dir.path());
+        assert!(!unseen_since_retired(&path));
+        drop(before);
+        assert!(
+            unseen_since_retired(&path),
+            "a reader that started after the retirement loaded a manifest without it"
+        );
+        drop(after);
+        // Without readers a retired file is unseen at once.
+        assert!(unseen_since_retired(&dir.path().join("q")));
     }
 
     #[test]
