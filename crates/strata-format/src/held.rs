@@ -229,15 +229,21 @@ pub fn write_out(path: &Path, sync: bool) -> Result<bool, FormatError> {
     let Some(bytes) = get(path) else {
         return Ok(false);
     };
+    write_through_temporary(path, &bytes, sync)?;
+    remove(path);
+    Ok(true)
+}
+
+/// Writes `bytes` to `path` through a temporary file (fsynced when `sync`) and a rename: a
+/// reader never sees the file half written.
+fn write_through_temporary(path: &Path, bytes: &[u8], sync: bool) -> Result<(), FormatError> {
     let tmp = temporary_name(path);
     let mut file = File::create(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
-    file.write_all(&bytes)
+    file.write_all(bytes)
         .and_then(|()| if sync { file.sync_all() } else { Ok(()) })
         .map_err(|e| FormatError::io(&tmp, e))?;
     drop(file);
-    std::fs::rename(&tmp, path).map_err(|e| FormatError::io(path, e))?;
-    remove(path);
-    Ok(true)
+    std::fs::rename(&tmp, path).map_err(|e| FormatError::io(path, e))
 }
 
 fn temporary_name(path: &Path) -> PathBuf {
@@ -253,9 +259,7 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
     if crate::durability::is_deferred() {
         insert(path, Bytes::copy_from_slice(bytes))?;
     } else {
-        let tmp = temporary_name(path);
-        crate::manifest::write_durably(&tmp, bytes)?;
-        std::fs::rename(&tmp, path).map_err(|e| FormatError::io(path, e))?;
+        write_through_temporary(path, bytes, true)?;
     }
     crate::durability::placed(path);
     Ok(())

@@ -520,6 +520,25 @@ mod tests {
         }
     }
 
+    /// A data directory with a WAL registered and table `a` keyed by `id`, holding
+    /// `{"id":1,"v":0}`; with the directory of its parts.
+    fn logged_table_a() -> (tempfile::TempDir, DataDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#]);
+        let (wal, _) = open_wal(&data_dir);
+        register(&data_dir, wal);
+        let parts_dir = data_dir.table_dir("a").unwrap().join("parts");
+        (dir, data_dir, parts_dir)
+    }
+
+    /// The table's documents, shortest first (their order in an export is the parts').
+    fn exported_by_length(data_dir: &DataDir, table: &str) -> Vec<String> {
+        let mut documents = exported(data_dir, table);
+        documents.sort_by_key(|d| d.len());
+        documents
+    }
+
     fn files_on_disk(dir: &Path) -> BTreeSet<String> {
         std::fs::read_dir(dir)
             .unwrap()
@@ -529,12 +548,7 @@ mod tests {
 
     #[test]
     fn logged_commits_create_no_files_and_a_checkpoint_folds_their_parts_into_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let data_dir = DataDir::new(dir.path());
-        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#]);
-        let (wal, _) = open_wal(&data_dir);
-        register(&data_dir, wal);
-        let parts_dir = data_dir.table_dir("a").unwrap().join("parts");
+        let (_dir, data_dir, parts_dir) = logged_table_a();
         let before = files_on_disk(&parts_dir);
 
         let mut expected = vec![r#"{"id":1,"v":1}"#.to_owned()];
@@ -548,11 +562,8 @@ mod tests {
         assert_eq!(files_on_disk(&parts_dir), before, "no file was created");
         assert!(!strata_format::held::names_in(&parts_dir).is_empty());
         assert_eq!(data_dir.manifest("a").unwrap().parts.len(), 22);
-        let mut found = exported(&data_dir, "a");
-        found.sort_by_key(|d| d.len());
-        let mut sorted = expected.clone();
-        sorted.sort_by_key(|d| d.len());
-        assert_eq!(found, sorted);
+        expected.sort_by_key(|d| d.len());
+        assert_eq!(exported_by_length(&data_dir, "a"), expected);
 
         assert_eq!(checkpoint(&data_dir).unwrap(), ["a"]);
         let a = on_disk(&data_dir, "a");
@@ -563,17 +574,13 @@ mod tests {
             "nothing stays held: {:?}",
             strata_format::held::names_in(&parts_dir)
         );
-        let mut found = exported(&data_dir, "a");
-        found.sort_by_key(|d| d.len());
-        assert_eq!(found, sorted);
+        assert_eq!(exported_by_length(&data_dir, "a"), expected);
         // On disk for good: what a crash leaves is the same, and the WAL's frames are all in it.
         crash(&data_dir);
         let (_wal, frames) = open_wal(&data_dir);
         let replayed = replay_frames(&data_dir, &frames);
         assert_eq!(replayed.applied, 0);
-        let mut found = exported(&data_dir, "a");
-        found.sort_by_key(|d| d.len());
-        assert_eq!(found, sorted);
+        assert_eq!(exported_by_length(&data_dir, "a"), expected);
     }
 
     fn replay_frames(data_dir: &DataDir, frames: &[(u64, Vec<u8>)]) -> Replayed {
@@ -583,12 +590,7 @@ mod tests {
 
     #[test]
     fn folded_held_parts_go_once_their_readers_end_while_later_readers_hold_leases() {
-        let dir = tempfile::tempdir().unwrap();
-        let data_dir = DataDir::new(dir.path());
-        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#]);
-        let (wal, _) = open_wal(&data_dir);
-        register(&data_dir, wal);
-        let parts_dir = data_dir.table_dir("a").unwrap().join("parts");
+        let (_dir, data_dir, parts_dir) = logged_table_a();
         for id in 2..=4 {
             commit_upserts(&data_dir, &[("a", id, &format!(r#"{{"id":{id}}}"#))]);
         }
