@@ -93,6 +93,10 @@ pub enum EngineError {
     },
     #[error("table setting {setting}: {reason}")]
     InvalidSetting { setting: String, reason: String },
+    #[error("index {name}: {reason}")]
+    InvalidIndex { name: String, reason: String },
+    #[error("index {0} does not exist")]
+    NoSuchIndex(String),
     #[error("input {path}: {source}")]
     Input {
         path: PathBuf,

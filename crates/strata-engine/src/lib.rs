@@ -16,6 +16,7 @@
 mod commit;
 pub mod deletes;
 pub mod error;
+pub mod indexes;
 pub mod ingest;
 pub mod input;
 pub mod merge;

@@ -257,7 +257,7 @@ fn write_round(
         outputs.push(match merge_group(table, table_dir, manifest, group)? {
             // Every row of the group was deleted: the inputs go, and nothing replaces them.
             Some(output) if output.rows == 0 => {
-                discard_part(table_dir, &output.file);
+                discard_part(table_dir, &output);
                 Vec::new()
             }
             Some(output) => vec![output],
@@ -291,7 +291,7 @@ impl Round {
     /// for a later writer).
     fn discard(&self, table_dir: &Path) {
         for part in self.outputs.iter().flatten() {
-            discard_part(table_dir, &part.file);
+            discard_part(table_dir, part);
         }
     }
 
@@ -380,7 +380,7 @@ pub(crate) fn fold_held_parts(
     for group in &groups {
         outputs.push(match merge_group(table, table_dir, manifest, group)? {
             Some(output) if output.rows == 0 => {
-                discard_part(table_dir, &output.file);
+                discard_part(table_dir, &output);
                 Vec::new()
             }
             Some(output) => vec![output],
@@ -703,20 +703,11 @@ fn merge_group(
     })
 }
 
-/// Deletes a part that no manifest lists, with its checksum, key and text index files (a
-/// failure leaves garbage for a later writer).
-fn discard_part(table_dir: &Path, file: &str) {
-    let path = Manifest::part_path(table_dir, file);
-    let keys = Manifest::part_path(table_dir, &strata_format::keys::key_file(file));
-    let text = Manifest::part_path(table_dir, &strata_format::text_index::text_index_file(file));
-    for path in [
-        text,
-        strata_format::checksum::checksum_path(&keys),
-        keys,
-        strata_format::checksum::checksum_path(&path),
-        path,
-    ] {
-        let _ = strata_format::held::delete(&path);
+/// Deletes a part that no manifest lists, with the files beside it (checksum, key, text index
+/// and secondary index files; a failure leaves garbage for a later writer).
+fn discard_part(table_dir: &Path, part: &PartEntry) {
+    for file in part.files_beside().into_iter().chain([part.file.clone()]) {
+        let _ = strata_format::held::delete(&Manifest::part_path(table_dir, &file));
     }
 }
 
@@ -966,6 +957,7 @@ mod tests {
             keys: None,
             newest_write: None,
             text_index: None,
+            indexes: Vec::new(),
         }
     }
 

@@ -32,11 +32,12 @@ pub(crate) fn shred_options(settings: &TableSettings) -> ShredOptions {
 }
 
 /// How parts of a table with these settings are written (a keyed table's get key files; text-
-/// indexed paths get text index files).
+/// indexed paths get text index files; secondary indexes get index files).
 pub(crate) fn part_writer_options(settings: &TableSettings) -> PartWriterOptions {
     PartWriterOptions {
         key_column: settings.key.as_ref().map(|k| k.path.clone()),
         text_columns: settings.text_index.clone(),
+        indexes: settings.indexes.clone(),
         ..PartWriterOptions::default()
     }
 }

@@ -313,6 +313,7 @@ mod tests {
             text_index: Vec::new(),
             ttl_seconds: None,
             iceberg: false,
+            indexes: Vec::new(),
         };
         let change = |name: &str, value: &str| SettingChange {
             name: name.into(),

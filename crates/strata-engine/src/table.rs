@@ -523,9 +523,11 @@ pub(crate) fn collect_garbage(
     for name in on_disk.chain(strata_format::held::names_in(&parts_dir)) {
         // A part's checksum file lives and dies with its part.
         let part_name = name.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(&name);
-        // So does its key file (and the key file's checksum file), and its text index.
+        // So does its key file (and the key file's checksum file), its text index, and its
+        // secondary index files (and theirs).
         let part_name = key_file_part(part_name).unwrap_or(part_name);
         let part_name = strata_format::text_index::text_index_part(part_name).unwrap_or(part_name);
+        let part_name = strata_format::indexes::index_file_part(part_name).unwrap_or(part_name);
         let listed = listed_parts.contains(part_name) || listed_vectors.contains(name.as_str());
         if (!listed && no_merge_running) || reclaimed.contains(part_name) {
             remove_if_exists(&parts_dir.join(&name))?;

@@ -20,6 +20,7 @@ use lru::LruCache;
 use strata_json::KeyValue;
 
 use crate::error::FormatError;
+use crate::indexes::PartIndex;
 use crate::keys::{KeyFile, KeyHit, KeyPage, PartKeys, find_keys};
 use crate::manifest::Manifest;
 
@@ -126,6 +127,30 @@ impl KeyCache {
         part_rows: u64,
         key: &KeyValue,
     ) -> Result<Vec<u64>, FormatError> {
+        self.rows_listed(table_dir, keys, part_rows, part_rows, key)
+    }
+
+    /// The rows of a part (of `part_rows` rows, in `table_dir`) whose value in the secondary
+    /// index file `index` (`crate::indexes`) is `value`, ascending; deleted rows among them.
+    pub fn index_rows_of(
+        &self,
+        table_dir: &Path,
+        index: &PartIndex,
+        part_rows: u64,
+        value: &KeyValue,
+    ) -> Result<Vec<u64>, FormatError> {
+        self.rows_listed(table_dir, &index.file, part_rows, index.rows, value)
+    }
+
+    /// [`KeyCache::rows_of`] in a file listing `listed_rows` of the part's rows.
+    fn rows_listed(
+        &self,
+        table_dir: &Path,
+        keys: &PartKeys,
+        part_rows: u64,
+        listed_rows: u64,
+        key: &KeyValue,
+    ) -> Result<Vec<u64>, FormatError> {
         if !keys.may_hold(key) {
             return Ok(Vec::new());
         }
@@ -134,7 +159,12 @@ impl KeyCache {
         let file = match self.get(&file_entry) {
             Some(Cached::File(file)) => file,
             _ => {
-                let file = Arc::new(KeyFile::open(table_dir, keys, part_rows)?);
+                let file = Arc::new(KeyFile::open_listing(
+                    table_dir,
+                    keys,
+                    part_rows,
+                    listed_rows,
+                )?);
                 let size = file.memory_size();
                 self.put(file_entry, Cached::File(file.clone()), size);
                 file

@@ -128,18 +128,9 @@ pub fn write_key_file(
     part_file: &str,
     keys: &ArrayRef,
 ) -> Result<PartKeys, FormatError> {
-    let file = key_file(part_file);
-    let final_path = parts_dir.join(&file);
-    let out = crate::held::Output::create(&final_path)?;
-    let tmp_path = out.writing_path().to_owned();
     let damaged = |message: String| FormatError::Damaged {
         path: parts_dir.join(part_file),
         message,
-    };
-    let key_type = match keys.data_type() {
-        DataType::Utf8 => KeyType::String,
-        DataType::Int64 => KeyType::Integer,
-        other => return Err(damaged(format!("its key column is of type {other}"))),
     };
     if keys.null_count() > 0 {
         return Err(damaged(format!(
@@ -153,15 +144,40 @@ pub fn write_key_file(
             keys.len()
         )));
     }
+    let rows = UInt32Array::from_iter_values(0..keys.len() as u32);
+    write_sorted_file(parts_dir, part_file, &key_file(part_file), keys, rows)
+}
+
+/// Writes `parts_dir/<file>` (a key file, or a secondary index file: `crate::indexes`) of the
+/// part `part_file`: the pairs `(values[i], rows[i])` sorted by value then row, through a
+/// temporary file, fsynced, renamed, with its checksum file. `values` holds no null.
+pub(crate) fn write_sorted_file(
+    parts_dir: &Path,
+    part_file: &str,
+    file: &str,
+    values: &ArrayRef,
+    rows: UInt32Array,
+) -> Result<PartKeys, FormatError> {
+    let final_path = parts_dir.join(file);
+    let out = crate::held::Output::create(&final_path)?;
+    let tmp_path = out.writing_path().to_owned();
+    let damaged = |message: String| FormatError::Damaged {
+        path: parts_dir.join(part_file),
+        message,
+    };
+    let key_type = match values.data_type() {
+        DataType::Utf8 => KeyType::String,
+        DataType::Int64 => KeyType::Integer,
+        other => return Err(damaged(format!("its {file} column is of type {other}"))),
+    };
     let arrow_err = |source| FormatError::Arrow {
         path: tmp_path.clone(),
         source,
     };
-    let rows = UInt32Array::from_iter_values(0..keys.len() as u32);
     let order = lexsort_to_indices(
         &[
             SortColumn {
-                values: keys.clone(),
+                values: values.clone(),
                 options: Some(SortOptions::default()),
             },
             SortColumn {
@@ -172,11 +188,11 @@ pub fn write_key_file(
         None,
     )
     .map_err(arrow_err)?;
-    let sorted_keys = take(keys.as_ref(), &order, None).map_err(arrow_err)?;
+    let sorted_keys = take(values.as_ref(), &order, None).map_err(arrow_err)?;
     let sorted_rows = take(&rows, &order, None).map_err(arrow_err)?;
     let (min, max) = match (first_key(&sorted_keys), last_key(&sorted_keys)) {
         (Some(min), Some(max)) => (min, max),
-        _ => return Err(damaged("it has no rows".into())),
+        _ => return Err(damaged(format!("{file} would list no rows"))),
     };
     let batch = RecordBatch::try_new(key_schema(key_type), vec![sorted_keys, sorted_rows])
         .map_err(arrow_err)?;
@@ -203,7 +219,7 @@ pub fn write_key_file(
     let bytes = written.place()?;
     sync_dir(parts_dir)?;
     Ok(PartKeys {
-        file,
+        file: file.to_owned(),
         bytes,
         xxh64: format!("{xxh64:016x}"),
         min,
@@ -445,8 +461,19 @@ impl KeyFile {
         keys_entry: &PartKeys,
         part_rows: u64,
     ) -> Result<KeyFile, FormatError> {
+        Self::open_listing(table_dir, keys_entry, part_rows, part_rows)
+    }
+
+    /// [`KeyFile::open`] of a file listing `listed_rows` of the part's rows (a secondary index
+    /// lists only the rows holding a value: `crate::indexes`).
+    pub fn open_listing(
+        table_dir: &Path,
+        keys_entry: &PartKeys,
+        part_rows: u64,
+        listed_rows: u64,
+    ) -> Result<KeyFile, FormatError> {
         let path = Manifest::part_path(table_dir, &keys_entry.file);
-        let opened = open_verified(&path, keys_entry.bytes, true, part_rows)?;
+        let opened = open_verified(&path, keys_entry.bytes, true, listed_rows)?;
         let pages = match page_bounds(&opened.metadata) {
             Some(pages) => pages,
             None => {
@@ -458,7 +485,7 @@ impl KeyFile {
                     });
                 };
                 vec![PageBounds {
-                    rows: 0..part_rows as usize,
+                    rows: 0..listed_rows as usize,
                     min,
                     max,
                 }]
@@ -613,12 +640,23 @@ fn bound(values: &ArrayRef, i: usize) -> Option<KeyValue> {
 /// Everything `strata check` verifies of a part's key file: its whole-file hash, every page
 /// against its checksum file, and that it lists each row of the part once, sorted by key.
 pub fn check_key_file(parts_dir: &Path, part: &PartEntry, keys: &PartKeys) -> Vec<String> {
+    check_sorted_file(parts_dir, part, keys, part.rows)
+}
+
+/// [`check_key_file`] of a file that lists `listed_rows` distinct rows of the part (a key file
+/// lists them all; a secondary index those holding a value).
+pub(crate) fn check_sorted_file(
+    parts_dir: &Path,
+    part: &PartEntry,
+    keys: &PartKeys,
+    listed_rows: u64,
+) -> Vec<String> {
     let path = parts_dir.join(&keys.file);
     let mut problems = Vec::new();
     if let Err(e) = verify_hash(&path, &keys.xxh64) {
         problems.push(e.to_string());
     }
-    let opened = match open_verified(&path, keys.bytes, true, part.rows) {
+    let opened = match open_verified(&path, keys.bytes, true, listed_rows) {
         Ok(opened) => opened,
         Err(e) => {
             problems.push(e.to_string());
@@ -837,6 +875,7 @@ mod tests {
             keys: Some(keys.clone()),
             newest_write: None,
             text_index: None,
+            indexes: Vec::new(),
         };
         assert!(check_key_file(&parts, &part, &keys).is_empty());
         let wrong_rows = PartEntry {

@@ -21,6 +21,7 @@ pub mod deletes;
 pub mod durability;
 pub mod error;
 pub mod held;
+pub mod indexes;
 pub mod key_cache;
 pub mod keys;
 pub mod live;
@@ -37,6 +38,7 @@ pub use checksum::{
 };
 pub use deletes::{DeletionVector, PartDeletes};
 pub use error::FormatError;
+pub use indexes::{IndexSetting, PartIndex};
 pub use key_cache::KeyCache;
 pub use keys::{KeyFile, KeyHit, KeyPage, PartKeys, find_keys, write_key_file};
 pub use manifest::{KeyRun, KeyRuns, KeySetting, Manifest, PartEntry, RetiredPart, TableSettings};

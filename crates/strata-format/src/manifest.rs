@@ -50,6 +50,10 @@ pub struct TableSettings {
     /// metadata under `metadata/`. Omitted when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub iceberg: bool,
+    /// Secondary indexes (ADR 0024, `CREATE INDEX`): each part gets a file of the rows of each
+    /// value at the index's path. Omitted when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<crate::indexes::IndexSetting>,
 }
 
 impl TableSettings {
@@ -64,6 +68,7 @@ impl TableSettings {
             text_index: Vec::new(),
             ttl_seconds: None,
             iceberg: false,
+            indexes: Vec::new(),
         }
     }
 }
@@ -131,6 +136,10 @@ pub struct PartEntry {
     /// The part's text index (ADR 0019), for tables with text-indexed paths; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_index: Option<crate::text_index::PartTextIndex>,
+    /// The part's secondary index files (ADR 0024), one per index of the table that the part
+    /// could index and that lists a row; omitted when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<crate::indexes::PartIndex>,
 }
 
 impl PartEntry {
@@ -140,7 +149,8 @@ impl PartEntry {
     }
 
     /// Every file of `parts/` that belongs to this part besides the part itself: its checksum
-    /// file, deletion vector, key file (and the key file's checksum file) and text index.
+    /// file, deletion vector, key file (and the key file's checksum file), text index and
+    /// secondary index files (and their checksum files).
     pub fn files_beside(&self) -> Vec<String> {
         let mut files = Vec::new();
         if self.xxh64.is_some() {
@@ -155,6 +165,14 @@ impl PartEntry {
         }
         if let Some(index) = &self.text_index {
             files.push(index.file.clone());
+        }
+        for index in &self.indexes {
+            files.push(index.file.file.clone());
+            files.push(format!(
+                "{}{}",
+                index.file.file,
+                crate::checksum::CHECKSUM_SUFFIX
+            ));
         }
         files
     }
@@ -386,6 +404,7 @@ impl Manifest {
                 problems.extend(deletes_problems(table_dir, part, deletes));
             }
             problems.extend(keys_problems(table_dir, part, self.settings.key.is_some()));
+            problems.extend(index_problems(table_dir, part, &self.settings));
             let path = Manifest::part_path(table_dir, name);
             match fs::metadata(&path) {
                 Ok(meta) if meta.len() != part.bytes => problems.push(format!(
@@ -558,20 +577,59 @@ fn keys_problems(table_dir: &Path, part: &PartEntry, keyed: bool) -> Vec<String>
     if keys.file != key_file(name) {
         return vec![format!("part {name}: {:?} is not its key file", keys.file)];
     }
-    let path = Manifest::part_path(table_dir, &keys.file);
-    match fs::metadata(&path) {
-        Ok(meta) if meta.len() != keys.bytes => vec![format!(
-            "part {name}: key file {} has {} bytes on disk, the manifest says {}",
-            keys.file,
-            meta.len(),
-            keys.bytes
+    listed_file_problems(table_dir, name, "key file", &keys.file, keys.bytes)
+}
+
+/// What is wrong with the secondary index entries of `part`: each names an index of the table,
+/// once, as its own file, which is there with the size listed.
+fn index_problems(table_dir: &Path, part: &PartEntry, settings: &TableSettings) -> Vec<String> {
+    let name = &part.file;
+    let mut problems = Vec::new();
+    for (position, index) in part.indexes.iter().enumerate() {
+        if !settings.indexes.iter().any(|i| i.name == index.name) {
+            problems.push(format!(
+                "part {name} has a file of index {}, which the table does not have",
+                index.name
+            ));
+        } else if part.indexes[..position]
+            .iter()
+            .any(|i| i.name == index.name)
+        {
+            problems.push(format!("part {name} lists index {} twice", index.name));
+        } else if index.file.file != crate::indexes::index_file(name, &index.name) {
+            problems.push(format!(
+                "part {name}: {:?} is not its file of index {}",
+                index.file.file, index.name
+            ));
+        } else {
+            problems.extend(listed_file_problems(
+                table_dir,
+                name,
+                "index file",
+                &index.file.file,
+                index.file.bytes,
+            ));
+        }
+    }
+    problems
+}
+
+/// What is wrong with the file `file` (a `what`) of part `name`: missing, or not `bytes` long.
+fn listed_file_problems(
+    table_dir: &Path,
+    name: &str,
+    what: &str,
+    file: &str,
+    bytes: u64,
+) -> Vec<String> {
+    let path = Manifest::part_path(table_dir, file);
+    match crate::held::StoredFile::open(&path).and_then(|stored| stored.size()) {
+        Ok(len) if len != bytes => vec![format!(
+            "part {name}: {what} {file} has {len} bytes on disk, the manifest says {bytes}"
         )],
         Ok(_) => Vec::new(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            vec![format!(
-                "part {name}: key file {} is missing",
-                path.display()
-            )]
+            vec![format!("part {name}: {what} {} is missing", path.display())]
         }
         Err(e) => vec![format!("part {name}: {}: {e}", path.display())],
     }

@@ -1,5 +1,6 @@
-//! Statements that change tables rather than read them: `DROP TABLE [IF EXISTS] t [, …]` and
-//! `ALTER TABLE [IF EXISTS] t SET (setting = value, …)`.
+//! Statements that change tables rather than read them: `DROP TABLE [IF EXISTS] t [, …]`,
+//! `ALTER TABLE [IF EXISTS] t SET (setting = value, …)`, and `CREATE INDEX … ON t ((data->>'p'))`
+//! / `DROP INDEX [IF EXISTS] name` (secondary indexes, ADR 0024).
 //!
 //! Both run through strata-engine under the table's writer lock (`DataDir::drop_table`,
 //! `DataDir::alter_table`). DataFusion has no `ALTER TABLE`, and its own `DROP TABLE` path
@@ -14,18 +15,19 @@ use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    AlterTable, AlterTableOperation, Expr, ObjectName, ObjectNamePart, ObjectType, SqlOption,
-    Statement, Value,
+    AlterTable, AlterTableOperation, BinaryOperator, CreateIndex, Expr, FunctionArguments, Ident,
+    ObjectName, ObjectNamePart, ObjectType, SqlOption, Statement, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use strata_engine::settings::CHANGEABLE_SETTINGS;
 use strata_engine::{DataDir, EngineError, SettingChange};
+use strata_json::JsonPath;
 
 use crate::table::DataDirSchema;
 use crate::{QueryError, QueryResult};
 
 /// The PostgreSQL command tag of `sql` when it is one statement [`run`] handles (`DROP TABLE`,
-/// `ALTER TABLE`); None for anything else. Nothing runs.
+/// `ALTER TABLE`, `CREATE INDEX`, `DROP INDEX`); None for anything else. Nothing runs.
 pub fn command_tag(sql: &str) -> Option<&'static str> {
     let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
     if statements.len() != 1 {
@@ -40,11 +42,16 @@ pub fn command_tag(sql: &str) -> Option<&'static str> {
             ..
         } => Some("DROP TABLE"),
         Statement::AlterTable(_) => Some("ALTER TABLE"),
+        Statement::CreateIndex(_) => Some("CREATE INDEX"),
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            ..
+        } => Some("DROP INDEX"),
         _ => None,
     }
 }
 
-/// Runs `sql` when it is one DROP TABLE or ALTER TABLE statement; None for anything else.
+/// Runs `sql` when it is one statement [`command_tag`] names; None for anything else.
 pub(crate) fn run(context: &SessionContext, sql: &str) -> Result<Option<QueryResult>, QueryError> {
     let Ok(mut statements) = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}) else {
         return Ok(None); // DataFusion reports the syntax error
@@ -73,6 +80,29 @@ pub(crate) fn run(context: &SessionContext, sql: &str) -> Result<Option<QueryRes
         }
         Statement::AlterTable(alter) => {
             alter_table(&data_dir(context)?, &alter)?;
+            Ok(Some(empty_result()))
+        }
+        Statement::CreateIndex(create) => {
+            create_index(&data_dir(context)?, &create)?;
+            Ok(Some(empty_result()))
+        }
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => {
+            if cascade {
+                return Err(plan_error(
+                    "DROP INDEX … CASCADE: nothing depends on an index; drop it without CASCADE"
+                        .into(),
+                ));
+            }
+            let data_dir = data_dir(context)?;
+            for name in &names {
+                data_dir.drop_index(&index_name(name)?, if_exists)?;
+            }
             Ok(Some(empty_result()))
         }
         _ => Ok(None),
@@ -106,6 +136,126 @@ fn alter_table(data_dir: &DataDir, alter: &AlterTable) -> Result<(), QueryError>
     match data_dir.alter_table(&table, &changes) {
         Err(EngineError::NoSuchTable(_)) if alter.if_exists => Ok(()),
         other => other.map(|_| ()).map_err(QueryError::from),
+    }
+}
+
+/// `CREATE INDEX [IF NOT EXISTS] [name] ON t ((data->>'a'))` (or `(data.a)`, `data->'a'->>'b'`):
+/// one JSON path of the table's documents, equality lookups only (ADR 0024).
+fn create_index(data_dir: &DataDir, create: &CreateIndex) -> Result<(), QueryError> {
+    let table = table_name(&create.table_name)?;
+    let unsupported = |what: &str| {
+        plan_error(format!(
+            "CREATE INDEX on {table}: {what} is not supported (an index is on one JSON path of \
+             the documents: ON {table} ((data->>'path')) or ON {table} (data.path))"
+        ))
+    };
+    if create.unique {
+        return Err(unsupported(
+            "UNIQUE (a table's key is unique: strata ingest --key PATH)",
+        ));
+    }
+    if create.predicate.is_some() {
+        return Err(unsupported("a partial index (WHERE)"));
+    }
+    if !create.include.is_empty() {
+        return Err(unsupported("INCLUDE"));
+    }
+    if let Some(using) = &create.using
+        && !using.to_string().eq_ignore_ascii_case("btree")
+    {
+        return Err(unsupported(&format!("USING {using}")));
+    }
+    let [column] = create.columns.as_slice() else {
+        return Err(unsupported("an index of several columns"));
+    };
+    let path = indexed_path(&column.column.expr)
+        .ok_or_else(|| unsupported(&format!("the expression {}", column.column.expr)))?;
+    let name = match &create.name {
+        Some(name) => index_name(name)?,
+        None => default_index_name(&table, &path),
+    };
+    data_dir.create_index(&table, &name, &path.encode(), create.if_not_exists)?;
+    Ok(())
+}
+
+/// The JSON path an index expression reads: `data.a.b`, `data->'a'->>'b'`, parenthesized or
+/// not. None for anything else.
+fn indexed_path(expr: &Expr) -> Option<JsonPath> {
+    match expr {
+        Expr::Nested(inner) => indexed_path(inner),
+        Expr::CompoundIdentifier(idents) => match idents.split_first() {
+            Some((document, path))
+                if document.value == crate::table::DATA_COLUMN && !path.is_empty() =>
+            {
+                Some(JsonPath::new(
+                    path.iter().map(|i| i.value.clone()).collect(),
+                ))
+            }
+            _ => None,
+        },
+        // `data.user`: a dotted name ending in a keyword that is also a function without
+        // parentheses (`user`, `current_date`) parses as a call of that function.
+        Expr::Function(function) if matches!(function.args, FunctionArguments::None) => {
+            let idents: Vec<Ident> = function
+                .name
+                .0
+                .iter()
+                .map(|part| part.as_ident().cloned())
+                .collect::<Option<_>>()?;
+            indexed_path(&Expr::CompoundIdentifier(idents))
+        }
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Arrow | BinaryOperator::LongArrow,
+            right,
+        } => {
+            let Expr::Value(value) = right.as_ref() else {
+                return None;
+            };
+            let Value::SingleQuotedString(key) = &value.value else {
+                return None;
+            };
+            let base = match left.as_ref() {
+                Expr::Identifier(ident) if ident.value == crate::table::DATA_COLUMN => {
+                    JsonPath::new(Vec::new())
+                }
+                other => indexed_path(other)?,
+            };
+            Some(base.child(key))
+        }
+        _ => None,
+    }
+}
+
+/// PostgreSQL's name for an unnamed index: `<table>_<column>_idx`, here the path's segments
+/// joined by `_`, kept to what an index name may hold.
+fn default_index_name(table: &str, path: &JsonPath) -> String {
+    let raw = format!("{table}_{}_idx", path.segments().join("_"));
+    let mut name: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, '_');
+    }
+    name.truncate(63);
+    name
+}
+
+/// An index's name: `name` or `public.name`.
+fn index_name(name: &ObjectName) -> Result<String, QueryError> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .filter_map(|part| match part {
+            ObjectNamePart::Identifier(ident) => Some(ident.value.clone()),
+            _ => None,
+        })
+        .collect();
+    match parts.as_slice() {
+        [index] => Ok(index.clone()),
+        [schema, index] if schema == "public" => Ok(index.clone()),
+        _ => Err(plan_error(format!("unsupported index name {name}"))),
     }
 }
 

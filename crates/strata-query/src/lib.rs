@@ -64,7 +64,7 @@ pub fn table_change_tag(sql: &str) -> Option<&'static str> {
         .find(|c: char| !c.is_ascii_alphabetic())
         .unwrap_or(rest.len());
     match rest[..word_end].to_ascii_lowercase().as_str() {
-        "drop" | "alter" => ddl::command_tag(sql),
+        "drop" | "alter" | "create" => ddl::command_tag(sql),
         "insert" | "update" | "delete" => dml::command_tag(sql),
         _ => None,
     }
@@ -401,6 +401,9 @@ mod change_tag_tests {
         "DELETE FROM t WHERE data.id = 2",
         "DROP TABLE t",
         "ALTER TABLE t SET (ttl = '30d')",
+        "CREATE INDEX i ON t ((data->>'user'))",
+        "DROP INDEX IF EXISTS i",
+        "CREATE VIEW v AS SELECT 1",
         "DROP VIEW v",
         "SELECT * FROM t",
         "BEGIN",

@@ -393,13 +393,15 @@ impl Transaction {
 
     /// Runs one statement in the transaction: a change is buffered (its result is the
     /// `count` of documents it changed), a query reads the snapshot and the transaction's own
-    /// changes. Statements that change tables themselves (`DROP`, `ALTER`) cannot run in a
-    /// transaction. A failed statement changes nothing.
+    /// changes. Statements that change tables themselves (`DROP`, `ALTER`, `CREATE INDEX`)
+    /// cannot run in a transaction. A failed statement changes nothing.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
         if crate::ddl::command_tag(sql).is_some() {
             return Err(QueryError::Statement {
                 sqlstate: ACTIVE_SQL_TRANSACTION,
-                message: "DROP TABLE and ALTER TABLE cannot run inside a transaction block".into(),
+                message: "DROP TABLE, ALTER TABLE, CREATE INDEX and DROP INDEX cannot run inside \
+                          a transaction block"
+                    .into(),
             });
         }
         if let Some((change, returning)) = dml::change_of(&self.context, sql).await? {

@@ -538,6 +538,7 @@ fn open_manifest(
                         .max_columns
                         .unwrap_or(strata_json::shred::DEFAULT_MAX_COLUMNS),
                     key: requested.key,
+                    indexes: Vec::new(),
                 }),
                 true,
             )

@@ -70,7 +70,8 @@ pub fn stage_view(
     // Listed before they are written: a failure halfway still deletes what was written.
     view.files.extend(rows.keys().map(|part| vector_name(part)));
     let file = format!("{stem}.parquet");
-    view.files.extend(part_files(&file));
+    view.files
+        .extend(part_files(&file, &snapshot.settings.indexes));
     // Never made durable and gone with the view: held in memory, not created on disk.
     let (written, _never_durable) = strata_format::durability::deferred(|| {
         stage_deletions_named(table, &table_dir, &mut view.manifest, &rows, &vector_name)?;
@@ -96,14 +97,20 @@ fn view_stem() -> String {
 }
 
 /// The files a part named `file` is written as: itself, its key file, their checksum files,
-/// its text index.
-fn part_files(file: &str) -> Vec<String> {
+/// its text index, its files of the table's secondary `indexes` and their checksum files.
+fn part_files(file: &str, indexes: &[strata_format::IndexSetting]) -> Vec<String> {
     let keys = key_file(file);
-    vec![
+    let mut files = vec![
         strata_format::text_index::text_index_file(file),
         format!("{file}{CHECKSUM_SUFFIX}"),
         format!("{keys}{CHECKSUM_SUFFIX}"),
         keys,
         file.to_owned(),
-    ]
+    ];
+    for index in indexes {
+        let index = strata_format::indexes::index_file(file, &index.name);
+        files.push(format!("{index}{CHECKSUM_SUFFIX}"));
+        files.push(index);
+    }
+    files
 }

@@ -113,6 +113,16 @@ pub fn check_part(path: &Path, entry: &PartEntry) -> (Vec<String>, String) {
         }
         _ => note,
     };
+    let mut note = note;
+    if let Some(parts_dir) = path.parent() {
+        for index in &entry.indexes {
+            let found = crate::indexes::check_index_file(parts_dir, entry, index);
+            if found.is_empty() {
+                note = format!("{note}; index file {} verified", index.file.file);
+            }
+            problems.extend(found);
+        }
+    }
     let note = match (&entry.text_index, path.parent().and_then(Path::parent)) {
         (Some(text), Some(table_dir)) => {
             let found = crate::text_index::check_text_index(table_dir, text);

@@ -20,6 +20,9 @@ pub struct PartWriterOptions {
     pub key_column: Option<String>,
     /// Columns (encoded paths) whose string values get a text index (`crate::text_index`).
     pub text_columns: Vec<String>,
+    /// The table's secondary indexes (`crate::indexes`): the part gets a file for each one whose
+    /// path it can index.
+    pub indexes: Vec<crate::indexes::IndexSetting>,
 }
 
 impl Default for PartWriterOptions {
@@ -28,6 +31,7 @@ impl Default for PartWriterOptions {
             zstd_level: 3,
             key_column: None,
             text_columns: Vec::new(),
+            indexes: Vec::new(),
         }
     }
 }

@@ -94,6 +94,9 @@ pub struct PartWriter {
     text_columns: Vec<String>,
     /// Their text index, built as rows are written.
     text_index: TextIndexBuilder,
+    /// The secondary indexes this part can index (`crate::indexes::indexable`), with their
+    /// column's slices of every batch written.
+    index_columns: Vec<(crate::indexes::IndexSetting, Vec<ArrayRef>)>,
 }
 
 /// A column's profile while its part is written.
@@ -145,6 +148,12 @@ impl PartWriter {
             ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
         let text_columns =
             indexable_text_columns(&TextColumnLayout::of(&layout), &options.text_columns);
+        let index_columns = options
+            .indexes
+            .iter()
+            .filter(|index| crate::indexes::layout_indexable(&layout, &index.path))
+            .map(|index| (index.clone(), Vec::new()))
+            .collect();
         let profiles = profiled_columns(&layout, sort_key, hints)
             .map(|(index, column)| ProfileBuilder {
                 carried_plain_bytes: hints.dictionary.get(&column.name).copied(),
@@ -168,6 +177,7 @@ impl PartWriter {
             key_column: options.key_column.clone().map(|name| (name, Vec::new())),
             text_index: TextIndexBuilder::new(text_columns.clone(), super::GRANULE_ROWS),
             text_columns,
+            index_columns,
         })
     }
 
@@ -209,6 +219,18 @@ impl PartWriter {
                 .ok_or_else(|| FormatError::Damaged {
                     path: self.tmp_path.clone(),
                     message: format!("rows written without the key column {name}"),
+                })?;
+            slices.push(column.clone());
+        }
+        for (index, slices) in &mut self.index_columns {
+            let column = batch
+                .column_by_name(&index.path)
+                .ok_or_else(|| FormatError::Damaged {
+                    path: self.tmp_path.clone(),
+                    message: format!(
+                        "rows written without the column {} of index {}",
+                        index.path, index.name
+                    ),
                 })?;
             slices.push(column.clone());
         }
@@ -337,6 +359,23 @@ impl PartWriter {
         } else {
             None
         };
+        let mut indexes = Vec::new();
+        for (index, slices) in std::mem::take(&mut self.index_columns) {
+            if self.rows == 0 {
+                break;
+            }
+            let slices: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
+            let column = arrow::compute::concat(&slices).map_err(|source| FormatError::Arrow {
+                path: self.final_path.clone(),
+                source,
+            })?;
+            indexes.extend(crate::indexes::write_index_file(
+                parts_dir,
+                &self.file,
+                &index.name,
+                &column,
+            )?);
+        }
         let (sort_key_min, sort_key_max) = self
             .bounds
             .into_iter()
@@ -363,6 +402,7 @@ impl PartWriter {
             keys,
             newest_write: None,
             text_index,
+            indexes,
         })
     }
 }

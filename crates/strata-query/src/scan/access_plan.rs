@@ -78,6 +78,11 @@ pub(super) struct PruneCounts {
     pub(super) granules_pruned_by_text_index: usize,
     /// Rows the plan would have read in those granules.
     pub(super) rows_pruned_by_text_index: usize,
+    /// Parts skipped because their secondary index files list none of the values the filters
+    /// ask for (ADR 0024).
+    pub(super) parts_pruned_by_secondary_index: usize,
+    /// Rows (of parts read) that secondary index files showed hold none of those values.
+    pub(super) rows_pruned_by_secondary_index: usize,
 }
 
 impl PruneCounts {
@@ -100,6 +105,7 @@ impl PruneCounts {
             + self.rows_pruned_by_key_runs
             + self.rows_pruned_by_key_index
             + self.rows_pruned_by_text_index
+            + self.rows_pruned_by_secondary_index
     }
 }
 
@@ -229,6 +235,22 @@ pub(super) fn keep_key_rows(
     rows: &[u64],
     counts: &mut PruneCounts,
 ) {
+    counts.rows_pruned_by_key_index += keep_only(plan, parquet, &row_ranges(rows));
+}
+
+/// Narrows `plan` to `rows` (sorted), those a part's secondary index files list
+/// (`prune::secondary_index`).
+pub(super) fn keep_indexed_rows(
+    plan: &mut ParquetAccessPlan,
+    parquet: &ParquetMetaData,
+    rows: &[u64],
+    counts: &mut PruneCounts,
+) {
+    counts.rows_pruned_by_secondary_index += keep_only(plan, parquet, &row_ranges(rows));
+}
+
+/// Sorted rows as ranges of consecutive rows.
+fn row_ranges(rows: &[u64]) -> Vec<Range<u64>> {
     let mut ranges: Vec<Range<u64>> = Vec::new();
     for &row in rows {
         match ranges.last_mut() {
@@ -236,7 +258,7 @@ pub(super) fn keep_key_rows(
             _ => ranges.push(row..row + 1),
         }
     }
-    counts.rows_pruned_by_key_index += keep_only(plan, parquet, &ranges);
+    ranges
 }
 
 /// Narrows `plan` to the granules the text index keeps (`prune::text_index`).

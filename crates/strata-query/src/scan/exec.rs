@@ -34,7 +34,7 @@ use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
 use super::prune::part::parts_to_scan;
-use super::prune::{key_index, text_index};
+use super::prune::{key_index, secondary_index, text_index};
 use super::read::{
     OutputPlan, build_output, build_outputs, dictionary_source, open_unit, plan_output,
 };
@@ -95,6 +95,7 @@ impl StrataScanExec {
             .key
             .as_ref()
             .and_then(|key| key_index::wanted_keys(&predicate, key));
+        let index_lookups = secondary_index::index_lookups(&predicate, &manifest.settings.indexes);
         for (entry, kept) in manifest.parts.iter().zip(parts_kept) {
             if !kept {
                 counts.parts_pruned += 1;
@@ -112,6 +113,17 @@ impl StrataScanExec {
                 counts.rows_pruned_by_key_index += entry.rows as usize;
                 continue;
             }
+            let indexed_rows = match index_lookups.is_empty() {
+                true => None,
+                false => secondary_index::index_rows(&dir, entry, &index_lookups)
+                    .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?,
+            };
+            if indexed_rows.as_ref().is_some_and(Vec::is_empty) {
+                counts.parts_pruned += 1;
+                counts.parts_pruned_by_secondary_index += 1;
+                counts.rows_pruned_by_secondary_index += entry.rows as usize;
+                continue;
+            }
             let path = Manifest::part_path(&dir, &entry.file);
             let (metadata, checksums) = metadata_cache
                 .get_or_load(&path, entry)
@@ -119,6 +131,9 @@ impl StrataScanExec {
             let mut plan = access_plan::plan_part(entry, &metadata, &predicate, &mut counts);
             if let Some(rows) = &key_rows {
                 access_plan::keep_key_rows(&mut plan, metadata.metadata(), rows, &mut counts);
+            }
+            if let Some(rows) = &indexed_rows {
+                access_plan::keep_indexed_rows(&mut plan, metadata.metadata(), rows, &mut counts);
             }
             let index = if text_index::uses_text_index(entry, &predicate) {
                 metadata_cache
@@ -251,6 +266,14 @@ impl StrataScanExec {
                 c.granules_pruned_by_text_index,
             ),
             ("rows_pruned_by_text_index", c.rows_pruned_by_text_index),
+            (
+                "parts_pruned_by_secondary_index",
+                c.parts_pruned_by_secondary_index,
+            ),
+            (
+                "rows_pruned_by_secondary_index",
+                c.rows_pruned_by_secondary_index,
+            ),
         ] {
             MetricBuilder::new(&self.metrics)
                 .global_counter(name)
@@ -330,6 +353,13 @@ impl DisplayAs for StrataScanExec {
                 f,
                 ", key index: parts pruned={}, rows pruned={}",
                 c.parts_pruned_by_key_index, c.rows_pruned_by_key_index
+            )?;
+        }
+        if c.rows_pruned_by_secondary_index > 0 || c.parts_pruned_by_secondary_index > 0 {
+            write!(
+                f,
+                ", secondary index: parts pruned={}, rows pruned={}",
+                c.parts_pruned_by_secondary_index, c.rows_pruned_by_secondary_index
             )?;
         }
         if c.rows_deleted > 0 {

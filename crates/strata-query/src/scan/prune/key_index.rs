@@ -27,6 +27,17 @@ pub(in crate::scan) fn wanted_keys(
     predicate: &ScanPredicate,
     key: &KeySetting,
 ) -> Option<Vec<KeyValue>> {
+    let (literals, mode) = pinned_literals(predicate, &key.path)?;
+    values_of_literals(&literals, mode, key.key_type)
+}
+
+/// The literals the filters pin the encoded path `path` to ("if a row satisfies the filters,
+/// its column is one of these"), and how the pinned column reads the path; None when they do
+/// not pin it.
+pub(in crate::scan) fn pinned_literals(
+    predicate: &ScanPredicate,
+    path: &str,
+) -> Option<(Vec<ScalarValue>, PathMode)> {
     let whole = predicate.whole()?;
     for guarantee in whole.literal_guarantees() {
         if guarantee.guarantee != Guarantee::In {
@@ -35,22 +46,32 @@ pub(in crate::scan) fn wanted_keys(
         let Some(column) = predicate.column(guarantee.column.name()) else {
             continue;
         };
-        if column.path != key.path {
+        if column.path != path {
             continue;
         }
-        let mut keys = Vec::with_capacity(guarantee.literals.len());
-        for literal in &guarantee.literals {
-            match key_of_literal(literal, column.mode, key.key_type) {
-                Literal::Key(value) => keys.push(value),
-                Literal::MatchesNone => {}
-                Literal::Unusable => return None,
-            }
-        }
-        keys.sort_unstable();
-        keys.dedup();
-        return Some(keys);
+        return Some((guarantee.literals.iter().cloned().collect(), column.mode));
     }
     None
+}
+
+/// The values of `key_type` that `literals` (as a column of `mode` reads the path) can equal,
+/// sorted, without duplicates; None when one of them is of a type this lookup does not compare.
+pub(in crate::scan) fn values_of_literals(
+    literals: &[ScalarValue],
+    mode: PathMode,
+    key_type: KeyType,
+) -> Option<Vec<KeyValue>> {
+    let mut keys = Vec::with_capacity(literals.len());
+    for literal in literals {
+        match key_of_literal(literal, mode, key_type) {
+            Literal::Key(value) => keys.push(value),
+            Literal::MatchesNone => {}
+            Literal::Unusable => return None,
+        }
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    Some(keys)
 }
 
 enum Literal {

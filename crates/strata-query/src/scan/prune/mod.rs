@@ -17,6 +17,7 @@ pub(super) mod key_runs;
 pub(super) mod page;
 pub(super) mod part;
 pub(super) mod row_group;
+pub(super) mod secondary_index;
 #[cfg(test)]
 mod tests;
 pub(super) mod text_index;

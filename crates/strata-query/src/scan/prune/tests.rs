@@ -81,6 +81,7 @@ fn entry(rows: u64, columns: &[(&str, Kind)]) -> PartEntry {
         keys: None,
         newest_write: None,
         text_index: None,
+        indexes: Vec::new(),
     }
 }
 
@@ -269,6 +270,7 @@ fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
             text_index: Vec::new(),
             ttl_seconds: None,
             iceberg: false,
+            indexes: Vec::new(),
             sort_key: vec!["k".into()],
             max_columns: 64,
             key: None,
