@@ -2,8 +2,10 @@
 §4), on Strata and PostgreSQL side by side (issue 14): bench/sysbench/documents.lua runs point
 selects by key, and 95/5 and 50/50 mixes of point selects and single-document updates by key,
 each statement in autocommit, against the same documents on both systems (PostgreSQL: a `jsonb`
-table with a unique expression index on the key; Strata: a table keyed by `id`). Each mix runs
-at each client count for `--seconds`, the systems taking turns.
+table with a unique expression index on the key; Strata: a table keyed by `id`); then point
+selects by `name`, a path that is not the key: on Strata without an index, then on both with one
+(`CREATE INDEX … ((data->>'name'))`). Each mix runs at each client count for `--seconds`, the
+systems taking turns.
 
 Prints events/s, latency p50 (from sysbench's histogram) and p99, errors, and the
 Strata/PostgreSQL ratio; writes OUT/results.json. Needs Debian's sysbench (its PostgreSQL
@@ -24,19 +26,25 @@ from benchlib.pgservers import PostgresServer, StrataServer  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parent / "sysbench" / "documents.lua"
 MIXES = {"point select": 0, "95/5 select/update": 5, "50/50 select/update": 50}
+# Point selects by `name` (not the key): first on Strata with no index on it (a scan of the path
+# per select), then on both systems with an index on it (Strata: CREATE INDEX, ADR 0024;
+# PostgreSQL: a B-tree expression index).
+BY_NAME = "by name, no index"
+BY_NAME_INDEXED = "by name, indexed"
+INDEX_NAME = "CREATE INDEX docs_name ON docs ((data->>'name'))"
 
 
 def documents(count):
     return [{"id": str(i), "n": 0, "name": f"user {i}", "tags": ["a", "b"][: i % 3]} for i in range(1, count + 1)]
 
 
-def sysbench(server, clients, seconds, docs, write_pct):
+def sysbench(server, clients, seconds, docs, write_pct, select_by="id"):
     """Runs one mix; returns events/s, p50/p99 latency (ms) and errors."""
     proc = subprocess.run(
         ["sysbench", str(SCRIPT), "--db-driver=pgsql", "--pgsql-host=127.0.0.1",
          f"--pgsql-port={server.port}", f"--pgsql-user={server.user}", f"--pgsql-db={server.database}",
          f"--threads={clients}", f"--time={seconds}", f"--table-size={docs}", f"--write-pct={write_pct}",
-         "--percentile=99", "--histogram=on", "--db-ps-mode=auto", "run"],
+         f"--select-by={select_by}", "--percentile=99", "--histogram=on", "--db-ps-mode=auto", "run"],
         capture_output=True, text=True, timeout=seconds + 300)
     out = proc.stdout
     if proc.returncode != 0:
@@ -89,6 +97,18 @@ def main():
                     runs[(mix, name, n)] = sysbench(server, n, args.seconds, args.docs, write_pct)
                 print(f"{mix}, {n} clients: strata {runs[(mix, 'strata', n)]['events_per_s']:.0f}/s, "
                       f"postgres {runs[(mix, 'postgres', n)]['events_per_s']:.0f}/s", file=sys.stderr, flush=True)
+        for n in clients:
+            runs[(BY_NAME, "strata", n)] = sysbench(strata, n, args.seconds, args.docs, 0, "name")
+            print(f"{BY_NAME}, {n} clients: strata {runs[(BY_NAME, 'strata', n)]['events_per_s']:.0f}/s",
+                  file=sys.stderr, flush=True)
+        strata.execute(INDEX_NAME)
+        postgres.execute(INDEX_NAME)
+        for n in clients:
+            for name, server in (("strata", strata), ("postgres", postgres)):
+                runs[(BY_NAME_INDEXED, name, n)] = sysbench(server, n, args.seconds, args.docs, 0, "name")
+            print(f"{BY_NAME_INDEXED}, {n} clients: strata "
+                  f"{runs[(BY_NAME_INDEXED, 'strata', n)]['events_per_s']:.0f}/s, postgres "
+                  f"{runs[(BY_NAME_INDEXED, 'postgres', n)]['events_per_s']:.0f}/s", file=sys.stderr, flush=True)
         counts = {"strata": strata.count("docs"), "postgres": postgres.count("docs")}
         if counts["strata"] != args.docs or counts["postgres"] != args.docs:
             raise RuntimeError(f"updates changed the number of documents: {counts}")
@@ -100,10 +120,13 @@ def main():
               f"{'errors':>6} {'vs PG':>6}")
     print(header)
     print("-" * len(header))
-    for mix in MIXES:
+    for mix in [*MIXES, BY_NAME, BY_NAME_INDEXED]:
         for n in clients:
-            base = runs[(mix, "postgres", n)]["events_per_s"]
+            # Strata without the index is compared with PostgreSQL with its index.
+            base = runs[(BY_NAME_INDEXED if mix == BY_NAME else mix, "postgres", n)]["events_per_s"]
             for name in ("strata", "postgres"):
+                if (mix, name, n) not in runs:
+                    continue
                 r = runs[(mix, name, n)]
                 print(f"{mix:<22} {n:>7} {name:<9} {r['events_per_s']:>9.0f} {r['p50_ms'] or 0:>8.2f} "
                       f"{r['p99_ms']:>8.2f} {r['errors']:>6} {r['events_per_s'] / base:>6.2f}")

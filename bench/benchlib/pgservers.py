@@ -52,9 +52,12 @@ class StrataServer:
         self.dsn = f"host=127.0.0.1 port={self.port} user=strata dbname=strata"
 
     def count(self, table):
-        out = subprocess.run(["psql", self.dsn, "-X", "-A", "-t", "-c", f"SELECT count(*) FROM {table}"],
-                             capture_output=True, text=True, check=True).stdout
-        return int(out.strip())
+        return int(self.execute(f"SELECT count(*) FROM {table}").strip())
+
+    def execute(self, sql):
+        """Runs one statement through psql; returns its unaligned output."""
+        return subprocess.run(["psql", self.dsn, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                              capture_output=True, text=True, check=True).stdout
 
     def stop(self):
         self.proc.terminate()
@@ -84,6 +87,11 @@ class PostgresServer:
     def count(self, table):
         with self.system._connect() as con:
             return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+    def execute(self, sql):
+        with self.system._connect() as con:
+            con.execute(sql)
+            con.execute("ANALYZE")
 
     def stop(self):
         self.system.stop()
