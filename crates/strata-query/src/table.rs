@@ -28,7 +28,8 @@ use strata_format::Manifest;
 use crate::paths::{PathColumn, PathIndex};
 use crate::point_read::{BoundValue, PointRead};
 use crate::scan::{
-    PartMetadataCache, PointSource, ScanOutput, StrataScanExec, read_documents_by_key,
+    PartMetadataCache, PointSource, ScanOutput, StrataScanExec, read_documents,
+    read_documents_by_key,
 };
 use crate::transaction::TransactionTables;
 use crate::udf::json_field;
@@ -503,14 +504,18 @@ impl DataDirSchema {
         let Some(table) = table else {
             return Ok(None);
         };
+        let encoded_path = read.path.encode();
+        let keyed = table
+            .manifest
+            .settings
+            .key
+            .as_ref()
+            .filter(|key| key.path == encoded_path);
+        let Some(setting) = keyed else {
+            return indexed_point_read(&table, read, value, &encoded_path).await;
+        };
         if table.manifest.parts.iter().any(|part| part.keys.is_none()) {
             // Only parts with key files can be read by key.
-            return Ok(None);
-        }
-        let Some(setting) = &table.manifest.settings.key else {
-            return Ok(None);
-        };
-        if strata_json::JsonPath::decode(&setting.path) != read.path {
             return Ok(None);
         }
         let Some(key) = read.key(setting.key_type, value) else {
@@ -670,4 +675,65 @@ impl TableProvider for DroppedTable {
 /// Data type of the `data` column.
 pub fn data_column_type() -> DataType {
     DataType::Utf8
+}
+
+/// [`DataDirSchema::point_read`] through a secondary index on the read's path (ADR 0024): the
+/// documents of the rows each part's index file lists for the value, when every part that may
+/// hold the path has a file for the index and compares the value as the planned statement does
+/// (`PointRead::key`, by the part's column kind); None — plan the statement — otherwise.
+async fn indexed_point_read(
+    table: &StrataTable,
+    read: &PointRead,
+    value: &BoundValue,
+    encoded_path: &str,
+) -> Result<Option<crate::QueryResult>, crate::QueryError> {
+    let Some(index) = (table.manifest.settings.indexes.iter()).find(|i| i.path == encoded_path)
+    else {
+        return Ok(None);
+    };
+    // Per part: the index file and the value as its column holds it (None: it matches no row).
+    let mut lookups = std::collections::HashMap::new();
+    for entry in &table.manifest.parts {
+        let file = entry.indexes.iter().find(|i| i.name == index.name);
+        let kind = entry.columns.get(encoded_path);
+        let holds_path = kind.is_some()
+            || entry.remainder_paths.contains_key(encoded_path)
+            || entry.remainder_paths_truncated;
+        let key_type = match (file, kind) {
+            (Some(_), Some(strata_json::Kind::String)) => strata_json::KeyType::String,
+            (Some(_), Some(strata_json::Kind::Int)) => strata_json::KeyType::Integer,
+            // No row of the part has a value at the path.
+            (None, _) if !holds_path => continue,
+            _ => return Ok(None),
+        };
+        let Some(key) = read.key(key_type, value) else {
+            return Ok(None);
+        };
+        lookups.insert(entry.file.as_str(), (file, key));
+    }
+    let schema = Arc::new(Schema::new(vec![table.schema.field(0).clone()]));
+    let source = PointSource {
+        table: &table.name,
+        dir: &table.dir,
+        store: &table.store,
+        manifest: &table.manifest,
+        metadata_cache: &table.metadata_cache,
+    };
+    let batch = read_documents(
+        &source,
+        &schema,
+        &|entry| match lookups.get(entry.file.as_str()) {
+            Some((Some(file), Some(key))) => {
+                strata_format::KeyCache::shared().index_rows_of(&table.dir, file, entry.rows, key)
+            }
+            _ => Ok(Vec::new()),
+        },
+    )
+    .await?;
+    let batches = if batch.num_rows() == 0 {
+        Vec::new()
+    } else {
+        vec![batch]
+    };
+    Ok(Some(crate::QueryResult { schema, batches }))
 }

@@ -42,7 +42,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 pub use count::Covering;
 pub use exec::StrataScanExec;
 pub use metadata_cache::PartMetadataCache;
-pub use point::{PointSource, read_documents_by_key};
+pub use point::{PointSource, read_documents, read_documents_by_key};
 pub(crate) use prune::filter_is_exact;
 pub use reduce::{RowReduction, TopRows};
 

@@ -1,4 +1,5 @@
-//! Point reads: the documents of one key of a keyed table, read without planning a query.
+//! Point reads: the documents of one key of a keyed table, or of one value of a path with a
+//! secondary index (ADR 0024), read without planning a query.
 //!
 //! `SELECT data FROM t WHERE data->>'id' = $1` is the most frequent statement of an
 //! application that keeps documents, and planning it through DataFusion (analysis, logical and
@@ -28,7 +29,7 @@ use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
 use datafusion::physical_plan::metrics::Count;
 use futures::StreamExt;
 use object_store::ObjectStore;
-use strata_format::Manifest;
+use strata_format::{FormatError, Manifest, PartEntry};
 use strata_json::KeyValue;
 
 use super::access_plan::{self, PartInScan, PruneCounts};
@@ -55,20 +56,39 @@ pub async fn read_documents_by_key(
     let PointSource {
         table,
         dir,
+        metadata_cache,
+        ..
+    } = source;
+    read_documents(source, schema, &|entry| {
+        metadata_cache.key_rows(dir, entry, key)?.ok_or_else(|| {
+            strata_format::FormatError::Damaged {
+                path: Manifest::part_path(dir, &entry.file),
+                message: format!("table {table}: the part has no key file to read by key"),
+            }
+        })
+    })
+    .await
+}
+
+/// The whole documents (the one `data` column of `schema`) of the live rows `rows_of` names in
+/// each part of the snapshot (ascending; rows the part's deletion vector deletes among them or
+/// not): what a lookup through a key file or a secondary index file reads.
+pub async fn read_documents(
+    source: &PointSource<'_>,
+    schema: &SchemaRef,
+    rows_of: &(dyn Fn(&PartEntry) -> std::result::Result<Vec<u64>, FormatError> + Sync),
+) -> Result<RecordBatch> {
+    let PointSource {
+        table,
+        dir,
         manifest,
         metadata_cache,
         ..
     } = source;
-    let context =
-        |e: strata_format::FormatError| DataFusionError::Execution(format!("table {table}: {e}"));
+    let context = |e: FormatError| DataFusionError::Execution(format!("table {table}: {e}"));
     let mut documents: Vec<Arc<String>> = Vec::new();
     for entry in &manifest.parts {
-        let Some(mut rows) = metadata_cache.key_rows(dir, entry, key).map_err(context)? else {
-            return Err(DataFusionError::Internal(format!(
-                "table {table}: part {} has no key file to read by key",
-                entry.file
-            )));
-        };
+        let mut rows = rows_of(entry).map_err(context)?;
         if rows.is_empty() {
             continue;
         }
@@ -109,7 +129,7 @@ pub async fn read_documents_by_key(
 /// the one column of `schema`.
 async fn read_rows(
     source: &PointSource<'_>,
-    entry: &strata_format::PartEntry,
+    entry: &PartEntry,
     path: &Path,
     rows: &[u64],
     schema: &SchemaRef,
