@@ -80,6 +80,26 @@ def test_ids_make_a_resent_batch_harmless(server):
     assert [e["delete"]["status"] for e in errors] == [404]
 
 
+def test_create_of_an_existing_id_is_a_conflict(server):
+    """`create` answers 409 for an `_id` the index holds or an earlier action of the request
+    wrote, as Elasticsearch does (Logstash and Beats send `create` for data streams), and leaves
+    the document as it was; the other items of the request go on."""
+    es = Elasticsearch(server.url, request_timeout=60)
+    assert es_helpers.bulk(es, [{"_index": "c", "_id": "a", "_source": {"v": 1}}]) == (1, [])
+    ok, errors = es_helpers.bulk(es, [
+        {"_op_type": "create", "_index": "c", "_id": "a", "_source": {"v": 2}},   # held: 409
+        {"_op_type": "create", "_index": "c", "_id": "b", "_source": {"v": 1}},   # new
+        {"_op_type": "create", "_index": "c", "_id": "b", "_source": {"v": 2}},   # written above: 409
+        {"_op_type": "index", "_index": "c", "_id": "a", "_source": {"v": 3}},    # index replaces
+        {"_op_type": "create", "_index": "c", "_source": {"v": 9}},               # generated id
+    ], raise_on_error=False)
+    assert ok == 3
+    assert [(e["create"]["_id"], e["create"]["status"], e["create"]["error"]["type"]) for e in errors] == [
+        ("a", 409, "version_conflict_engine_exception"), ("b", 409, "version_conflict_engine_exception")]
+    rows = server.rows("SELECT data._id AS id, data.v AS v FROM c ORDER BY data.v")
+    assert [(r["id"], r["v"]) for r in rows][:2] == [("b", 1), ("a", 3)] and len(rows) == 3
+
+
 def test_each_item_has_its_own_status(server):
     es = Elasticsearch(server.url, request_timeout=60)
     actions = [

@@ -9,9 +9,11 @@
 //! `_id`s are honoured: an index created here is a table keyed by `_id` (ADR 0016), so a batch a
 //! shipper sends again after a timeout replaces its documents instead of doubling them. An item
 //! without `_id` gets a generated one (20 characters that sort by time of arrival). In a table
-//! that exists without a key, `_id` is stored as a field. `create` of an `_id` present already
-//! replaces it as `index` does (Elasticsearch answers 409; ADR 0018 says why not here); `update`
-//! is refused per item. `_type` (Fluent Bit), `routing`, `pipeline` and other metadata are
+//! that exists without a key, `_id` is stored as a field. `create` of an `_id` that is a live
+//! document, or that an earlier action of the request writes, fails its item with 409
+//! (`version_conflict_engine_exception`) as in Elasticsearch, and the rest of the request goes
+//! on; the ids are looked up before the ingest, so a `create` racing another request's write of
+//! the same `_id` replaces it (ADR 0018). `update` is refused per item. `_type` (Fluent Bit), `routing`, `pipeline` and other metadata are
 //! ignored. A table created here with documents that carry `@timestamp` (or `timestamp`) gets
 //! it as its time column.
 
@@ -130,11 +132,10 @@ impl Item {
     }
 }
 
-/// The documents of one index, as NDJSON lines for its ingest, and the item of each line.
+/// The documents of one index for its ingest, each with its item, in request order.
 #[derive(Default)]
 struct IndexWrites {
-    lines: Vec<u8>,
-    items: Vec<usize>,
+    documents: Vec<(usize, Vec<u8>)>,
     /// The time field of the first document that has one (for a table created here).
     time_field: Option<&'static str>,
 }
@@ -335,9 +336,7 @@ fn plan(lines: &[Vec<u8>], path_index: Option<&str>) -> Result<Plan, EsError> {
             (_, Some(source)) => match with_id(source, &mut item) {
                 Ok((document, time_field)) => {
                     let target = writes.entry(index).or_default();
-                    target.lines.extend_from_slice(&document);
-                    target.lines.push(b'\n');
-                    target.items.push(items.len());
+                    target.documents.push((items.len(), document));
                     target.time_field = target.time_field.or(time_field);
                 }
                 Err(reason) => item.fail(400, "document_parsing_exception", reason),
@@ -431,6 +430,34 @@ fn generated_id() -> String {
 /// Loads one index's documents with one ingest and settles their items.
 async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, items: &mut [Item]) {
     let exists = shared.data_dir.table_exists(index).unwrap_or(false);
+    let conflicts = match create_conflicts(shared, index, &writes, items, exists) {
+        Ok(conflicts) => conflicts,
+        Err(e) => {
+            for (item, _) in &writes.documents {
+                items[*item].fail(500, "exception", e.to_string());
+            }
+            return;
+        }
+    };
+    let mut lines = Vec::new();
+    let mut written = Vec::new();
+    for (item, document) in &writes.documents {
+        if conflicts.contains(item) {
+            let id = items[*item].id.clone().unwrap_or_default();
+            items[*item].fail(
+                409,
+                "version_conflict_engine_exception",
+                format!("[{id}]: version conflict, document already exists"),
+            );
+            continue;
+        }
+        lines.extend_from_slice(document);
+        lines.push(b'\n');
+        written.push(*item);
+    }
+    if written.is_empty() {
+        return;
+    }
     let options = IngestOptions {
         key: (!exists).then(|| (ID_FIELD.to_owned(), KeyType::String)),
         time_column: if exists {
@@ -446,13 +473,13 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
     let input = Input::Stream(StreamInput::new(
         format!("_bulk into {index}"),
         Compression::None,
-        Box::new(Cursor::new(writes.lines)),
+        Box::new(Cursor::new(lines)),
     ));
     let outcome = ingest_on_thread(shared, index.to_owned(), input, options, usize::MAX).await;
     let (result, rejects) = match outcome {
         Ok(outcome) => outcome,
         Err(e) => {
-            for &item in &writes.items {
+            for &item in &written {
                 items[item].fail(500, "exception", e.message.clone());
             }
             return;
@@ -469,7 +496,7 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
     if result.is_ok() {
         shared.merger.ingested(index);
     }
-    for (line, &item) in writes.items.iter().enumerate() {
+    for (line, &item) in written.iter().enumerate() {
         let item = &mut items[item];
         if let Some(reject) = rejected.get(&(line as u64 + 1)) {
             item.fail(400, "document_parsing_exception", reject.reason.clone());
@@ -482,6 +509,57 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
             };
         }
     }
+}
+
+/// The `create` items of `writes` that Elasticsearch answers 409: their `_id` is a live
+/// document of the table, or an earlier `index` or `create` of this request wrote it. Only a
+/// table keyed by `_id` (what `_bulk` creates) is looked up; in a table without that key `_id`
+/// is a plain field, and `create` adds the document as `index` does.
+fn create_conflicts(
+    shared: &Arc<Shared>,
+    index: &str,
+    writes: &IndexWrites,
+    items: &[Item],
+    exists: bool,
+) -> Result<std::collections::HashSet<usize>, EngineError> {
+    let mut conflicts = std::collections::HashSet::new();
+    let creates = writes
+        .documents
+        .iter()
+        .any(|(item, _)| items[*item].action == "create");
+    if !creates {
+        return Ok(conflicts);
+    }
+    let mut live = std::collections::BTreeSet::new();
+    if exists {
+        // The lease keeps the snapshot's parts while their key files are read.
+        let _lease = shared.data_dir.read_lease(index)?;
+        let manifest = shared.data_dir.manifest(index)?;
+        let keyed_by_id = manifest
+            .settings
+            .key
+            .as_ref()
+            .is_some_and(|key| key.path == ID_FIELD);
+        if !keyed_by_id {
+            return Ok(conflicts);
+        }
+        let ids: Vec<KeyValue> = (writes.documents.iter())
+            .filter(|(item, _)| items[*item].action == "create")
+            .filter_map(|(item, _)| items[*item].id.clone().map(KeyValue::String))
+            .collect();
+        live = strata_engine::deletes::live_keys(&shared.data_dir, index, &manifest, &ids)?;
+    }
+    let mut written = std::collections::HashSet::new();
+    for (item, _) in &writes.documents {
+        let Some(id) = &items[*item].id else {
+            continue;
+        };
+        let taken = !written.insert(id.as_str()) || live.contains(&KeyValue::String(id.clone()));
+        if items[*item].action == "create" && taken {
+            conflicts.insert(*item);
+        }
+    }
+    Ok(conflicts)
 }
 
 /// Deletes one index's ids, one commit each, and settles their items.
@@ -607,10 +685,10 @@ mod tests {
             .collect();
         assert_eq!(failed, [false, false, true, true, false, true, true]);
         let logs = &writes["logs"];
-        assert_eq!(logs.items, [0, 1]);
+        let logged: Vec<usize> = logs.documents.iter().map(|(item, _)| *item).collect();
+        assert_eq!(logged, [0, 1]);
         assert_eq!(logs.time_field, Some("@timestamp"));
-        let text = String::from_utf8(logs.lines.clone()).unwrap();
-        let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        let first: Value = serde_json::from_slice(&logs.documents[0].1).unwrap();
         assert_eq!(
             first,
             json!({"_id": "a", "msg": "one", "@timestamp": "2024-01-01T00:00:00Z"})
