@@ -135,6 +135,12 @@ def test_keyed_changes_on_s3(s3, tmp_path):
     assert [k for k in keys(client, prefix) if k.endswith(".dv")]
     remote.run("optimize", "accounts")
     assert rows(remote, "SELECT count(*) AS n, sum(data.v) AS total FROM accounts") == expected
+    # A secondary index: its files go to S3 beside their parts, and lookups read through them.
+    remote.run("query", "CREATE INDEX accounts_v ON accounts (data.v)")
+    assert [k for k in keys(client, prefix) if k.endswith(".accounts_v.index")]
+    assert rows(remote, "SELECT data.id AS id FROM accounts WHERE data.v = 0") == [{"id": 50}]
+    remote.run("query", "INSERT INTO accounts VALUES ('{\"id\": 1001, \"v\": 0}')")
+    assert rows(remote, "SELECT data.id AS id FROM accounts WHERE data.v = 0 ORDER BY 1") == [{"id": 50}, {"id": 1001}]
 
 
 def test_racing_writers_lose_nothing(s3, tmp_path):

@@ -78,7 +78,8 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
         );
     }
     // Commands that read every byte of a part get the whole parts, not footer copies: all of
-    // them for export, check and optimize; for an ingest, the small parts its merge may pick.
+    // them for export, check, optimize and CREATE INDEX; for an ingest, the small parts its
+    // merge may pick.
     for (table, _) in &tables {
         match &cli.command {
             Command::Export { .. } | Command::Optimize { .. } | Command::Check { .. } => {
@@ -89,6 +90,12 @@ pub fn run(mut cli: Cli, url: &str) -> CliResult {
             } => runtime.block_on(staging.materialize(&remote, table, |part| {
                 !part.full && part.bytes < strata_engine::merge::SMALL_PART_BYTES
             }))?,
+            // `CREATE INDEX` reads a column of every part of its table (ADR 0024).
+            Command::Query { sql, .. }
+                if strata_query::index_table(sql).as_deref() == Some(table.as_str()) =>
+            {
+                runtime.block_on(staging.materialize(&remote, table, |_| true))?
+            }
             _ => {}
         }
     }

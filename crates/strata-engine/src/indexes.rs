@@ -1,7 +1,8 @@
 //! `CREATE INDEX` and `DROP INDEX` (ADR 0024): declaring a table's secondary indexes and
 //! building the index files of the parts written before.
 //!
-//! Creating an index, under the table's writer lock: the setting is added (so every part written
+//! Creating an index, under the table's writer lock (writers wait while the files are built, as
+//! PostgreSQL's `CREATE INDEX` without `CONCURRENTLY` makes them wait): the setting is added (so every part written
 //! from then on gets its file from the part writer) and each part the manifest lists gets its file
 //! built from its column (`strata_format::indexes::build_part_index`), all in one commit. A merge
 //! that started before the commit does not commit (its settings no longer hold: `merge`), so
@@ -71,6 +72,8 @@ impl DataDir {
             name: name.to_owned(),
             path: path.to_owned(),
         };
+        // On object storage, the parts' bytes come to the local directory first, as a merge's do.
+        crate::mirror::read_whole(&dir, &manifest.parts)?;
         let mut parts_indexed = 0;
         for entry in &mut manifest.parts {
             if let Some(index) = build_part_index(&dir, entry, &setting)? {

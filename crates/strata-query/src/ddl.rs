@@ -51,6 +51,21 @@ pub fn command_tag(sql: &str) -> Option<&'static str> {
     }
 }
 
+/// The table `sql` creates an index on, when it is one `CREATE INDEX` statement.
+pub fn index_table(sql: &str) -> Option<String> {
+    let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
+    if statements.len() != 1 {
+        return None;
+    }
+    match statements.pop_front()? {
+        DFStatement::Statement(statement) => match *statement {
+            Statement::CreateIndex(create) => table_name(&create.table_name).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Runs `sql` when it is one statement [`command_tag`] names; None for anything else.
 pub(crate) fn run(context: &SessionContext, sql: &str) -> Result<Option<QueryResult>, QueryError> {
     let Ok(mut statements) = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}) else {

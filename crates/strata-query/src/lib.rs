@@ -70,6 +70,7 @@ pub fn table_change_tag(sql: &str) -> Option<&'static str> {
     }
 }
 
+pub use ddl::index_table;
 pub use dml::{RETURNING_METADATA, returning_description};
 pub use stream::QueryStream;
 
