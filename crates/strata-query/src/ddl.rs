@@ -2,8 +2,8 @@
 //! `ALTER TABLE [IF EXISTS] t SET (setting = value, …)`, and `CREATE INDEX … ON t ((data->>'p'))`
 //! / `DROP INDEX [IF EXISTS] name` (secondary indexes, ADR 0024).
 //!
-//! Both run through strata-engine under the table's writer lock (`DataDir::drop_table`,
-//! `DataDir::alter_table`). DataFusion has no `ALTER TABLE`, and its own `DROP TABLE` path
+//! All run through strata-engine under the table's writer lock (`DataDir::drop_table`,
+//! `DataDir::alter_table`, `DataDir::create_index`, `DataDir::drop_index`). DataFusion has no `ALTER TABLE`, and its own `DROP TABLE` path
 //! (`DataDirSchema::deregister_table`) reports every failure as "doesn't exist", or nothing at
 //! all under `IF EXISTS`; so [`crate::Session::run`] hands these statements here first.
 //! Tables are created by their first ingest (`strata ingest`), not by SQL.
@@ -29,14 +29,7 @@ use crate::{QueryError, QueryResult};
 /// The PostgreSQL command tag of `sql` when it is one statement [`run`] handles (`DROP TABLE`,
 /// `ALTER TABLE`, `CREATE INDEX`, `DROP INDEX`); None for anything else. Nothing runs.
 pub fn command_tag(sql: &str) -> Option<&'static str> {
-    let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
-    if statements.len() != 1 {
-        return None;
-    }
-    let Some(DFStatement::Statement(statement)) = statements.pop_front() else {
-        return None;
-    };
-    match *statement {
+    match single_statement(sql)? {
         Statement::Drop {
             object_type: ObjectType::Table,
             ..
@@ -53,31 +46,30 @@ pub fn command_tag(sql: &str) -> Option<&'static str> {
 
 /// The table `sql` creates an index on, when it is one `CREATE INDEX` statement.
 pub fn index_table(sql: &str) -> Option<String> {
+    match single_statement(sql)? {
+        Statement::CreateIndex(create) => table_name(&create.table_name).ok(),
+        _ => None,
+    }
+}
+
+/// `sql` parsed, when it is one SQL statement (DataFusion reports syntax errors).
+fn single_statement(sql: &str) -> Option<Statement> {
     let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
     if statements.len() != 1 {
         return None;
     }
     match statements.pop_front()? {
-        DFStatement::Statement(statement) => match *statement {
-            Statement::CreateIndex(create) => table_name(&create.table_name).ok(),
-            _ => None,
-        },
+        DFStatement::Statement(statement) => Some(*statement),
         _ => None,
     }
 }
 
 /// Runs `sql` when it is one statement [`command_tag`] names; None for anything else.
 pub(crate) fn run(context: &SessionContext, sql: &str) -> Result<Option<QueryResult>, QueryError> {
-    let Ok(mut statements) = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}) else {
-        return Ok(None); // DataFusion reports the syntax error
-    };
-    if statements.len() != 1 {
-        return Ok(None);
-    }
-    let Some(DFStatement::Statement(statement)) = statements.pop_front() else {
+    let Some(statement) = single_statement(sql) else {
         return Ok(None);
     };
-    match *statement {
+    match statement {
         Statement::Drop {
             object_type: ObjectType::Table,
             if_exists,

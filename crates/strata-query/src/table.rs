@@ -528,22 +528,9 @@ impl DataDirSchema {
                 batches: Vec::new(),
             }));
         };
-        let source = PointSource {
-            table: &table.name,
-            dir: &table.dir,
-            store: &table.store,
-            manifest: &table.manifest,
-            metadata_cache: &table.metadata_cache,
-        };
         // The table's read lease keeps its parts on disk until the rows are read.
-        let batch = read_documents_by_key(&source, &key, &schema).await?;
-        // No rows, no batch: as a planned statement answers.
-        let batches = if batch.num_rows() == 0 {
-            Vec::new()
-        } else {
-            vec![batch]
-        };
-        Ok(Some(crate::QueryResult { schema, batches }))
+        let batch = read_documents_by_key(&table.point_source(), &key, &schema).await?;
+        Ok(Some(point_result(schema, batch)))
     }
 
     /// The same schema with its tables pinned for a transaction: all now (`all`, one snapshot),
@@ -712,28 +699,37 @@ async fn indexed_point_read(
         lookups.insert(entry.file.as_str(), (file, key));
     }
     let schema = Arc::new(Schema::new(vec![table.schema.field(0).clone()]));
-    let source = PointSource {
-        table: &table.name,
-        dir: &table.dir,
-        store: &table.store,
-        manifest: &table.manifest,
-        metadata_cache: &table.metadata_cache,
-    };
-    let batch = read_documents(
-        &source,
-        &schema,
-        &|entry| match lookups.get(entry.file.as_str()) {
-            Some((Some(file), Some(key))) => {
-                strata_format::KeyCache::shared().index_rows_of(&table.dir, file, entry.rows, key)
-            }
-            _ => Ok(Vec::new()),
-        },
-    )
+    let batch = read_documents(&table.point_source(), &schema, &|entry| match lookups
+        .get(entry.file.as_str())
+    {
+        Some((Some(file), Some(key))) => {
+            strata_format::KeyCache::shared().index_rows_of(&table.dir, file, entry.rows, key)
+        }
+        _ => Ok(Vec::new()),
+    })
     .await?;
+    Ok(Some(point_result(schema, batch)))
+}
+
+/// A point read's result: no rows, no batch, as a planned statement answers.
+fn point_result(schema: SchemaRef, batch: arrow::array::RecordBatch) -> crate::QueryResult {
     let batches = if batch.num_rows() == 0 {
         Vec::new()
     } else {
         vec![batch]
     };
-    Ok(Some(crate::QueryResult { schema, batches }))
+    crate::QueryResult { schema, batches }
+}
+
+impl StrataTable {
+    /// Where point reads of this snapshot find their rows.
+    fn point_source(&self) -> PointSource<'_> {
+        PointSource {
+            table: &self.name,
+            dir: &self.dir,
+            store: &self.store,
+            manifest: &self.manifest,
+            metadata_cache: &self.metadata_cache,
+        }
+    }
 }

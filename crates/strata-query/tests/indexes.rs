@@ -225,20 +225,6 @@ fn index_statements_check_what_they_are_given() {
     assert!(!check.is_damaged(), "{check:?}");
 }
 
-/// Whether `sql` is answered without a plan, and its rows when it is.
-fn point_read(session: &Session, sql: &str) -> Option<String> {
-    use strata_query::point_read::{PointRead, PointValue};
-    let read = PointRead::parse(sql)?;
-    let PointValue::Literal(value) = &read.value else {
-        return None;
-    };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let result = runtime
-        .block_on(session.point_read(&read, value))
-        .unwrap()?;
-    Some(pretty_format_batches(&result.batches).unwrap().to_string())
-}
-
 #[test]
 fn point_reads_through_an_index_plan_nothing_where_every_part_can_answer() {
     let tmp = tempfile::tempdir().unwrap();
@@ -261,7 +247,7 @@ fn point_reads_through_an_index_plan_nothing_where_every_part_can_answer() {
         "SELECT data FROM events WHERE data.user = 'nobody'",
         "SELECT data FROM events WHERE data.user = NULL",
     ] {
-        let direct = point_read(&session, sql).unwrap_or_else(|| panic!("planned: {sql}"));
+        let direct = common::point_read(&session, sql).unwrap_or_else(|| panic!("planned: {sql}"));
         // Sorted rows: the planned statement's order is not part of its meaning.
         let sorted = |table: String| {
             let mut lines: Vec<String> = table.lines().map(str::to_owned).collect();
@@ -278,6 +264,6 @@ fn point_reads_through_an_index_plan_nothing_where_every_part_can_answer() {
         // An integer against text read as a string column: the planned statement decides.
         "SELECT data FROM events WHERE data.user = 7",
     ] {
-        assert_eq!(point_read(&session, sql), None, "{sql}");
+        assert_eq!(common::point_read(&session, sql), None, "{sql}");
     }
 }

@@ -74,20 +74,6 @@ const QUERIES: &[&str] = &[
     "SELECT data FROM i WHERE data.owner.id = 5000",
 ];
 
-/// Whether `sql` is answered without a plan, and its rows when it is.
-fn point_read(session: &Session, sql: &str) -> Option<String> {
-    use strata_query::point_read::{PointRead, PointValue};
-    let read = PointRead::parse(sql)?;
-    let PointValue::Literal(value) = &read.value else {
-        return None;
-    };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let result = runtime
-        .block_on(session.point_read(&read, value))
-        .unwrap()?;
-    Some(pretty_format_batches(&result.batches).unwrap().to_string())
-}
-
 #[test]
 fn point_reads_answer_as_an_unpruned_scan_does() {
     let tmp = tables();
@@ -125,7 +111,7 @@ fn point_reads_skip_planning_only_where_the_key_answers() {
         "SELECT data FROM i WHERE data.owner.id = -958",
         "SELECT data FROM i WHERE data->'owner'->>'id' = '017'",
     ] {
-        let direct = point_read(&session, sql).unwrap_or_else(|| panic!("planned: {sql}"));
+        let direct = common::point_read(&session, sql).unwrap_or_else(|| panic!("planned: {sql}"));
         assert_eq!(direct, answer(&session, sql), "{sql}");
     }
     for sql in [
@@ -136,7 +122,7 @@ fn point_reads_skip_planning_only_where_the_key_answers() {
         "SELECT data FROM s WHERE data->>'id' = 7",
         "SELECT data FROM nosuchtable WHERE data.id = 'u00001'",
     ] {
-        assert_eq!(point_read(&session, sql), None, "{sql}");
+        assert_eq!(common::point_read(&session, sql), None, "{sql}");
     }
 }
 
@@ -145,7 +131,7 @@ fn point_reads_follow_replacements_and_deletions_of_kept_documents() {
     let tmp = tables();
     let session = Session::open(tmp.path()).unwrap();
     let sql = "SELECT data FROM s WHERE data.id = 'u00007'";
-    let first = point_read(&session, sql).unwrap();
+    let first = common::point_read(&session, sql).unwrap();
     assert!(first.contains(r#""round":1"#), "{first}");
     // The document is kept by the session now; a replacement commits a new part and deletes
     // the kept row.
@@ -153,18 +139,18 @@ fn point_reads_follow_replacements_and_deletions_of_kept_documents() {
         &session,
         r#"INSERT INTO s VALUES ('{"id":"u00007","kind":"k9","round":7}') ON CONFLICT (data) DO UPDATE SET data = EXCLUDED.data"#,
     );
-    let replaced = point_read(&session, sql).unwrap();
+    let replaced = common::point_read(&session, sql).unwrap();
     assert!(replaced.contains(r#""round":7"#), "{replaced}");
     assert_eq!(replaced.lines().count(), 5, "one row: {replaced}");
     answer(&session, "DELETE FROM s WHERE data.id = 'u00007'");
-    let deleted = point_read(&session, sql).unwrap();
+    let deleted = common::point_read(&session, sql).unwrap();
     assert!(!deleted.contains("u00007"), "{deleted}");
     let dir = DataDir::new(tmp.path());
     merge_parts(&dir, "s", &MergeOptions::default()).unwrap();
-    assert_eq!(point_read(&session, sql).unwrap(), deleted);
+    assert_eq!(common::point_read(&session, sql).unwrap(), deleted);
     let other = "SELECT data FROM s WHERE data.id = 'u00008'";
     assert_eq!(
-        point_read(&session, other).unwrap(),
+        common::point_read(&session, other).unwrap(),
         answer(&Session::open_without_pruning(tmp.path()).unwrap(), other)
     );
 }

@@ -83,3 +83,22 @@ pub fn rows(batches: &[RecordBatch]) -> Vec<String> {
     }
     rows
 }
+
+/// Whether `sql` is answered without a plan (`Session::point_read`), and its rows, as a pretty
+/// table, when it is.
+pub fn point_read(session: &strata_query::Session, sql: &str) -> Option<String> {
+    use strata_query::point_read::{PointRead, PointValue};
+    let read = PointRead::parse(sql)?;
+    let PointValue::Literal(value) = &read.value else {
+        return None;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let result = runtime
+        .block_on(session.point_read(&read, value))
+        .unwrap()?;
+    Some(
+        arrow::util::pretty::pretty_format_batches(&result.batches)
+            .unwrap()
+            .to_string(),
+    )
+}
