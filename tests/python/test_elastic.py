@@ -100,18 +100,50 @@ def test_create_of_an_existing_id_is_a_conflict(server):
     assert [(r["id"], r["v"]) for r in rows][:2] == [("b", 1), ("a", 3)] and len(rows) == 3
 
 
+def test_update_actions_merge_partial_documents(server):
+    """`update` actions as Elasticsearch applies them: `doc` merged into the stored document
+    (objects field by field, anything else replaced), `doc_as_upsert` and `upsert` for a
+    missing one, 404 without, `noop` when nothing changes, the newest version written earlier in
+    the same request as the base, scripts refused per item."""
+    es = Elasticsearch(server.url, request_timeout=60)
+    es_helpers.bulk(es, [{"_index": "u", "_id": "a", "_source": {"n": 1, "user": {"name": "x", "tags": [1, 2]}}}])
+    ok, errors = es_helpers.bulk(es, [
+        {"_op_type": "update", "_index": "u", "_id": "a", "doc": {"user": {"tags": [3]}, "m": 2}},
+        {"_op_type": "update", "_index": "u", "_id": "a", "doc": {"n": 5}},             # on the line above's result
+        {"_op_type": "update", "_index": "u", "_id": "b", "doc": {"n": 1}},             # missing: 404
+        {"_op_type": "update", "_index": "u", "_id": "c", "doc": {"n": 1}, "doc_as_upsert": True},
+        {"_op_type": "update", "_index": "u", "_id": "d", "doc": {"n": 1}, "upsert": {"n": 0}},
+        {"_op_type": "update", "_index": "u", "_id": "c", "doc": {"n": 1}},             # noop
+        {"_op_type": "update", "_index": "u", "_id": "a", "script": {"source": "ctx._source.n++"}},
+    ], raise_on_error=False)
+    assert ok == 5
+    assert sorted((e["update"]["_id"], e["update"]["status"]) for e in errors) == [("a", 400), ("b", 404)]
+    docs = {r["id"]: r for r in server.rows(
+        "SELECT data._id AS id, data.n AS n, data.m AS m, data->'user' AS u FROM u ORDER BY 1")}
+    assert (docs["a"]["n"], docs["a"]["m"], docs["a"]["u"]) == (5, 2, {"name": "x", "tags": [3]})
+    assert (docs["c"]["n"], docs["d"]["n"]) == (1, 0) and "b" not in docs
+    # The raw answer: each item's own status and result.
+    body = "".join(json.dumps(line) + "\n" for line in [
+        {"update": {"_index": "u", "_id": "c"}}, {"doc": {"n": 1}},
+        {"update": {"_index": "u", "_id": "c"}}, {"doc": {"n": 2}},
+    ]).encode()
+    status, _, answer = server.request("POST", "/_bulk", body, headers={"Content-Type": "application/x-ndjson"})
+    items = [i["update"] for i in json.loads(answer)["items"]]
+    assert [(i["status"], i["result"]) for i in items] == [(200, "noop"), (200, "updated")]
+
+
 def test_each_item_has_its_own_status(server):
     es = Elasticsearch(server.url, request_timeout=60)
     actions = [
         {"_index": "mixed", "_source": {"n": 1}},
         {"_index": "mixed", "_source": {"_id": "inside", "n": 2}},  # a metadata field: refused
-        {"_op_type": "update", "_index": "mixed", "_id": "a", "doc": {"n": 3}},
+        {"_op_type": "update", "_index": "mixed", "_id": "a", "doc": {"n": 3}},  # no such document
         {"_index": "Bad*Name", "_source": {"n": 4}},
         {"_index": "mixed", "_source": {"n": 5}},
     ]
     ok, errors = es_helpers.bulk(es, actions, raise_on_error=False)
     assert ok == 2
-    assert sorted(next(iter(e.values()))["status"] for e in errors) == [400, 400, 400]
+    assert sorted(next(iter(e.values()))["status"] for e in errors) == [400, 400, 404]
     assert count(server, "mixed") == 2
     # The raw answer: compact JSON, one item per action in order (Vector reads `"errors":true`).
     body = "".join(json.dumps(line) + "\n" for line in [

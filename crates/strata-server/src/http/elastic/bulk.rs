@@ -1,7 +1,7 @@
 //! `POST /_bulk` and `POST /{index}/_bulk`: Elasticsearch's bulk API over Strata's ingest.
 //!
 //! The body is NDJSON (plain, gzip or zstd by `Content-Encoding`): an action line, then for
-//! `index` and `create` the document. Each index's documents are loaded by one ingest, so a
+//! `index` and `create` the document, for `update` its partial document. Each index's documents are loaded by one ingest, so a
 //! request commits once per index; deletes follow, one key at a time. The answer has one item
 //! per action, in order, each with its own status, and `errors` is true when any failed
 //! (pitfalls seen in Quickwit and GreptimeDB: one error for a batch, or none, loses data).
@@ -13,11 +13,12 @@
 //! document, or that an earlier action of the request writes, fails its item with 409
 //! (`version_conflict_engine_exception`) as in Elasticsearch, and the rest of the request goes
 //! on; the ids are looked up before the ingest, so a `create` racing another request's write of
-//! the same `_id` replaces it (ADR 0018). `update` is refused per item. `_type` (Fluent Bit), `routing`, `pipeline` and other metadata are
-//! ignored. A table created here with documents that carry `@timestamp` (or `timestamp`) gets
-//! it as its time column.
+//! the same `_id` replaces it (ADR 0018). `update` merges a partial document into the stored
+//! one (`super::update`), written by the same ingest. `_type` (Fluent Bit), `routing`,
+//! `pipeline` and other metadata are ignored. A table created here with documents that carry
+//! `@timestamp` (or `timestamp`) gets it as its time column.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Cursor};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -35,6 +36,7 @@ use strata_json::kind::Leaf;
 use strata_json::{Field, KeyType, KeyValue};
 
 use super::EsError;
+use super::update::{UpdateOutcome, UpdateRequest, stored_documents};
 use crate::Shared;
 use crate::http::ingest::{compression, ingest_on_thread};
 
@@ -132,10 +134,18 @@ impl Item {
     }
 }
 
-/// The documents of one index for its ingest, each with its item, in request order.
+/// What an `index`, `create` or `update` action writes.
+enum Write {
+    /// The whole document (with its `_id`), as NDJSON text.
+    Document(Vec<u8>),
+    /// A partial update of the document with the item's `_id`.
+    Update(UpdateRequest),
+}
+
+/// The writes of one index for its ingest, each with its item, in request order.
 #[derive(Default)]
 struct IndexWrites {
-    documents: Vec<(usize, Vec<u8>)>,
+    documents: Vec<(usize, Write)>,
     /// The time field of the first document that has one (for a table created here).
     time_field: Option<&'static str>,
 }
@@ -327,16 +337,25 @@ fn plan(lines: &[Vec<u8>], path_index: Option<&str>) -> Result<Plan, EsError> {
                     "Validation Failed: 1: id is missing;",
                 ),
             },
-            ("update", _) => item.fail(
-                400,
-                "illegal_argument_exception",
-                "Strata's _bulk does not run partial updates; send the whole document with \
-                 an index action (or UPDATE … SET data = jsonb_set(…) over SQL)",
-            ),
+            ("update", Some(source)) => match (&item.id, UpdateRequest::parse(source, ID_FIELD)) {
+                (None, _) => item.fail(
+                    400,
+                    "action_request_validation_exception",
+                    "Validation Failed: 1: id is missing;",
+                ),
+                (Some(_), Err(reason)) => item.fail(400, "illegal_argument_exception", reason),
+                (Some(_), Ok(update)) => writes
+                    .entry(index)
+                    .or_default()
+                    .documents
+                    .push((items.len(), Write::Update(update))),
+            },
             (_, Some(source)) => match with_id(source, &mut item) {
                 Ok((document, time_field)) => {
                     let target = writes.entry(index).or_default();
-                    target.documents.push((items.len(), document));
+                    target
+                        .documents
+                        .push((items.len(), Write::Document(document)));
                     target.time_field = target.time_field.or(time_field);
                 }
                 Err(reason) => item.fail(400, "document_parsing_exception", reason),
@@ -439,11 +458,20 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
             return;
         }
     };
+    // The documents updates start from; an error fails the update items only.
+    let (stored, update_error) =
+        match updated_documents(shared, index, &writes, items, exists).await {
+            Ok(stored) => (stored, None),
+            Err(e) => (HashMap::new(), Some(e)),
+        };
+    // The newest document of each updated `_id` this request has written so far.
+    let mut latest: HashMap<String, Map<String, Value>> = HashMap::new();
     let mut lines = Vec::new();
-    let mut written = Vec::new();
-    for (item, document) in &writes.documents {
+    // Each written line's item and the status and result it gets once the ingest commits.
+    let mut written: Vec<(usize, u16, &'static str)> = Vec::new();
+    for (item, write) in &writes.documents {
+        let id = items[*item].id.clone().unwrap_or_default();
         if conflicts.contains(item) {
-            let id = items[*item].id.clone().unwrap_or_default();
             items[*item].fail(
                 409,
                 "version_conflict_engine_exception",
@@ -451,9 +479,52 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
             );
             continue;
         }
-        lines.extend_from_slice(document);
+        let (document, status, result) = match write {
+            Write::Document(document) => {
+                if stored.contains_key(&id)
+                    && let Ok(Value::Object(parsed)) = serde_json::from_slice(document)
+                {
+                    latest.insert(id.clone(), parsed);
+                }
+                (document.clone(), 201, "created")
+            }
+            Write::Update(_) if update_error.is_some() => {
+                if let Some(e) = &update_error {
+                    items[*item].fail(e.status.as_u16(), e.kind, e.reason.clone());
+                }
+                continue;
+            }
+            Write::Update(update) => {
+                let current = latest
+                    .get(&id)
+                    .or_else(|| stored.get(&id).and_then(Option::as_ref));
+                let (document, status, result) = match update.apply(current, ID_FIELD, &id) {
+                    UpdateOutcome::Noop => {
+                        items[*item].outcome = Outcome::Done {
+                            status: 200,
+                            result: "noop",
+                        };
+                        continue;
+                    }
+                    UpdateOutcome::Missing => {
+                        items[*item].fail(
+                            404,
+                            "document_missing_exception",
+                            format!("[{id}]: document missing"),
+                        );
+                        continue;
+                    }
+                    UpdateOutcome::Merged(document) => (document, 200, "updated"),
+                    UpdateOutcome::Created(document) => (document, 201, "created"),
+                };
+                let text = Value::Object(document.clone()).to_string().into_bytes();
+                latest.insert(id.clone(), document);
+                (text, status, result)
+            }
+        };
+        lines.extend_from_slice(&document);
         lines.push(b'\n');
-        written.push(*item);
+        written.push((*item, status, result));
     }
     if written.is_empty() {
         return;
@@ -479,7 +550,7 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
     let (result, rejects) = match outcome {
         Ok(outcome) => outcome,
         Err(e) => {
-            for &item in &written {
+            for &(item, _, _) in &written {
                 items[item].fail(500, "exception", e.message.clone());
             }
             return;
@@ -496,19 +567,51 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
     if result.is_ok() {
         shared.merger.ingested(index);
     }
-    for (line, &item) in written.iter().enumerate() {
+    for (line, &(item, status, result)) in written.iter().enumerate() {
         let item = &mut items[item];
         if let Some(reject) = rejected.get(&(line as u64 + 1)) {
             item.fail(400, "document_parsing_exception", reject.reason.clone());
         } else if let Some(e) = failure {
             item.fail(500, "exception", e.to_string());
         } else {
-            item.outcome = Outcome::Done {
-                status: 201,
-                result: "created",
-            };
+            item.outcome = Outcome::Done { status, result };
         }
     }
+}
+
+/// The documents the `update` items of `writes` start from, by `_id`: the table's live
+/// document, or None when it has none. An update needs the table keyed by `_id` (what `_bulk`
+/// creates); in another table its items fail here.
+async fn updated_documents(
+    shared: &Arc<Shared>,
+    index: &str,
+    writes: &IndexWrites,
+    items: &[Item],
+    exists: bool,
+) -> Result<HashMap<String, Option<Map<String, Value>>>, EsError> {
+    let ids: Vec<String> = (writes.documents.iter())
+        .filter(|(_, write)| matches!(write, Write::Update(_)))
+        .filter_map(|(item, _)| items[*item].id.clone())
+        .collect();
+    let mut documents: HashMap<String, Option<Map<String, Value>>> =
+        ids.iter().map(|id| (id.clone(), None)).collect();
+    if ids.is_empty() || !exists {
+        return Ok(documents);
+    }
+    let manifest = shared
+        .data_dir
+        .manifest(index)
+        .map_err(|e| super::search::bad_request(e.to_string()))?;
+    if (manifest.settings.key.as_ref()).is_none_or(|key| key.path != ID_FIELD) {
+        return Err(super::search::bad_request(format!(
+            "index {index} is not keyed by {ID_FIELD} (it was not created by _bulk), so its \
+             documents cannot be updated by id"
+        )));
+    }
+    for (id, document) in stored_documents(shared, index, ID_FIELD, &ids).await? {
+        documents.insert(id, Some(document));
+    }
+    Ok(documents)
 }
 
 /// The `create` items of `writes` that Elasticsearch answers 409: their `_id` is a live
@@ -683,12 +786,16 @@ mod tests {
             .iter()
             .map(|i| matches!(i.outcome, Outcome::Failed { .. }))
             .collect();
-        assert_eq!(failed, [false, false, true, true, false, true, true]);
+        assert_eq!(failed, [false, false, true, false, false, true, true]);
         let logs = &writes["logs"];
         let logged: Vec<usize> = logs.documents.iter().map(|(item, _)| *item).collect();
-        assert_eq!(logged, [0, 1]);
+        assert_eq!(logged, [0, 1, 3]);
         assert_eq!(logs.time_field, Some("@timestamp"));
-        let first: Value = serde_json::from_slice(&logs.documents[0].1).unwrap();
+        let Write::Document(first) = &logs.documents[0].1 else {
+            panic!("the first write is a document");
+        };
+        assert!(matches!(logs.documents[2].1, Write::Update(_)));
+        let first: Value = serde_json::from_slice(first).unwrap();
         assert_eq!(
             first,
             json!({"_id": "a", "msg": "one", "@timestamp": "2024-01-01T00:00:00Z"})

@@ -1,5 +1,6 @@
 //! Elasticsearch-compatible endpoints (issue 15, ADR 0018), so that the shippers and clients
-//! people run already send to Strata unchanged: `_bulk` ([`bulk`]), the probes they call
+//! people run already send to Strata unchanged: `_bulk` ([`bulk`], partial updates in
+//! [`update`]), the probes they call
 //! first ([`probes`]), and a read subset, `_search` and `_count` ([`search`], with the query DSL
 //! in [`dsl`]). An index is a table, created on first use.
 //!
@@ -13,6 +14,7 @@ mod bulk;
 mod dsl;
 mod probes;
 mod search;
+mod update;
 
 use std::sync::Arc;
 
