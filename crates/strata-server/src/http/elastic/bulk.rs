@@ -2,9 +2,10 @@
 //!
 //! The body is NDJSON (plain, gzip or zstd by `Content-Encoding`): an action line, then for
 //! `index` and `create` the document, for `update` its partial document. Each index's documents
-//! are loaded by one ingest, so a request commits once per index; deletes follow, one key at a time. The answer has one item
-//! per action, in order, each with its own status, and `errors` is true when any failed
-//! (pitfalls seen in Quickwit and GreptimeDB: one error for a batch, or none, loses data).
+//! are loaded by one ingest, so a request commits once per index; deletes follow, one key at a
+//! time. The answer has one item per action, in order, each with its own status, and `errors` is
+//! true when any failed (pitfalls seen in Quickwit and GreptimeDB: one error for a batch, or
+//! none, loses data).
 //!
 //! `_id`s are honoured: an index created here is a table keyed by `_id` (ADR 0016), so a batch a
 //! shipper sends again after a timeout replaces its documents instead of doubling them. An item
