@@ -346,10 +346,21 @@ def test_search_and_count_answer_from_the_same_tables(server):
         statuses = Counter(d["status"] for d in docs if d["@timestamp"][:13] == bucket["key_as_string"][:13])
         expected = sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
         assert [(b["key"], b["doc_count"]) for b in bucket["statuses"]["buckets"]] == expected, bucket
-    with pytest.raises(BadRequestError) as deeper:
-        es.search(index="web-2015.05", size=0, aggs={"a": {"terms": {"field": "status"}, "aggs": {
-            "b": {"terms": {"field": "method"}, "aggs": {"c": {"terms": {"field": "length"}}}}}}})
-    assert "two levels deep" in str(deeper.value)
+    # A third level: the top lengths of the top methods of the top statuses.
+    aggs = es.search(index="web-2015.05", size=0, aggs={"a": {"terms": {"field": "status", "size": 2}, "aggs": {
+        "b": {"terms": {"field": "method", "size": 2}, "aggs": {
+            "c": {"terms": {"field": "length", "size": 3}}}}}}})["aggregations"]
+    def top_of(counter, n):
+        return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    assert [b["key"] for b in aggs["a"]["buckets"]] == [status for status, _ in top[:2]]
+    for a in aggs["a"]["buckets"]:
+        methods = top_of(Counter(d["method"] for d in docs if d["status"] == a["key"]), 2)
+        assert [(b["key"], b["doc_count"]) for b in a["b"]["buckets"]] == methods
+        for b in a["b"]["buckets"]:
+            lengths = Counter(d["length"] for d in docs
+                              if d["status"] == a["key"] and d["method"] == b["key"] and "length" in d)
+            assert [(c["key"], c["doc_count"]) for c in b["c"]["buckets"]] == top_of(lengths, 3), (a["key"], b["key"])
+            assert b["c"]["sum_other_doc_count"] == sum(lengths.values()) - sum(n for _, n in top_of(lengths, 3))
 
     # What is not supported is named, not approximated.
     with pytest.raises(BadRequestError) as refused:

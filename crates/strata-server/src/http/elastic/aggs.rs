@@ -8,11 +8,14 @@
 //!   Grafana's and Kibana's panels send: a histogram with the average or the maximum of a field
 //!   per bucket): `avg`, `sum`, `min`, `max` (numbers, answered as doubles), `value_count` and
 //!   `cardinality` (exact here: Elasticsearch's is approximate);
-//! - one bucket aggregation inside another (top values over time, a histogram per value): the
-//!   inner buckets of every outer bucket come from one more `GROUP BY` of both keys, restricted
-//!   to the outer keys listed, and are regrouped by outer key;
-//! - not supported (400 naming it): a third level of buckets, two bucket aggregations side by
-//!   side inside one, other kinds.
+//! - bucket aggregations inside each other, to any depth (top values over time, a histogram per
+//!   value, the top paths of the top users per hour): the buckets of each deeper level under
+//!   every bucket above come from one more `GROUP BY` of the keys of all levels down to it,
+//!   restricted to the outermost keys listed, and are regrouped by the keys above;
+//! - not supported (400 naming it): two bucket aggregations side by side inside one, other
+//!   kinds.
+
+use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
@@ -231,26 +234,24 @@ pub(super) async fn aggregation(
         ))
         .into());
     };
-    let inner = match inner {
-        None => None,
-        Some((inner_name, inner_spec)) => match Bucketing::of(inner_name, inner_spec)? {
-            Some((inner, None)) => Some(inner),
-            Some((_, Some((deeper, _)))) => {
-                return Err(Unsupported(format!(
-                    "aggregation [{name}] > [{inner_name}] > [{deeper}]: bucket aggregations \
-                     nest two levels deep at most"
-                ))
-                .into());
-            }
-            None => {
-                return Err(Unsupported(format!(
-                    "aggregation [{name}] > [{inner_name}]: the kinds supported are terms, \
-                     date_histogram, avg, sum, min, max, value_count and cardinality"
-                ))
-                .into());
-            }
-        },
-    };
+    // The bucket aggregations nested in this one, outermost first, one per level.
+    let mut levels = vec![outer];
+    let mut names = vec![name.to_owned()];
+    let mut next = inner;
+    while let Some((inner_name, inner_spec)) = next {
+        names.push(inner_name.to_owned());
+        let Some((level, deeper)) = Bucketing::of(inner_name, inner_spec)? else {
+            return Err(Unsupported(format!(
+                "aggregation [{}]: the kinds supported are terms, date_histogram, avg, sum, \
+                 min, max, value_count and cardinality",
+                names.join("] > [")
+            ))
+            .into());
+        };
+        levels.push(level);
+        next = deeper;
+    }
+    let outer = &levels[0];
     let order = match outer.grouping {
         Grouping::Terms { size } => format!(" ORDER BY 2 DESC, 1 ASC LIMIT {size}"),
         Grouping::Histogram { .. } => " ORDER BY 1".to_owned(),
@@ -271,62 +272,109 @@ pub(super) async fn aggregation(
     };
     let keys: Vec<Value> = rows.iter().filter_map(|r| r.get("key").cloned()).collect();
     let mut answer = outer.answer(rows, outer_total);
-    let Some(inner) = inner else {
-        return Ok(Value::Object(answer));
-    };
-    // The inner buckets of every outer bucket in one statement, regrouped by outer key.
-    let mut inner_filter = filter(&[&outer.column, &inner.column]);
-    if let Grouping::Terms { .. } = outer.grouping {
-        let listed: Vec<String> = keys.iter().filter_map(literal_sql).collect();
-        if listed.is_empty() {
-            inner_filter.push_str(" AND FALSE");
-        } else {
-            inner_filter.push_str(&format!(" AND {} IN ({})", outer.column, listed.join(", ")));
+    // Each deeper level: the buckets under every bucket of the level above in one statement
+    // grouped by the keys of all levels down to it (restricted to the outermost keys listed),
+    // regrouped by the keys above it.
+    for depth in 1..levels.len() {
+        let level = &levels[depth];
+        let columns: Vec<&str> = levels[..=depth].iter().map(|l| l.column.as_str()).collect();
+        let mut level_filter = filter(&columns);
+        if let Grouping::Terms { .. } = outer.grouping {
+            let listed: Vec<String> = keys.iter().filter_map(literal_sql).collect();
+            if listed.is_empty() {
+                level_filter.push_str(" AND FALSE");
+            } else {
+                level_filter.push_str(&format!(" AND {} IN ({})", outer.column, listed.join(", ")));
+            }
         }
+        let above: Vec<String> = (0..depth)
+            .map(|i| format!("{} AS k{i}", levels[i].key_sql))
+            .collect();
+        let prefix_order: Vec<String> = (1..=depth).map(|i| i.to_string()).collect();
+        let (key_at, count_at) = (depth + 1, depth + 2);
+        let level_order = match level.grouping {
+            Grouping::Terms { .. } => format!("{count_at} DESC, {key_at} ASC"),
+            Grouping::Histogram { .. } => key_at.to_string(),
+        };
+        let grouped: Vec<String> = (1..=depth + 1).map(|i| i.to_string()).collect();
+        let rows = sql_rows(
+            shared,
+            &format!(
+                "SELECT {}, {} AS key, count(*) AS doc_count{} FROM {relation}{level_filter} \
+                 GROUP BY {} ORDER BY {}, {level_order}",
+                above.join(", "),
+                level.key_sql,
+                metric_columns(&level.metrics),
+                grouped.join(", "),
+                prefix_order.join(", "),
+            ),
+        )
+        .await?;
+        let mut by_prefix: HashMap<String, Vec<Map<String, Value>>> = HashMap::new();
+        for mut row in rows {
+            let prefix: Vec<String> = (0..depth)
+                .map(|i| {
+                    row.remove(&format!("k{i}"))
+                        .unwrap_or(Value::Null)
+                        .to_string()
+                })
+                .collect();
+            by_prefix.entry(prefix.join("\u{1}")).or_default().push(row);
+        }
+        attach(
+            &mut answer,
+            &names[1..depth],
+            &mut Vec::new(),
+            level,
+            &mut by_prefix,
+        );
     }
-    let inner_order = match inner.grouping {
-        Grouping::Terms { .. } => "ORDER BY 1, 3 DESC, 2 ASC",
-        Grouping::Histogram { .. } => "ORDER BY 1, 2",
+    Ok(Value::Object(answer))
+}
+
+/// Puts `level`'s answer into every bucket `path` levels below `answer` (the names of the
+/// levels between), from the rows of its buckets by the keys of the buckets above (`prefix`).
+fn attach(
+    answer: &mut Map<String, Value>,
+    path: &[String],
+    prefix: &mut Vec<String>,
+    level: &Bucketing,
+    by_prefix: &mut HashMap<String, Vec<Map<String, Value>>>,
+) {
+    let Some(Value::Array(buckets)) = answer.get_mut("buckets") else {
+        return;
     };
-    let rows = sql_rows(
-        shared,
-        &format!(
-            "SELECT {} AS outer_key, {} AS key, count(*) AS doc_count{} FROM {relation}{inner_filter} \
-             GROUP BY 1, 2 {inner_order}",
-            outer.key_sql,
-            inner.key_sql,
-            metric_columns(&inner.metrics)
-        ),
-    )
-    .await?;
-    let mut by_outer: std::collections::HashMap<String, Vec<Map<String, Value>>> =
-        std::collections::HashMap::new();
-    for mut row in rows {
-        let outer_key = row.remove("outer_key").unwrap_or(Value::Null).to_string();
-        by_outer.entry(outer_key).or_default().push(row);
-    }
-    if let Some(Value::Array(buckets)) = answer.get_mut("buckets") {
-        for bucket in buckets.iter_mut() {
-            let Value::Object(bucket) = bucket else {
-                continue;
-            };
-            let key = bucket
+    for bucket in buckets.iter_mut() {
+        let Value::Object(bucket) = bucket else {
+            continue;
+        };
+        prefix.push(
+            bucket
                 .get("key")
                 .cloned()
                 .unwrap_or(Value::Null)
-                .to_string();
-            let rows = by_outer.remove(&key).unwrap_or_default();
-            let with_field = rows
-                .iter()
-                .filter_map(|r| r.get("doc_count").and_then(Value::as_u64))
-                .sum();
-            bucket.insert(
-                inner.name.clone(),
-                Value::Object(inner.answer(rows, with_field)),
-            );
+                .to_string(),
+        );
+        match path.split_first() {
+            None => {
+                let rows = by_prefix.remove(&prefix.join("\u{1}")).unwrap_or_default();
+                let with_field = rows
+                    .iter()
+                    .filter_map(|r| r.get("doc_count").and_then(Value::as_u64))
+                    .sum();
+                bucket.insert(
+                    level.name.clone(),
+                    Value::Object(level.answer(rows, with_field)),
+                );
+            }
+            Some((child, deeper)) => {
+                if let Some(Value::Object(child)) = bucket.get_mut(child) {
+                    attach(child, deeper, prefix, level, by_prefix);
+                }
+            }
         }
+        prefix.pop();
     }
-    Ok(Value::Object(answer))
 }
 
 fn object<'a>(name: &str, spec: &'a Value) -> Result<&'a Map<String, Value>, EsError> {
