@@ -20,7 +20,7 @@ use arrow::datatypes::DataType;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
-use strata_json::Kind;
+use strata_json::{KeyType, Kind};
 
 use crate::error::FormatError;
 use crate::keys::{PartKeys, check_sorted_file, write_sorted_file};
@@ -110,6 +110,25 @@ pub fn entry_indexable(entry: &PartEntry, path: &str) -> bool {
     )
 }
 
+/// The type of the values a part's index file on `path` holds: that of the path's typed column
+/// in the part (string or integer); None when the part has no such column.
+pub fn value_type(entry: &PartEntry, path: &str) -> Option<KeyType> {
+    match entry.columns.get(path) {
+        Some(Kind::String) => Some(KeyType::String),
+        Some(Kind::Int) => Some(KeyType::Integer),
+        _ => None,
+    }
+}
+
+/// One array of `slices` (a column written or read batch by batch); errors name `path`.
+pub(crate) fn concat_slices(slices: &[ArrayRef], path: &Path) -> Result<ArrayRef, FormatError> {
+    let refs: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
+    arrow::compute::concat(&refs).map_err(|source| FormatError::Arrow {
+        path: path.to_owned(),
+        source,
+    })
+}
+
 /// Builds the index file of `index` for an existing part of the table in `table_dir` (what
 /// `CREATE INDEX` does for the parts written before it), reading the part's column at the
 /// index's path, verified, deleted rows included (the file lists positions in the part). None
@@ -160,11 +179,7 @@ pub fn build_part_index(
         })?;
         slices.push(batch.column(0).clone());
     }
-    let refs: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
-    let column = arrow::compute::concat(&refs).map_err(|source| FormatError::Arrow {
-        path: path.clone(),
-        source,
-    })?;
+    let column = concat_slices(&slices, &path)?;
     if column.len() as u64 != entry.rows {
         return Err(FormatError::Damaged {
             path,

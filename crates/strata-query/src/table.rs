@@ -682,13 +682,12 @@ async fn indexed_point_read(
     let mut lookups = std::collections::HashMap::new();
     for entry in &table.manifest.parts {
         let file = entry.indexes.iter().find(|i| i.name == index.name);
-        let kind = entry.columns.get(encoded_path);
-        let holds_path = kind.is_some()
+        let holds_path = entry.columns.contains_key(encoded_path)
             || entry.remainder_paths.contains_key(encoded_path)
             || entry.remainder_paths_truncated;
-        let key_type = match (file, kind) {
-            (Some(_), Some(strata_json::Kind::String)) => strata_json::KeyType::String,
-            (Some(_), Some(strata_json::Kind::Int)) => strata_json::KeyType::Integer,
+        let value_type = strata_format::indexes::value_type(entry, encoded_path);
+        let key_type = match (file, value_type) {
+            (Some(_), Some(key_type)) => key_type,
             // No row of the part has a value at the path.
             (None, _) if !holds_path => continue,
             _ => return Ok(None),

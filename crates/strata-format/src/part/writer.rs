@@ -342,12 +342,7 @@ impl PartWriter {
         // merge does not list it.
         let keys = match self.key_column.take().filter(|_| self.rows > 0) {
             Some((_, slices)) => {
-                let slices: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
-                let column =
-                    arrow::compute::concat(&slices).map_err(|source| FormatError::Arrow {
-                        path: self.final_path.clone(),
-                        source,
-                    })?;
+                let column = crate::indexes::concat_slices(&slices, &self.final_path)?;
                 let parts_dir = self.final_path.parent().unwrap_or(Path::new("."));
                 Some(crate::keys::write_key_file(parts_dir, &self.file, &column)?)
             }
@@ -364,11 +359,7 @@ impl PartWriter {
             if self.rows == 0 {
                 break;
             }
-            let slices: Vec<&dyn Array> = slices.iter().map(|a| a.as_ref()).collect();
-            let column = arrow::compute::concat(&slices).map_err(|source| FormatError::Arrow {
-                path: self.final_path.clone(),
-                source,
-            })?;
+            let column = crate::indexes::concat_slices(&slices, &self.final_path)?;
             indexes.extend(crate::indexes::write_index_file(
                 parts_dir,
                 &self.file,

@@ -15,7 +15,6 @@ use std::path::Path;
 
 use datafusion::common::ScalarValue;
 use strata_format::{FormatError, IndexSetting, KeyCache, PartEntry};
-use strata_json::{KeyType, Kind};
 
 use super::ScanPredicate;
 use super::key_index::{pinned_literals, values_of_literals};
@@ -60,10 +59,8 @@ pub(in crate::scan) fn index_rows(
         let Some(file) = entry.indexes.iter().find(|i| i.name == lookup.index.name) else {
             continue;
         };
-        let value_type = match entry.columns.get(&lookup.index.path) {
-            Some(Kind::String) => KeyType::String,
-            Some(Kind::Int) => KeyType::Integer,
-            _ => continue,
+        let Some(value_type) = strata_format::indexes::value_type(entry, &lookup.index.path) else {
+            continue;
         };
         let Some(values) = values_of_literals(&lookup.literals, lookup.mode, value_type) else {
             continue;
