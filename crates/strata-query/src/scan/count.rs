@@ -114,6 +114,11 @@ pub(super) fn split_covered(
     let mut counted = 0u64;
     let mut rest = ParquetAccessPlan::new_none(unit.plan.len());
     let mut rest_rows = 0u64;
+    // The same rows before deletions, for a read that drops deleted rows itself.
+    let mut rest_undeleted = unit
+        .undeleted
+        .as_ref()
+        .map(|_| ParquetAccessPlan::new_none(unit.plan.len()));
     for (rg, access) in unit.plan.inner().iter().enumerate() {
         let rows = match access {
             RowGroupAccess::Skip => continue,
@@ -139,40 +144,52 @@ pub(super) fn split_covered(
             }),
             _ => Vec::new(),
         };
+        let undeleted = unit.undeleted.as_ref().map(|plan| &plan.inner()[rg]);
         if covered.is_empty() {
             rest.set(rg, access.clone());
+            if let (Some(rest), Some(access)) = (&mut rest_undeleted, undeleted) {
+                rest.set(rg, access.clone());
+            }
             rest_rows += rows;
             continue;
         }
-        let selected = match access {
-            RowGroupAccess::Selection(selection) => selected_ranges(selection),
-            _ => std::iter::once(0..group_rows).collect(),
-        };
-        let counted_here = rows_in(&intersect(&selected, &covered));
-        let to_read = intersect(&selected, &complement(&covered, group_rows));
-        counted += counted_here as u64;
+        let uncovered = complement(&covered, group_rows);
+        let selected = selected_ranges(access, group_rows);
+        counted += rows_in(&intersect(&selected, &covered)) as u64;
+        let to_read = intersect(&selected, &uncovered);
         if !to_read.is_empty() {
             rest_rows += rows_in(&to_read) as u64;
-            rest.set(
-                rg,
-                RowGroupAccess::Selection(RowSelection::from_consecutive_ranges(
-                    to_read.into_iter(),
-                    group_rows,
-                )),
-            );
+            rest.set(rg, ranges_access(to_read, group_rows));
+            if let (Some(rest), Some(access)) = (&mut rest_undeleted, undeleted) {
+                let to_read = intersect(&selected_ranges(access, group_rows), &uncovered);
+                rest.set(rg, ranges_access(to_read, group_rows));
+            }
         }
     }
     let rest = (rest_rows > 0).then(|| ScanUnit {
         part: Arc::clone(&unit.part),
         plan: rest,
         rows: rest_rows,
-        undeleted: None,
+        undeleted: rest_undeleted,
     });
     (counted, rest)
 }
 
-/// The row ranges a selection reads.
-fn selected_ranges(selection: &RowSelection) -> Vec<Range<usize>> {
+/// Reads `ranges` of a row group of `rows` rows.
+fn ranges_access(ranges: Vec<Range<usize>>, rows: usize) -> RowGroupAccess {
+    RowGroupAccess::Selection(RowSelection::from_consecutive_ranges(
+        ranges.into_iter(),
+        rows,
+    ))
+}
+
+/// The row ranges an access to a row group of `rows` rows reads.
+fn selected_ranges(access: &RowGroupAccess, rows: usize) -> Vec<Range<usize>> {
+    let selection = match access {
+        RowGroupAccess::Skip => return Vec::new(),
+        RowGroupAccess::Scan => return std::iter::once(0..rows).collect(),
+        RowGroupAccess::Selection(selection) => selection,
+    };
     let mut ranges = Vec::new();
     let mut row = 0;
     for selector in selection.iter() {
@@ -215,6 +232,9 @@ mod tests {
         assert_eq!(complement(&whole, 10), Vec::<Range<usize>>::new());
         assert_eq!(complement(&[], 3), vec![0..3]);
         let selection = RowSelection::from_consecutive_ranges([1..3, 5..6].into_iter(), 8);
-        assert_eq!(selected_ranges(&selection), vec![1..3, 5..6]);
+        assert_eq!(
+            selected_ranges(&RowGroupAccess::Selection(selection), 6),
+            vec![1..3, 5..6]
+        );
     }
 }

@@ -6,22 +6,78 @@
 //! over every deleted row, so it is built once per vector and kept in the session's part
 //! metadata cache (with 110,000 deleted rows it was a third of planning JSONBench Q1).
 //!
-//! Deletion vectors are normally applied as row selections (`access_plan::skip_deleted`). When
-//! thousands of scattered rows are deleted (10 % of a table's documents replaced), the selection
-//! alternates between reading and skipping a few rows thousands of times, and the reader's cost
-//! per switch outweighs the rows. A grouped count by dictionary key instead reads every row of
-//! its unit as planned before deletions and, for each batch, subtracts the keys of the rows
-//! [`DeletedRows`] reports deleted (`GroupCounter::remove_dictionary_rows`).
+//! Deletion vectors are applied as row selections at planning (`access_plan::skip_deleted`), so
+//! that row counts and statistics are exact. When thousands of scattered rows are deleted (10 %
+//! of a table's documents replaced), such a selection alternates between reading and skipping a
+//! few rows thousands of times, and the reader's cost per switch (parquet builds ranges and masks
+//! from every selector of every row group it opens) outweighs the rows. Such a unit is read as
+//! planned before deletions instead, and the rows [`DeletedRows`] reports deleted are dropped
+//! from each decoded batch ([`read_deleted_after_decoding`]); a grouped count by dictionary key
+//! subtracts their keys instead (`GroupCounter::remove_dictionary_rows`).
 //!
 //! Invariant: batches arrive in the order the plan reads rows — row groups ascending, each row
 //! group's selected rows ascending — which is how `read::open_unit` reads a unit.
 
 use std::ops::Range;
 
+use arrow::array::{BooleanArray, BooleanBufferBuilder, RecordBatch};
+use datafusion::common::Result;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use parquet::arrow::arrow_reader::RowSelection;
 use parquet::file::metadata::ParquetMetaData;
 use strata_format::DeletionVector;
+
+use super::access_plan::ScanUnit;
+use super::read::MASK_BELOW_AVERAGE_RUN;
+
+/// How a unit with deleted rows among those it reads before deletions is to be read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum DeletedRowsRead {
+    /// Read before deletions whenever it has deleted rows, dropping them after decoding.
+    Always,
+    /// Only when they are scattered: runs between them average fewer than
+    /// [`MASK_BELOW_AVERAGE_RUN`] rows, where parquet would decode whole pages and filter them by
+    /// a mask anyway. Longer runs are skipped by the planned selection without being decoded.
+    WhenScattered,
+}
+
+/// Switches `unit` to its plan before deletions when `when` says so, and returns the deleted rows
+/// its batches then hold, to drop after decoding (`without_rows`). `None`: the unit reads as
+/// planned (no deleted rows among them, or a selection that skips them).
+pub(super) fn read_deleted_after_decoding(
+    unit: &mut ScanUnit,
+    when: DeletedRowsRead,
+) -> Option<DeletedRows> {
+    let (undeleted, deletions) = (unit.undeleted.as_ref()?, unit.part.deleted.as_ref()?);
+    let rows = DeletedRows::new(undeleted, unit.part.metadata.metadata(), deletions);
+    if !rows.any() {
+        return None;
+    }
+    let runs = 2 * rows.deleted.len() as u64 + 1;
+    if when == DeletedRowsRead::WhenScattered
+        && rows.rows_read() / runs >= MASK_BELOW_AVERAGE_RUN as u64
+    {
+        return None;
+    }
+    unit.plan = unit.undeleted.take()?;
+    Some(rows)
+}
+
+/// `batch` without the rows at `rows` (ascending indexes).
+pub(super) fn without_rows(batch: &RecordBatch, rows: &[usize]) -> Result<RecordBatch> {
+    if rows.is_empty() {
+        return Ok(batch.clone());
+    }
+    let mut keep = BooleanBufferBuilder::new(batch.num_rows());
+    keep.append_n(batch.num_rows(), true);
+    for &row in rows {
+        if row < batch.num_rows() {
+            keep.set_bit(row, false);
+        }
+    }
+    let keep = BooleanArray::new(keep.finish(), None);
+    Ok(arrow::compute::filter_record_batch(batch, &keep)?)
+}
 
 /// A part's deleted rows, as planning applies them (see the module docs).
 #[derive(Debug)]
@@ -133,6 +189,17 @@ impl DeletedRows {
     /// Whether any row the plan reads is deleted.
     pub(super) fn any(&self) -> bool {
         !self.deleted.is_empty()
+    }
+
+    /// Rows the plan reads, deleted or not.
+    fn rows_read(&self) -> u64 {
+        self.ranges.iter().map(|r| r.end - r.start).sum()
+    }
+
+    /// The next batch of the plan's rows without its deleted rows.
+    pub(super) fn drop_from(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let deleted = self.next_batch(batch.num_rows());
+        without_rows(batch, &deleted)
     }
 
     /// The indexes, within the next batch of `rows` rows, of its deleted rows (ascending).

@@ -29,7 +29,7 @@ use strata_format::Manifest;
 
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
 use super::count::{self, Covering};
-use super::deleted_rows::DeletedRows;
+use super::deleted_rows::{DeletedRowsRead, read_deleted_after_decoding, without_rows};
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
@@ -282,20 +282,23 @@ impl StrataScanExec {
     }
 }
 
-/// Splits units into `n` partitions of similar row counts, keeping each part's row groups
-/// together where possible so a partition opens each file once.
+/// Splits units, in order, into at most `n` partitions of similar row counts, keeping each
+/// part's row groups together where possible so a partition opens each file once.
+///
+/// Each partition aims at an equal share of the rows not yet given out, and a unit starts the
+/// next partition when more than half of it would lie past the current one's share: row groups
+/// of 500,000, 500,000 and 100,000 rows over two partitions give 500,000 and 600,000 (filling
+/// each partition up to its share first gave 1,000,000 and 100,000, one core idle for most of
+/// the scan).
 fn distribute(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
-    let total: u64 = units.iter().map(|u| u.rows).sum();
-    let n = n.max(1);
-    let per_partition = total.div_ceil(n as u64).max(1);
-    let mut partitions: Vec<Vec<ScanUnit>> = vec![Vec::new()];
-    let mut filled = 0u64;
-    for unit in units {
-        if filled >= per_partition && partitions.len() < n {
+    let rows: Vec<u64> = units.iter().map(|u| u.rows).collect();
+    let starts = partition_starts(&rows, n);
+    let mut partitions: Vec<Vec<ScanUnit>> = Vec::with_capacity(starts.len().max(1));
+    partitions.push(Vec::new());
+    for (index, unit) in units.into_iter().enumerate() {
+        if index > 0 && starts.contains(&index) {
             partitions.push(Vec::new());
-            filled = 0;
         }
-        filled += unit.rows;
         let Some(partition) = partitions.last_mut() else {
             continue;
         };
@@ -311,6 +314,25 @@ fn distribute(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
         }
     }
     partitions
+}
+
+/// The index of the first unit of each partition (see [`distribute`]), given the units' rows.
+fn partition_starts(rows: &[u64], n: usize) -> Vec<usize> {
+    let n = n.max(1) as u64;
+    let mut remaining: u64 = rows.iter().sum();
+    let mut starts = vec![0];
+    let mut share = remaining.div_ceil(n);
+    let mut filled = 0u64;
+    for (index, &unit) in rows.iter().enumerate() {
+        if index > 0 && (starts.len() as u64) < n && filled + unit / 2 > share {
+            starts.push(index);
+            share = remaining.div_ceil(n + 1 - starts.len() as u64);
+            filled = 0;
+        }
+        filled += unit;
+        remaining -= unit;
+    }
+    starts
 }
 
 impl DisplayAs for StrataScanExec {
@@ -455,7 +477,7 @@ impl ExecutionPlan for StrataScanExec {
         // Polled by whoever consumes the partition (DataFusion's own tasks), as its Parquet
         // source is: no task or channel of our own between the reader and the plan above.
         let batches = futures::stream::iter(units)
-            .map(move |unit| {
+            .map(move |mut unit| {
                 // The closure owns the lease, so the parts stay on disk while the stream lives.
                 let _lease = &lease;
                 let plans: Arc<[OutputPlan]> = outputs
@@ -469,6 +491,12 @@ impl ExecutionPlan for StrataScanExec {
                         let (predicate, top) = (r.predicate.as_ref(), r.top.as_ref());
                         row_filter(&unit, &plans, &schema, predicate, top, &filter_metrics)
                     });
+                // A decoder filter needs the planned selection: the rows it keeps are no longer
+                // the plan's rows in order.
+                let mut deleted_rows = match filter {
+                    None => read_deleted_after_decoding(&mut unit, DeletedRowsRead::WhenScattered),
+                    Some(_) => None,
+                };
                 let batches =
                     open_unit(&store, &unit, &plans, &table, &bytes_scanned, None, filter)?;
                 let (table, schema, output_rows, reduction) = (
@@ -480,6 +508,10 @@ impl ExecutionPlan for StrataScanExec {
                 Ok::<_, DataFusionError>(batches.map(move |batch| {
                     let out: RecordBatch = batch
                         .map_err(DataFusionError::from)
+                        .and_then(|batch| match &mut deleted_rows {
+                            Some(rows) => rows.drop_from(&batch),
+                            None => Ok(batch),
+                        })
                         .and_then(|batch| match &reduction {
                             Some(reduction) => reduction.build(&batch, &plans, &schema),
                             None => build_outputs(&batch, &plans, &schema),
@@ -579,7 +611,7 @@ impl StrataScanExec {
                 let (counted, rest) = count::split_covered(&unit, &covering, &predicate);
                 from_statistics.add(counted as usize);
                 total += counted;
-                let Some(rest) = rest else {
+                let Some(mut rest) = rest else {
                     continue;
                 };
                 let plans: Arc<[OutputPlan]> = outputs
@@ -596,11 +628,19 @@ impl StrataScanExec {
                 // without reading any column for them.
                 let complete = filter.as_ref().is_some_and(|f| f.complete);
                 let read: &[OutputPlan] = if complete { &[] } else { &plans };
+                let mut deleted_rows = match filter {
+                    None => read_deleted_after_decoding(&mut rest, DeletedRowsRead::WhenScattered),
+                    Some(_) => None,
+                };
                 let mut batches =
                     open_unit(&store, &rest, read, &table, &bytes_scanned, None, filter)?;
                 while let Some(batch) = batches.next().await {
                     let rows = batch
                         .map_err(DataFusionError::from)
+                        .and_then(|batch| match &mut deleted_rows {
+                            Some(rows) => rows.drop_from(&batch),
+                            None => Ok(batch),
+                        })
                         .and_then(|batch| match complete {
                             true => Ok(batch.num_rows()),
                             false => reduction.surviving_rows(&batch, &plans, &schema),
@@ -662,18 +702,11 @@ impl StrataScanExec {
                 let dictionary = dictionary_source(&unit.part.entry, &plan);
                 // Keys of deleted rows are read and taken back: cheaper than a row selection
                 // around each of them (see `deleted_rows`).
-                let mut deleted_rows = None;
-                if dictionary.is_some()
-                    && let (Some(undeleted), Some(deletions)) =
-                        (unit.undeleted.take(), unit.part.deleted.as_ref())
-                {
-                    let rows =
-                        DeletedRows::new(&undeleted, unit.part.metadata.metadata(), deletions);
-                    if rows.any() {
-                        unit.plan = undeleted;
-                        deleted_rows = Some(rows);
-                    }
-                }
+                let when = match dictionary {
+                    Some(_) => DeletedRowsRead::Always,
+                    None => DeletedRowsRead::WhenScattered,
+                };
+                let mut deleted_rows = read_deleted_after_decoding(&mut unit, when);
                 let mut batches = open_unit(
                     &store,
                     &unit,
@@ -727,14 +760,25 @@ impl StrataScanExec {
     }
 }
 
-/// `batch` without the rows at `rows` (ascending indexes).
-fn without_rows(batch: &RecordBatch, rows: &[usize]) -> Result<RecordBatch> {
-    let mut keep = vec![true; batch.num_rows()];
-    for &row in rows {
-        if let Some(kept) = keep.get_mut(row) {
-            *kept = false;
-        }
+#[cfg(test)]
+mod tests {
+    use super::partition_starts;
+
+    #[test]
+    fn partitions_take_equal_shares_of_the_rows() {
+        // A large part's two row groups and a small part of changes.
+        assert_eq!(
+            partition_starts(&[500_000, 500_000, 100_000], 2),
+            vec![0, 1]
+        );
+        assert_eq!(partition_starts(&[400, 400, 400], 2), vec![0, 2]);
+        assert_eq!(
+            partition_starts(&[10, 10, 10, 10, 10, 10], 3),
+            vec![0, 2, 4]
+        );
+        // A unit larger than a share ends its partition; later ones share what remains.
+        assert_eq!(partition_starts(&[900, 50, 50, 50, 50], 2), vec![0, 1]);
+        assert_eq!(partition_starts(&[5], 4), vec![0]);
+        assert_eq!(partition_starts(&[], 2), vec![0]);
     }
-    let keep = arrow::array::BooleanArray::from(keep);
-    Ok(arrow::compute::filter_record_batch(batch, &keep)?)
 }

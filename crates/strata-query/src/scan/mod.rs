@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 use datafusion::common::DataFusionError;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 
 pub use count::Covering;
@@ -60,12 +61,14 @@ pub enum ScanOutput {
 }
 
 /// The Strata scan under `node`, through nodes that pass its rows through unchanged
-/// (repartitioning): where the physical rules find the scan they rewrite.
+/// (repartitioning, and the cooperative-scheduling wrapper DataFusion puts above a scan of
+/// several partitions that nothing repartitions): where the physical rules find the scan they
+/// rewrite.
 pub(crate) fn scan_below(node: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPlan>> {
     if node.is::<StrataScanExec>() {
         return Some(node);
     }
-    if node.is::<RepartitionExec>() {
+    if node.is::<RepartitionExec>() || node.is::<CooperativeExec>() {
         return node.children().first().and_then(|child| scan_below(child));
     }
     None

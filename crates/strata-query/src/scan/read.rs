@@ -172,7 +172,7 @@ pub(super) fn columns_read<'a>(
 /// (1M events, 10 % replaced and 1 % deleted), JSONBench Q3–Q5 ran 10–25 % faster with the mask
 /// (Q4 17.5 → 13.6 ms). Key lookups, text-index granules and page pruning select long runs and
 /// stay run by run.
-const MASK_BELOW_AVERAGE_RUN: usize = 1024;
+pub(super) const MASK_BELOW_AVERAGE_RUN: usize = 1024;
 
 /// A stream of the batches of one part's selected rows.
 pub(super) type UnitStream =
