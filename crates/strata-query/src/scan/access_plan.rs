@@ -28,11 +28,8 @@ pub(super) struct ScanUnit {
     pub(super) part: Arc<PartInScan>,
     /// Over all row groups of the part; those outside the unit are skipped.
     pub(super) plan: ParquetAccessPlan,
-    /// Rows the unit reads.
+    /// Rows the unit reads, not counting deleted rows its plan still reads (`deleted_rows`).
     pub(super) rows: u64,
-    /// The same row groups before the part's deleted rows were skipped (None: the part has no
-    /// deletion vector), for reads that take deleted rows back themselves (`deleted_rows`).
-    pub(super) undeleted: Option<ParquetAccessPlan>,
 }
 
 #[derive(Debug)]
@@ -199,7 +196,8 @@ pub(super) fn plan_part(
 
 /// Narrows `plan` to the rows of its part that `deletions` does not list (ADR 0015): a row group
 /// read whole becomes a selection, so its footer statistics count as bounds only, and a row
-/// group left without rows is skipped.
+/// group left without rows is skipped. Row groups whose deleted rows are scattered keep them in
+/// the plan, to be dropped after decoding (`deleted_rows`); they are counted here all the same.
 pub(super) fn skip_deleted(
     plan: &mut ParquetAccessPlan,
     parquet: &ParquetMetaData,
@@ -211,7 +209,15 @@ pub(super) fn skip_deleted(
             continue;
         };
         let group_rows = parquet.row_group(index).num_rows().max(0) as usize;
-        let (before, narrowed) = match &plan.inner()[index] {
+        let access = &plan.inner()[index];
+        if !access.should_scan() {
+            continue;
+        }
+        if deletions.after_decoding(index) {
+            counts.rows_deleted += deletions.deleted_in_access(index, access, group_rows) as usize;
+            continue;
+        }
+        let (before, narrowed) = match access {
             RowGroupAccess::Skip => continue,
             RowGroupAccess::Scan => (group_rows, kept.clone()),
             RowGroupAccess::Selection(selected) => {
@@ -344,43 +350,53 @@ fn selection(ranges: &[Range<usize>], rows: usize) -> RowSelection {
     RowSelection::from_consecutive_ranges(ranges.iter().cloned(), rows)
 }
 
-/// One unit per row group `plan` reads, so partitions can balance; `undeleted` is the plan
-/// before deleted rows were skipped (when the part has deletions).
-pub(super) fn split_units(
-    part: &Arc<PartInScan>,
-    plan: ParquetAccessPlan,
-    undeleted: Option<ParquetAccessPlan>,
-) -> Vec<ScanUnit> {
+/// The row ranges an access to a row group of `rows` rows reads.
+pub(super) fn selected_ranges(access: &RowGroupAccess, rows: usize) -> Vec<Range<usize>> {
+    let selection = match access {
+        RowGroupAccess::Skip => return Vec::new(),
+        RowGroupAccess::Scan => return std::iter::once(0..rows).collect(),
+        RowGroupAccess::Selection(selection) => selection,
+    };
+    let mut ranges = Vec::new();
+    let mut row = 0;
+    for selector in selection.iter() {
+        if !selector.skip {
+            ranges.push(row..row + selector.row_count);
+        }
+        row += selector.row_count;
+    }
+    ranges
+}
+
+/// One unit per row group `plan` reads, so partitions can balance.
+pub(super) fn split_units(part: &Arc<PartInScan>, plan: ParquetAccessPlan) -> Vec<ScanUnit> {
     let parquet = part.metadata.metadata();
     let groups = plan.len();
-    let single = |rg: usize, access: RowGroupAccess| {
-        let mut single = ParquetAccessPlan::new_none(groups);
-        single.set(rg, access);
-        single
-    };
-    let mut undeleted: Vec<Option<RowGroupAccess>> = match undeleted {
-        Some(plan) => plan.into_inner().into_iter().map(Some).collect(),
-        None => Vec::new(),
-    };
     plan.into_inner()
         .into_iter()
         .enumerate()
         .filter(|(_, access)| access.should_scan())
-        .map(|(rg, access)| {
-            let rows = match &access {
+        .filter_map(|(rg, access)| {
+            let group_rows = parquet.row_group(rg).num_rows().max(0) as usize;
+            let mut rows = match &access {
                 RowGroupAccess::Skip => 0,
-                RowGroupAccess::Scan => parquet.row_group(rg).num_rows().max(0) as u64,
+                RowGroupAccess::Scan => group_rows as u64,
                 RowGroupAccess::Selection(s) => s.row_count() as u64,
             };
-            ScanUnit {
-                part: part.clone(),
-                plan: single(rg, access),
-                rows,
-                undeleted: undeleted
-                    .get_mut(rg)
-                    .and_then(Option::take)
-                    .map(|a| single(rg, a)),
+            if let Some(deletions) = part.deleted.as_ref().filter(|d| d.after_decoding(rg)) {
+                rows -= deletions.deleted_in_access(rg, &access, group_rows);
             }
+            // Every row it reads deleted (kept in the plan, to be dropped): nothing to read.
+            if rows == 0 {
+                return None;
+            }
+            let mut single = ParquetAccessPlan::new_none(groups);
+            single.set(rg, access);
+            Some(ScanUnit {
+                part: part.clone(),
+                plan: single,
+                rows,
+            })
         })
         .collect()
 }

@@ -27,7 +27,7 @@ use datafusion::physical_expr::expressions::BinaryExpr;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use parquet::arrow::arrow_reader::RowSelection;
 
-use super::access_plan::ScanUnit;
+use super::access_plan::{ScanUnit, selected_ranges};
 use super::prune::ScanPredicate;
 use super::prune::keep;
 use super::prune::page::{covered_pages, intersect};
@@ -111,26 +111,26 @@ pub(super) fn split_covered(
                 .is_some_and(|c| c.len() > rg && c.is_valid(rg) && c.value(rg) == 0)
         })
     };
+    // Deleted rows the plan still reads in rows `ranges` of a row group (`deleted_rows`).
+    let deleted_in = |rg: usize, ranges: &[Range<usize>]| match &unit.part.deleted {
+        Some(deletions) if deletions.after_decoding(rg) => deletions.deleted_in(rg, ranges),
+        _ => 0,
+    };
     let mut counted = 0u64;
     let mut rest = ParquetAccessPlan::new_none(unit.plan.len());
     let mut rest_rows = 0u64;
-    // The same rows before deletions, for a read that drops deleted rows itself.
-    let mut rest_undeleted = unit
-        .undeleted
-        .as_ref()
-        .map(|_| ParquetAccessPlan::new_none(unit.plan.len()));
     for (rg, access) in unit.plan.inner().iter().enumerate() {
-        let rows = match access {
-            RowGroupAccess::Skip => continue,
-            RowGroupAccess::Scan => parquet.row_group(rg).num_rows() as u64,
-            RowGroupAccess::Selection(selection) => selection.row_count() as u64,
-        };
+        if !access.should_scan() {
+            continue;
+        }
+        let group_rows = parquet.row_group(rg).num_rows().max(0) as usize;
+        let selected = selected_ranges(access, group_rows);
+        let rows = rows_in(&selected) as u64 - deleted_in(rg, &selected);
         if !may_fail.get(rg).copied().unwrap_or(true) && no_nulls(rg) {
             counted += rows;
             continue;
         }
         // Not covered whole: the pages of a single-column filter may be.
-        let group_rows = parquet.row_group(rg).num_rows() as usize;
         let covered = match covering.columns.as_slice() {
             [name] => predicate.column(name).map_or_else(Vec::new, |column| {
                 covered_pages(
@@ -144,61 +144,31 @@ pub(super) fn split_covered(
             }),
             _ => Vec::new(),
         };
-        let undeleted = unit.undeleted.as_ref().map(|plan| &plan.inner()[rg]);
         if covered.is_empty() {
             rest.set(rg, access.clone());
-            if let (Some(rest), Some(access)) = (&mut rest_undeleted, undeleted) {
-                rest.set(rg, access.clone());
-            }
             rest_rows += rows;
             continue;
         }
-        let uncovered = complement(&covered, group_rows);
-        let selected = selected_ranges(access, group_rows);
-        counted += rows_in(&intersect(&selected, &covered)) as u64;
-        let to_read = intersect(&selected, &uncovered);
+        let counted_here = intersect(&selected, &covered);
+        counted += rows_in(&counted_here) as u64 - deleted_in(rg, &counted_here);
+        let to_read = intersect(&selected, &complement(&covered, group_rows));
         if !to_read.is_empty() {
-            rest_rows += rows_in(&to_read) as u64;
-            rest.set(rg, ranges_access(to_read, group_rows));
-            if let (Some(rest), Some(access)) = (&mut rest_undeleted, undeleted) {
-                let to_read = intersect(&selected_ranges(access, group_rows), &uncovered);
-                rest.set(rg, ranges_access(to_read, group_rows));
-            }
+            rest_rows += rows_in(&to_read) as u64 - deleted_in(rg, &to_read);
+            rest.set(
+                rg,
+                RowGroupAccess::Selection(RowSelection::from_consecutive_ranges(
+                    to_read.into_iter(),
+                    group_rows,
+                )),
+            );
         }
     }
     let rest = (rest_rows > 0).then(|| ScanUnit {
         part: Arc::clone(&unit.part),
         plan: rest,
         rows: rest_rows,
-        undeleted: rest_undeleted,
     });
     (counted, rest)
-}
-
-/// Reads `ranges` of a row group of `rows` rows.
-fn ranges_access(ranges: Vec<Range<usize>>, rows: usize) -> RowGroupAccess {
-    RowGroupAccess::Selection(RowSelection::from_consecutive_ranges(
-        ranges.into_iter(),
-        rows,
-    ))
-}
-
-/// The row ranges an access to a row group of `rows` rows reads.
-fn selected_ranges(access: &RowGroupAccess, rows: usize) -> Vec<Range<usize>> {
-    let selection = match access {
-        RowGroupAccess::Skip => return Vec::new(),
-        RowGroupAccess::Scan => return std::iter::once(0..rows).collect(),
-        RowGroupAccess::Selection(selection) => selection,
-    };
-    let mut ranges = Vec::new();
-    let mut row = 0;
-    for selector in selection.iter() {
-        if !selector.skip {
-            ranges.push(row..row + selector.row_count);
-        }
-        row += selector.row_count;
-    }
-    ranges
 }
 
 /// The rows of `0..rows` outside the sorted, disjoint `ranges`.
@@ -233,7 +203,7 @@ mod tests {
         assert_eq!(complement(&[], 3), vec![0..3]);
         let selection = RowSelection::from_consecutive_ranges([1..3, 5..6].into_iter(), 8);
         assert_eq!(
-            selected_ranges(&RowGroupAccess::Selection(selection), 6),
+            selected_ranges(&RowGroupAccess::Selection(selection), 8),
             vec![1..3, 5..6]
         );
     }

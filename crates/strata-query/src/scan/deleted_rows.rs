@@ -1,22 +1,29 @@
-//! Deleted rows of a part as the scan applies them, and found batch by batch for scans that
-//! read them and take them back afterwards.
+//! Deleted rows of a part as the scan applies them: skipped by the access plan, or read and
+//! dropped from each decoded batch.
 //!
 //! [`PartDeletions`] is a part's deletion vector turned into what planning needs: per row group
-//! the selection of its kept rows, and the deleted positions in order. Building it costs a walk
-//! over every deleted row, so it is built once per vector and kept in the session's part
-//! metadata cache (with 110,000 deleted rows it was a third of planning JSONBench Q1).
+//! the selection of its kept rows, the deleted positions in order, and how the row group's
+//! deletions are applied. Building it costs a walk over every deleted row, so it is built once
+//! per vector and kept in the session's part metadata cache (with 110,000 deleted rows it was a
+//! third of planning JSONBench Q1).
 //!
-//! Deletion vectors are applied as row selections at planning (`access_plan::skip_deleted`), so
-//! that row counts and statistics are exact. When thousands of scattered rows are deleted (10 %
-//! of a table's documents replaced), such a selection alternates between reading and skipping a
-//! few rows thousands of times, and the reader's cost per switch (parquet builds ranges and masks
-//! from every selector of every row group it opens) outweighs the rows. Such a unit is read as
-//! planned before deletions instead, and the rows [`DeletedRows`] reports deleted are dropped
-//! from each decoded batch ([`read_deleted_after_decoding`]); a grouped count by dictionary key
-//! subtracts their keys instead (`GroupCounter::remove_dictionary_rows`).
+//! Where a row group's deleted rows are few and far between, its access plan skips them
+//! (`access_plan::skip_deleted`). Where they are scattered — 10 % of a table's documents
+//! replaced leave a deleted row every few dozen — a selection around each would alternate
+//! between reading and skipping a few rows thousands of times: copying it into every plan,
+//! partition and reader, and parquet's building of ranges and masks from its selectors, cost more
+//! than the rows. Such a row group is planned *with* its deleted rows, counted out of the plan's
+//! row counts and statistics, and its reads drop them from each decoded batch ([`DeletedRows`],
+//! [`without_rows`]); a grouped count by dictionary key subtracts their keys instead
+//! (`GroupCounter::remove_dictionary_rows`). A read whose filter runs in the decoder narrows
+//! the plan first ([`narrow_to_kept_rows`]): the rows such a filter keeps are no longer the
+//! plan's rows in order.
 //!
-//! Invariant: batches arrive in the order the plan reads rows — row groups ascending, each row
-//! group's selected rows ascending — which is how `read::open_unit` reads a unit.
+//! Invariants: a unit's `rows`, the rows counted from statistics and the exactness of its
+//! column statistics account for the deleted rows its plan still reads
+//! ([`PartDeletions::after_decoding`]); batches arrive in the order the plan reads rows — row
+//! groups ascending, each row group's selected rows ascending — which is how `read::open_unit`
+//! reads a unit.
 
 use std::ops::Range;
 
@@ -27,40 +34,45 @@ use parquet::arrow::arrow_reader::RowSelection;
 use parquet::file::metadata::ParquetMetaData;
 use strata_format::DeletionVector;
 
-use super::access_plan::ScanUnit;
+use super::access_plan::{ScanUnit, selected_ranges};
 use super::read::MASK_BELOW_AVERAGE_RUN;
 
-/// How a unit with deleted rows among those it reads before deletions is to be read.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum DeletedRowsRead {
-    /// Read before deletions whenever it has deleted rows, dropping them after decoding.
-    Always,
-    /// Only when they are scattered: runs between them average fewer than
-    /// [`MASK_BELOW_AVERAGE_RUN`] rows, where parquet would decode whole pages and filter them by
-    /// a mask anyway. Longer runs are skipped by the planned selection without being decoded.
-    WhenScattered,
+/// The deleted rows `unit`'s plan reads, to drop after decoding; `None` when it reads none.
+pub(super) fn deleted_after_decoding(unit: &ScanUnit) -> Option<DeletedRows> {
+    let deletions = unit.part.deleted.as_ref()?;
+    let row_groups = unit.plan.row_group_indexes();
+    if !row_groups.iter().any(|&rg| deletions.after_decoding(rg)) {
+        return None;
+    }
+    let rows = DeletedRows::new(&unit.plan, unit.part.metadata.metadata(), deletions);
+    rows.any().then_some(rows)
 }
 
-/// Switches `unit` to its plan before deletions when `when` says so, and returns the deleted rows
-/// its batches then hold, to drop after decoding (`without_rows`). `None`: the unit reads as
-/// planned (no deleted rows among them, or a selection that skips them).
-pub(super) fn read_deleted_after_decoding(
-    unit: &mut ScanUnit,
-    when: DeletedRowsRead,
-) -> Option<DeletedRows> {
-    let (undeleted, deletions) = (unit.undeleted.as_ref()?, unit.part.deleted.as_ref()?);
-    let rows = DeletedRows::new(undeleted, unit.part.metadata.metadata(), deletions);
-    if !rows.any() {
-        return None;
+/// Narrows `unit`'s plan to the kept rows of the row groups whose deleted rows it reads, for a
+/// read that cannot drop them after decoding.
+pub(super) fn narrow_to_kept_rows(unit: &mut ScanUnit) {
+    let Some(deletions) = unit.part.deleted.clone() else {
+        return;
+    };
+    for rg in unit.plan.row_group_indexes() {
+        let Some(Some(kept)) = deletions
+            .kept
+            .get(rg)
+            .filter(|_| deletions.after_decoding(rg))
+        else {
+            continue;
+        };
+        let narrowed = match &unit.plan.inner()[rg] {
+            RowGroupAccess::Skip => continue,
+            RowGroupAccess::Scan => kept.clone(),
+            RowGroupAccess::Selection(selected) => selected.intersection(kept),
+        };
+        if narrowed.row_count() == 0 {
+            unit.plan.skip(rg);
+        } else {
+            unit.plan.scan_selection(rg, narrowed);
+        }
     }
-    let runs = 2 * rows.deleted.len() as u64 + 1;
-    if when == DeletedRowsRead::WhenScattered
-        && rows.rows_read() / runs >= MASK_BELOW_AVERAGE_RUN as u64
-    {
-        return None;
-    }
-    unit.plan = unit.undeleted.take()?;
-    Some(rows)
 }
 
 /// `batch` without the rows at `rows` (ascending indexes).
@@ -84,6 +96,11 @@ pub(super) fn without_rows(batch: &RecordBatch, rows: &[usize]) -> Result<Record
 pub(super) struct PartDeletions {
     /// Per row group, the selection of its rows that are not deleted; None when none is.
     pub(super) kept: Vec<Option<RowSelection>>,
+    /// Per row group, whether its deleted rows are read and dropped after decoding rather than
+    /// skipped by the plan.
+    after_decoding: Vec<bool>,
+    /// Per row group, the part position of its first row.
+    group_starts: Vec<u64>,
     /// Deleted part positions, ascending.
     positions: Vec<u64>,
 }
@@ -91,38 +108,82 @@ pub(super) struct PartDeletions {
 impl PartDeletions {
     pub(super) fn new(vector: &DeletionVector, parquet: &ParquetMetaData) -> Self {
         let positions: Vec<u64> = vector.iter().collect();
-        let mut kept = Vec::with_capacity(parquet.num_row_groups());
+        let groups = parquet.num_row_groups();
+        let (mut kept, mut after_decoding) = (Vec::with_capacity(groups), vec![false; groups]);
+        let mut group_starts = Vec::with_capacity(groups);
         let mut group_start = 0u64;
-        for group in parquet.row_groups() {
+        for (index, group) in parquet.row_groups().iter().enumerate() {
+            group_starts.push(group_start);
             let group_rows = group.num_rows().max(0) as u64;
             let group_end = group_start + group_rows;
             let first = positions.partition_point(|&p| p < group_start);
             let last = positions.partition_point(|&p| p < group_end);
             let deleted = &positions[first..last];
-            kept.push((!deleted.is_empty()).then(|| {
-                let mut ranges = Vec::with_capacity(deleted.len() + 1);
-                let mut next = 0usize;
-                for &position in deleted {
-                    let local = (position - group_start) as usize;
-                    if local > next {
-                        ranges.push(next..local);
-                    }
-                    next = local + 1;
+            if deleted.is_empty() {
+                kept.push(None);
+                group_start = group_end;
+                continue;
+            }
+            let mut ranges = Vec::with_capacity(deleted.len() + 1);
+            let mut next = 0usize;
+            for &position in deleted {
+                let local = (position - group_start) as usize;
+                if local > next {
+                    ranges.push(next..local);
                 }
-                if next < group_rows as usize {
-                    ranges.push(next..group_rows as usize);
-                }
-                RowSelection::from_consecutive_ranges(ranges.into_iter(), group_rows as usize)
-            }));
+                next = local + 1;
+            }
+            if next < group_rows as usize {
+                ranges.push(next..group_rows as usize);
+            }
+            // Runs of kept and of deleted rows averaging fewer rows than parquet reads run by
+            // run (a row group wholly deleted is skipped instead).
+            let runs = 2 * ranges.len() as u64;
+            after_decoding[index] =
+                !ranges.is_empty() && group_rows / runs < MASK_BELOW_AVERAGE_RUN as u64;
+            kept.push(Some(RowSelection::from_consecutive_ranges(
+                ranges.into_iter(),
+                group_rows as usize,
+            )));
             group_start = group_end;
         }
-        PartDeletions { kept, positions }
+        PartDeletions {
+            kept,
+            after_decoding,
+            group_starts,
+            positions,
+        }
+    }
+
+    /// Whether row group `rg`'s deleted rows stay in the plan, to be dropped after decoding.
+    pub(super) fn after_decoding(&self, rg: usize) -> bool {
+        self.after_decoding.get(rg).copied().unwrap_or(false)
+    }
+
+    /// How many of the rows `ranges` of row group `rg` (row numbers within it) are deleted.
+    pub(super) fn deleted_in(&self, rg: usize, ranges: &[Range<usize>]) -> u64 {
+        let Some(&start) = self.group_starts.get(rg) else {
+            return 0;
+        };
+        ranges
+            .iter()
+            .map(|range| {
+                let (from, to) = (start + range.start as u64, start + range.end as u64);
+                (self.positions.partition_point(|&p| p < to)
+                    - self.positions.partition_point(|&p| p < from)) as u64
+            })
+            .sum()
+    }
+
+    /// How many of the rows `access` reads of row group `rg` (of `rows` rows) are deleted.
+    pub(super) fn deleted_in_access(&self, rg: usize, access: &RowGroupAccess, rows: usize) -> u64 {
+        self.deleted_in(rg, &selected_ranges(access, rows))
     }
 
     /// Bytes this keeps in memory, as the metadata cache counts them.
     pub(super) fn size(&self) -> usize {
         let selectors: usize = self.kept.iter().flatten().map(|s| s.iter().count()).sum();
-        self.positions.len() * 8 + selectors * 16
+        (self.positions.len() + self.group_starts.len()) * 8 + selectors * 16
     }
 }
 
@@ -189,11 +250,6 @@ impl DeletedRows {
     /// Whether any row the plan reads is deleted.
     pub(super) fn any(&self) -> bool {
         !self.deleted.is_empty()
-    }
-
-    /// Rows the plan reads, deleted or not.
-    fn rows_read(&self) -> u64 {
-        self.ranges.iter().map(|r| r.end - r.start).sum()
     }
 
     /// The next batch of the plan's rows without its deleted rows.

@@ -29,7 +29,7 @@ use strata_format::Manifest;
 
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
 use super::count::{self, Covering};
-use super::deleted_rows::{DeletedRowsRead, read_deleted_after_decoding, without_rows};
+use super::deleted_rows::{deleted_after_decoding, narrow_to_kept_rows, without_rows};
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
@@ -157,7 +157,6 @@ impl StrataScanExec {
             let deleted = metadata_cache
                 .part_deletions(&dir, entry, metadata.metadata())
                 .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
-            let undeleted = deleted.as_ref().map(|_| plan.clone());
             if let Some(deleted) = &deleted {
                 access_plan::skip_deleted(&mut plan, metadata.metadata(), deleted, &mut counts);
             }
@@ -169,7 +168,7 @@ impl StrataScanExec {
                 checksums,
                 deleted,
             });
-            units.extend(access_plan::split_units(&part, plan, undeleted));
+            units.extend(access_plan::split_units(&part, plan));
         }
         counts.rows_total = manifest.parts.iter().map(|p| p.rows as usize).sum();
         let partitions = distribute(units, target_partitions);
@@ -305,9 +304,6 @@ fn distribute(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
         match partition.last_mut() {
             Some(last) if Arc::ptr_eq(&last.part, &unit.part) => {
                 access_plan::merge(&mut last.plan, &unit.plan);
-                if let (Some(last), Some(unit)) = (&mut last.undeleted, &unit.undeleted) {
-                    access_plan::merge(last, unit);
-                }
                 last.rows += unit.rows;
             }
             _ => partition.push(unit),
@@ -491,11 +487,13 @@ impl ExecutionPlan for StrataScanExec {
                         let (predicate, top) = (r.predicate.as_ref(), r.top.as_ref());
                         row_filter(&unit, &plans, &schema, predicate, top, &filter_metrics)
                     });
-                // A decoder filter needs the planned selection: the rows it keeps are no longer
-                // the plan's rows in order.
+                // The rows a decoder filter keeps are no longer the plan's rows in order.
                 let mut deleted_rows = match filter {
-                    None => read_deleted_after_decoding(&mut unit, DeletedRowsRead::WhenScattered),
-                    Some(_) => None,
+                    None => deleted_after_decoding(&unit),
+                    Some(_) => {
+                        narrow_to_kept_rows(&mut unit);
+                        None
+                    }
                 };
                 let batches =
                     open_unit(&store, &unit, &plans, &table, &bytes_scanned, None, filter)?;
@@ -629,8 +627,11 @@ impl StrataScanExec {
                 let complete = filter.as_ref().is_some_and(|f| f.complete);
                 let read: &[OutputPlan] = if complete { &[] } else { &plans };
                 let mut deleted_rows = match filter {
-                    None => read_deleted_after_decoding(&mut rest, DeletedRowsRead::WhenScattered),
-                    Some(_) => None,
+                    None => deleted_after_decoding(&rest),
+                    Some(_) => {
+                        narrow_to_kept_rows(&mut rest);
+                        None
+                    }
                 };
                 let mut batches =
                     open_unit(&store, &rest, read, &table, &bytes_scanned, None, filter)?;
@@ -697,16 +698,11 @@ impl StrataScanExec {
         builder.spawn(async move {
             let _lease = lease;
             let mut counter = GroupCounter::default();
-            for mut unit in units {
+            for unit in units {
                 let plan = plan_output(&unit.part.entry, &output);
                 let dictionary = dictionary_source(&unit.part.entry, &plan);
-                // Keys of deleted rows are read and taken back: cheaper than a row selection
-                // around each of them (see `deleted_rows`).
-                let when = match dictionary {
-                    Some(_) => DeletedRowsRead::Always,
-                    None => DeletedRowsRead::WhenScattered,
-                };
-                let mut deleted_rows = read_deleted_after_decoding(&mut unit, when);
+                // Keys of deleted rows the plan reads are taken back (see `deleted_rows`).
+                let mut deleted_rows = deleted_after_decoding(&unit);
                 let mut batches = open_unit(
                     &store,
                     &unit,

@@ -160,7 +160,7 @@ async fn read_rows(
     });
     let plans = [plan_output(&part.entry, &ScanOutput::Document)];
     let mut documents = Vec::with_capacity(rows.len());
-    for unit in access_plan::split_units(&part, plan, None) {
+    for unit in access_plan::split_units(&part, plan) {
         let mut batches = open_unit(store, &unit, &plans, table, &Count::new(), None, None)?;
         while let Some(batch) = batches.next().await {
             let built = batch

@@ -104,9 +104,16 @@ impl<'t> ColumnSummary<'t> {
         };
         let converter = converter.with_missing_null_counts_as_zero(false);
         for (index, access) in unit.plan.inner().iter().enumerate() {
+            // A row group whose deleted rows the plan still reads (`deleted_rows`) is not read
+            // whole: its footer's bounds may come from them.
+            let deleted_read = unit
+                .part
+                .deleted
+                .as_ref()
+                .is_some_and(|d| d.after_decoding(index));
             let whole = match access {
                 RowGroupAccess::Skip => continue,
-                RowGroupAccess::Scan => true,
+                RowGroupAccess::Scan => !deleted_read,
                 RowGroupAccess::Selection(_) => false,
             };
             let Some(group) = parquet.row_groups().get(index) else {
