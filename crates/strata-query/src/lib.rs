@@ -14,6 +14,7 @@ mod dml;
 pub mod group_count;
 mod insert_values;
 pub mod jsonb;
+pub mod key_join;
 pub mod late_documents;
 pub mod literal_typing;
 pub mod memory;
@@ -125,6 +126,8 @@ pub struct Session {
     tables: Arc<DataDirSchema>,
     /// Told the tables each transaction commit changed (the server's merger listens).
     on_commit: Option<transaction::CommitObserver>,
+    /// Result schemas of the key joins planned so far, shared with the session's transactions.
+    key_joins: Arc<key_join::KeyJoinSchemas>,
 }
 
 impl Session {
@@ -244,6 +247,7 @@ impl Session {
             context,
             tables,
             on_commit: None,
+            key_joins: Arc::default(),
         })
     }
 
@@ -262,6 +266,12 @@ impl Session {
         self.tables.point_read(read, value).await
     }
 
+    /// The result schemas of the session's key joins (`key_join`), and how many statements
+    /// they answered without planning.
+    pub fn key_joins(&self) -> &key_join::KeyJoinSchemas {
+        &self.key_joins
+    }
+
     /// Plans and runs one statement, collecting its result.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
         if let Some(result) = ddl::run(&self.context, sql)? {
@@ -276,11 +286,20 @@ impl Session {
         {
             return Ok(result);
         }
+        let join = key_join::KeyJoin::parse(sql);
+        if let Some(join) = &join
+            && let Some(result) = key_join::run(&self.tables, join, &self.key_joins).await?
+        {
+            return Ok(result);
+        }
         let frame = match self.context.sql(&stream::copy_with_format(sql)?).await {
             Ok(frame) => frame,
             Err(e) => return Err(with_end_position(e, sql)),
         };
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        if let Some(join) = &join {
+            self.key_joins.remember(join.shape(), schema.clone());
+        }
         let batches = frame.collect().await?;
         Ok(QueryResult { schema, batches })
     }
@@ -301,7 +320,12 @@ impl Session {
     /// Begins a transaction: every table is read at the snapshot taken now, and changes are
     /// buffered until [`Transaction::commit`] (see [`transaction`]).
     pub fn begin(&self) -> Result<Transaction, QueryError> {
-        Transaction::begin(&self.context, self.on_commit.clone(), true)
+        Transaction::begin(
+            &self.context,
+            self.on_commit.clone(),
+            self.key_joins.clone(),
+            true,
+        )
     }
 
     /// The same session, calling `observer` with the name of each table a transaction (or a
@@ -317,7 +341,12 @@ impl Session {
     pub(crate) async fn autocommit(&self, sql: &str) -> Result<QueryResult, QueryError> {
         let mut attempt = 1;
         loop {
-            let transaction = Transaction::begin(&self.context, self.on_commit.clone(), false)?;
+            let transaction = Transaction::begin(
+                &self.context,
+                self.on_commit.clone(),
+                self.key_joins.clone(),
+                false,
+            )?;
             let result = transaction.run(sql).await?;
             match transaction.commit().await {
                 Ok(_) => return Ok(result),

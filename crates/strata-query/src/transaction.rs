@@ -28,6 +28,7 @@ use strata_format::Manifest;
 use strata_json::KeyValue;
 
 use crate::dml::{self, Change, ConflictAction};
+use crate::key_join::{KeyJoin, KeyJoinSchemas};
 use crate::paths::PathIndex;
 use crate::point_read::{BoundValue, PointRead};
 use crate::table::{DataDirSchema, SnapshotCache, StrataTable};
@@ -302,6 +303,8 @@ pub struct Transaction {
     on_commit: Option<CommitObserver>,
     /// `SAVEPOINT`s, oldest first: each name with every table's changes when it was set.
     savepoints: Mutex<Vec<(String, BTreeMap<String, TableChanges>)>>,
+    /// The session's result schemas of key joins (`crate::key_join`).
+    key_joins: Arc<KeyJoinSchemas>,
 }
 
 /// SQLSTATE of a savepoint name that no `SAVEPOINT` set (PostgreSQL's
@@ -316,6 +319,7 @@ impl Transaction {
     pub(crate) fn begin(
         context: &SessionContext,
         on_commit: Option<CommitObserver>,
+        key_joins: Arc<KeyJoinSchemas>,
         whole_snapshot: bool,
     ) -> Result<Transaction, QueryError> {
         let pinned =
@@ -348,6 +352,7 @@ impl Transaction {
             tables,
             on_commit,
             savepoints: Mutex::new(Vec::new()),
+            key_joins,
         })
     }
 
@@ -426,6 +431,23 @@ impl Transaction {
         value: &BoundValue,
     ) -> Result<Option<QueryResult>, QueryError> {
         self.schema.point_read(read, value).await
+    }
+
+    /// Answers a query that is a join of documents by key (`crate::key_join`) at the
+    /// transaction's snapshot and with its own changes, planning only the first of its shape;
+    /// None when `sql` is not such a join.
+    pub async fn key_join(&self, sql: &str) -> Result<Option<QueryResult>, QueryError> {
+        let Some(join) = KeyJoin::parse(sql) else {
+            return Ok(None);
+        };
+        if let Some(result) = crate::key_join::run(&self.schema, &join, &self.key_joins).await? {
+            return Ok(Some(result));
+        }
+        let frame = self.sql(sql).await?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        self.key_joins.remember(join.shape(), schema.clone());
+        let batches = frame.collect().await?;
+        Ok(Some(QueryResult { schema, batches }))
     }
 
     /// Plans a query (not a change) in the transaction.

@@ -436,13 +436,18 @@ impl StrataStatements {
                 .map_err(query_error)?
         {
             // Parameters were bound into the statement's text as literals (`bind`).
-            let json: Vec<bool> = result
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.metadata().contains_key(strata_query::JSON_FIELD_METADATA))
-                .collect();
-            return Ok(Response::Query(rows_response(&result, format, &json)?));
+            return Ok(Response::Query(rows_response(
+                &result,
+                format,
+                &json_fields(&result),
+            )?));
+        }
+        if let Some(result) = transaction.key_join(sql).await.map_err(query_error)? {
+            return Ok(Response::Query(rows_response(
+                &result,
+                format,
+                &json_fields(&result),
+            )?));
         }
         let frame = transaction.sql(sql).await.map_err(query_error)?;
         let response =
@@ -950,4 +955,14 @@ impl ExtendedQueryHandler for StrataStatements {
         let mut responses = guard_responses(vec![response], running, &json);
         Ok(responses.pop().unwrap_or(Response::EmptyQuery))
     }
+}
+
+/// Which columns of a result hold JSON (answered with PostgreSQL's `json` type).
+fn json_fields(result: &strata_query::QueryResult) -> Vec<bool> {
+    result
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.metadata().contains_key(strata_query::JSON_FIELD_METADATA))
+        .collect()
 }
