@@ -131,7 +131,8 @@ impl KeyJoin {
             }
         };
         // ON: a path of each side.
-        let (on_a, on_b) = equality(on)?;
+        let mut on = on.clone();
+        let (on_a, on_b) = equality_mut(&mut on)?;
         let (on_a, on_b) = (text_path(on_a)?, text_path(on_b)?);
         let (side_a, side_b) = (which(&on_a.0)?, which(&on_b.0)?);
         if side_a == side_b {
@@ -232,18 +233,8 @@ fn identifier(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
     }
 }
 
-fn equality(expr: &Expr) -> Option<(&Expr, &Expr)> {
-    match expr {
-        Expr::Nested(inner) => equality(inner),
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::Eq,
-            right,
-        } => Some((left, right)),
-        _ => None,
-    }
-}
-
+/// The two sides of `left = right` (in parentheses or not), mutable so that the literal of the
+/// `WHERE` equality can be left out of the shape.
 fn equality_mut(expr: &mut Expr) -> Option<(&mut Expr, &mut Expr)> {
     match expr {
         Expr::Nested(inner) => equality_mut(inner),
