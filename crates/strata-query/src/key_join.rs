@@ -249,19 +249,7 @@ fn equality_mut(expr: &mut Expr) -> Option<(&mut Expr, &mut Expr)> {
 
 /// `alias.data->'a'->>'b'`: the alias and the path, read as text.
 fn text_path(expr: &Expr) -> Option<(String, Vec<String>)> {
-    match expr {
-        Expr::Nested(inner) => text_path(inner),
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::LongArrow,
-            right,
-        } => {
-            let (alias, mut path) = object_path(left)?;
-            path.push(string_literal(right)?);
-            Some((alias, path))
-        }
-        _ => None,
-    }
+    path_step(expr, BinaryOperator::LongArrow)
 }
 
 /// `alias.data` or `alias.data->'a'…`: the alias and the path so far.
@@ -274,11 +262,15 @@ fn object_path(expr: &Expr) -> Option<(String, Vec<String>)> {
             }
             _ => None,
         },
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::Arrow,
-            right,
-        } => {
+        expr => path_step(expr, BinaryOperator::Arrow),
+    }
+}
+
+/// `<object path> <operator> 'key'` (in parentheses or not): the alias and the path with `key`.
+fn path_step(expr: &Expr, operator: BinaryOperator) -> Option<(String, Vec<String>)> {
+    match expr {
+        Expr::Nested(inner) => path_step(inner, operator),
+        Expr::BinaryOp { left, op, right } if *op == operator => {
             let (alias, mut path) = object_path(left)?;
             path.push(string_literal(right)?);
             Some((alias, path))

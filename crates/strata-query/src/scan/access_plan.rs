@@ -217,21 +217,31 @@ pub(super) fn skip_deleted(
             counts.rows_deleted += deletions.deleted_in_access(index, access, group_rows) as usize;
             continue;
         }
-        let (before, narrowed) = match access {
-            RowGroupAccess::Skip => continue,
-            RowGroupAccess::Scan => (group_rows, kept.clone()),
-            RowGroupAccess::Selection(selected) => {
-                (selected.row_count(), selected.intersection(kept))
-            }
-        };
-        let after = narrowed.row_count();
+        let (before, after) = keep_selected(plan, index, kept, group_rows);
         counts.rows_deleted += before - after;
-        if after == 0 {
-            plan.skip(index);
-        } else {
-            plan.scan_selection(index, narrowed);
-        }
     }
+}
+
+/// Narrows row group `rg` of `plan` to the rows `kept` selects (a row group left without rows is
+/// skipped); returns the rows it read before and after.
+pub(super) fn keep_selected(
+    plan: &mut ParquetAccessPlan,
+    rg: usize,
+    kept: &RowSelection,
+    group_rows: usize,
+) -> (usize, usize) {
+    let (before, narrowed) = match &plan.inner()[rg] {
+        RowGroupAccess::Skip => return (0, 0),
+        RowGroupAccess::Scan => (group_rows, kept.clone()),
+        RowGroupAccess::Selection(selected) => (selected.row_count(), selected.intersection(kept)),
+    };
+    let after = narrowed.row_count();
+    if after == 0 {
+        plan.skip(rg);
+    } else {
+        plan.scan_selection(rg, narrowed);
+    }
+    (before, after)
 }
 
 /// Narrows `plan` to the rows the key index found (ADR 0016): `rows` sorted part positions.

@@ -16,7 +16,7 @@
 //! row counts and statistics, and its reads drop them from each decoded batch ([`DeletedRows`],
 //! [`without_rows`]); a grouped count by dictionary key subtracts their keys instead
 //! (`GroupCounter::remove_dictionary_rows`). A read whose filter runs in the decoder narrows
-//! the plan first ([`narrow_to_kept_rows`]): the rows such a filter keeps are no longer the
+//! the plan first ([`deleted_rows_to_drop`]): the rows such a filter keeps are no longer the
 //! plan's rows in order.
 //!
 //! Invariants: a unit's `rows`, the rows counted from statistics and the exactness of its
@@ -34,45 +34,39 @@ use parquet::arrow::arrow_reader::RowSelection;
 use parquet::file::metadata::ParquetMetaData;
 use strata_format::DeletionVector;
 
-use super::access_plan::{ScanUnit, selected_ranges};
+use super::access_plan::{ScanUnit, keep_selected, selected_ranges};
 use super::read::MASK_BELOW_AVERAGE_RUN;
 
-/// The deleted rows `unit`'s plan reads, to drop after decoding; `None` when it reads none.
-pub(super) fn deleted_after_decoding(unit: &ScanUnit) -> Option<DeletedRows> {
-    let deletions = unit.part.deleted.as_ref()?;
-    let row_groups = unit.plan.row_group_indexes();
-    if !row_groups.iter().any(|&rg| deletions.after_decoding(rg)) {
+/// Prepares `unit` for a read: the deleted rows its plan reads, to drop after decoding (`None`
+/// when it reads none); or, when the read's filter runs in the decoder (`decoder_filter`), whose
+/// kept rows are no longer the plan's rows in order, the plan narrowed to the live rows of those
+/// row groups, and `None`.
+pub(super) fn deleted_rows_to_drop(
+    unit: &mut ScanUnit,
+    decoder_filter: bool,
+) -> Option<DeletedRows> {
+    let deletions = unit.part.deleted.clone()?;
+    let pending: Vec<usize> = unit
+        .plan
+        .row_group_indexes()
+        .into_iter()
+        .filter(|&rg| deletions.after_decoding(rg))
+        .collect();
+    if pending.is_empty() {
         return None;
     }
-    let rows = DeletedRows::new(&unit.plan, unit.part.metadata.metadata(), deletions);
-    rows.any().then_some(rows)
-}
-
-/// Narrows `unit`'s plan to the kept rows of the row groups whose deleted rows it reads, for a
-/// read that cannot drop them after decoding.
-pub(super) fn narrow_to_kept_rows(unit: &mut ScanUnit) {
-    let Some(deletions) = unit.part.deleted.clone() else {
-        return;
-    };
-    for rg in unit.plan.row_group_indexes() {
-        let Some(Some(kept)) = deletions
-            .kept
-            .get(rg)
-            .filter(|_| deletions.after_decoding(rg))
-        else {
-            continue;
-        };
-        let narrowed = match &unit.plan.inner()[rg] {
-            RowGroupAccess::Skip => continue,
-            RowGroupAccess::Scan => kept.clone(),
-            RowGroupAccess::Selection(selected) => selected.intersection(kept),
-        };
-        if narrowed.row_count() == 0 {
-            unit.plan.skip(rg);
-        } else {
-            unit.plan.scan_selection(rg, narrowed);
+    if decoder_filter {
+        let parquet = unit.part.metadata.metadata().clone();
+        for rg in pending {
+            if let Some(Some(kept)) = deletions.kept.get(rg) {
+                let group_rows = parquet.row_group(rg).num_rows().max(0) as usize;
+                keep_selected(&mut unit.plan, rg, kept, group_rows);
+            }
         }
+        return None;
     }
+    let rows = DeletedRows::new(&unit.plan, unit.part.metadata.metadata(), &deletions);
+    rows.any().then_some(rows)
 }
 
 /// `batch` without the rows at `rows` (ascending indexes).

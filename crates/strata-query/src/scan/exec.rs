@@ -29,7 +29,7 @@ use strata_format::Manifest;
 
 use super::access_plan::{self, PartInScan, PruneCounts, ScanUnit};
 use super::count::{self, Covering};
-use super::deleted_rows::{deleted_after_decoding, narrow_to_kept_rows, without_rows};
+use super::deleted_rows::{deleted_rows_to_drop, without_rows};
 use super::group_counter::GroupCounter;
 use super::metadata_cache::PartMetadataCache;
 use super::prune::ScanPredicate;
@@ -487,14 +487,7 @@ impl ExecutionPlan for StrataScanExec {
                         let (predicate, top) = (r.predicate.as_ref(), r.top.as_ref());
                         row_filter(&unit, &plans, &schema, predicate, top, &filter_metrics)
                     });
-                // The rows a decoder filter keeps are no longer the plan's rows in order.
-                let mut deleted_rows = match filter {
-                    None => deleted_after_decoding(&unit),
-                    Some(_) => {
-                        narrow_to_kept_rows(&mut unit);
-                        None
-                    }
-                };
+                let mut deleted_rows = deleted_rows_to_drop(&mut unit, filter.is_some());
                 let batches =
                     open_unit(&store, &unit, &plans, &table, &bytes_scanned, None, filter)?;
                 let (table, schema, output_rows, reduction) = (
@@ -626,13 +619,7 @@ impl StrataScanExec {
                 // without reading any column for them.
                 let complete = filter.as_ref().is_some_and(|f| f.complete);
                 let read: &[OutputPlan] = if complete { &[] } else { &plans };
-                let mut deleted_rows = match filter {
-                    None => deleted_after_decoding(&rest),
-                    Some(_) => {
-                        narrow_to_kept_rows(&mut rest);
-                        None
-                    }
-                };
+                let mut deleted_rows = deleted_rows_to_drop(&mut rest, filter.is_some());
                 let mut batches =
                     open_unit(&store, &rest, read, &table, &bytes_scanned, None, filter)?;
                 while let Some(batch) = batches.next().await {
@@ -698,11 +685,11 @@ impl StrataScanExec {
         builder.spawn(async move {
             let _lease = lease;
             let mut counter = GroupCounter::default();
-            for unit in units {
+            for mut unit in units {
                 let plan = plan_output(&unit.part.entry, &output);
                 let dictionary = dictionary_source(&unit.part.entry, &plan);
                 // Keys of deleted rows the plan reads are taken back (see `deleted_rows`).
-                let mut deleted_rows = deleted_after_decoding(&unit);
+                let mut deleted_rows = deleted_rows_to_drop(&mut unit, false);
                 let mut batches = open_unit(
                     &store,
                     &unit,
