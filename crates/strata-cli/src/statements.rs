@@ -16,6 +16,7 @@ use strata_query::output::{Format, write_stream};
 pub fn runtime() -> Result<tokio::runtime::Runtime, std::io::Error> {
     tokio::runtime::Builder::new_multi_thread()
         .thread_stack_size(strata_json::DEEP_STACK_BYTES)
+        .on_thread_start(strata_json::mark_deep_stack)
         .enable_all()
         .build()
 }

@@ -48,8 +48,26 @@ pub const KIND_METADATA_KEY: &str = "strata.kind";
 /// when touched, so the reservation is cheap).
 pub const DEEP_STACK_BYTES: usize = 256 * 1024 * 1024;
 
-/// Runs `f` on a thread whose stack can hold [`MAX_NESTING_DEPTH`] levels of recursion.
+std::thread_local! {
+    /// Whether this thread's stack is [`DEEP_STACK_BYTES`] deep (see [`mark_deep_stack`]).
+    static DEEP_STACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Records that the calling thread was created with a [`DEEP_STACK_BYTES`] stack, so that
+/// [`run_with_deep_stack`] runs on it directly. For threads a pool creates with that stack size
+/// (a tokio runtime's `on_thread_start`); calling it on any other thread is a stack overflow
+/// waiting for a deep document.
+pub fn mark_deep_stack() {
+    DEEP_STACK.with(|deep| deep.set(true));
+}
+
+/// Runs `f` on a thread whose stack can hold [`MAX_NESTING_DEPTH`] levels of recursion: the
+/// calling thread when [`mark_deep_stack`] marked it (a thread per call costs a `clone` and an
+/// `munmap` of its stack, a few percent of a short transaction), a new one otherwise.
 pub fn run_with_deep_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    if DEEP_STACK.with(std::cell::Cell::get) {
+        return f();
+    }
     let handle = std::thread::Builder::new()
         .name("strata-deep".into())
         .stack_size(DEEP_STACK_BYTES)
@@ -61,5 +79,33 @@ pub fn run_with_deep_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'st
         },
         // Spawning only fails when the OS refuses a thread; nothing sensible remains to do.
         Err(e) => panic!("cannot spawn a thread: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::thread::{ThreadId, current};
+
+    use super::*;
+
+    fn runs_on_caller() -> bool {
+        let caller: ThreadId = current().id();
+        run_with_deep_stack(move || current().id() == caller)
+    }
+
+    #[test]
+    fn deep_work_runs_on_a_marked_thread_itself_and_on_a_new_one_from_any_other() {
+        assert!(!runs_on_caller());
+        let marked = std::thread::Builder::new()
+            .stack_size(DEEP_STACK_BYTES)
+            .spawn(|| {
+                mark_deep_stack();
+                runs_on_caller()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(marked);
     }
 }

@@ -66,6 +66,12 @@ fn single_statement(sql: &str) -> Option<Statement> {
 
 /// Runs `sql` when it is one statement [`command_tag`] names; None for anything else.
 pub(crate) fn run(context: &SessionContext, sql: &str) -> Result<Option<QueryResult>, QueryError> {
+    if !matches!(
+        crate::first_word(sql),
+        crate::FirstWord::Comment | crate::FirstWord::TableChange
+    ) {
+        return Ok(None);
+    }
     let Some(statement) = single_statement(sql) else {
         return Ok(None);
     };

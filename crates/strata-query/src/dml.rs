@@ -36,7 +36,8 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use strata_engine::{DataDir, EngineError, OnConflict};
 use strata_json::{KeyType, KeyValue, TableKey, parse_document};
 
-use crate::ddl::{data_dir, table_name};
+use crate::ddl::table_name;
+use crate::transaction::Transaction;
 use crate::{QueryError, QueryResult};
 
 /// SQLSTATE of a value that is not valid JSON (PostgreSQL's `invalid_text_representation`).
@@ -59,7 +60,29 @@ pub fn command_tag(sql: &str) -> Option<&'static str> {
     }
 }
 
+std::thread_local! {
+    /// The text and statement [`parse_one`] parsed last on this thread. The server asks what a
+    /// statement is ([`command_tag`]) right before running it ([`change_of`]), with no `await`
+    /// between: the second parse of an `INSERT` is saved. Only a cost: a miss parses.
+    static LAST_PARSED: std::cell::RefCell<Option<(String, Statement)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 fn parse_one(sql: &str) -> Option<Statement> {
+    let remembered = LAST_PARSED.with_borrow(|last| {
+        last.as_ref()
+            .filter(|(text, _)| text == sql)
+            .map(|(_, statement)| statement.clone())
+    });
+    if remembered.is_some() {
+        return remembered;
+    }
+    let statement = parse_one_uncached(sql)?;
+    LAST_PARSED.set(Some((sql.to_owned(), statement.clone())));
+    Some(statement)
+}
+
+fn parse_one_uncached(sql: &str) -> Option<Statement> {
     let sql = without_conflict_expressions(sql);
     let mut statements = DFParser::parse_sql_with_dialect(&sql, &PostgreSqlDialect {}).ok()?;
     if statements.len() != 1 {
@@ -167,7 +190,7 @@ pub(crate) struct Returning {
 /// The change of `sql` when it is one INSERT, UPDATE or DELETE (its shadow query run in
 /// `context`), with its `RETURNING` list; None for anything else.
 pub(crate) async fn change_of(
-    context: &SessionContext,
+    transaction: &Transaction,
     sql: &str,
 ) -> Result<Option<(Change, Option<Returning>)>, QueryError> {
     let Some(statement) = parse_one(sql) else {
@@ -177,9 +200,9 @@ pub(crate) async fn change_of(
     let wanted = returning.is_some();
     Ok(Some((
         match statement {
-            Statement::Insert(insert) => insert_change(context, &insert).await?,
-            Statement::Update(update) => update_change(context, &update).await?,
-            Statement::Delete(delete) => delete_change(context, &delete, wanted).await?,
+            Statement::Insert(insert) => insert_change(transaction, &insert).await?,
+            Statement::Update(update) => update_change(transaction, &update).await?,
+            Statement::Delete(delete) => delete_change(transaction, &delete, wanted).await?,
             _ => return Ok(None),
         },
         returning,
@@ -326,7 +349,7 @@ fn target(data_dir: &DataDir, name: &ObjectName) -> Result<(String, Option<Table
     Ok((table, manifest.settings.key.as_ref().map(|k| k.table_key())))
 }
 
-async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Change, QueryError> {
+async fn insert_change(transaction: &Transaction, insert: &Insert) -> Result<Change, QueryError> {
     let TableObject::TableName(name) = &insert.table else {
         return Err(not_supported("INSERT INTO a table function"));
     };
@@ -346,8 +369,7 @@ async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Chan
         .source
         .as_ref()
         .ok_or_else(|| not_supported("INSERT without VALUES or a query"))?;
-    let data_dir = data_dir(context)?;
-    let (table, key) = target(&data_dir, name)?;
+    let (table, key) = target(transaction.schema().data_dir(), name)?;
     let on_conflict = match &insert.on {
         None => ConflictAction::Policy(OnConflict::Error),
         Some(OnInsert::OnConflict(conflict)) => {
@@ -396,7 +418,7 @@ async fn insert_change(context: &SessionContext, insert: &Insert) -> Result<Chan
     // Rows made of literals only are computed here; a planned `VALUES` costs a millisecond.
     let texts = match crate::insert_values::literal_rows(source) {
         Some(rows) => rows.into_iter().map(Some).collect(),
-        None => documents_of(context, &source.to_string(), 0).await?,
+        None => documents_of(transaction.context()?, &source.to_string(), 0).await?,
     };
     let documents: Vec<String> = texts
         .into_iter()
@@ -461,7 +483,7 @@ fn qualified(expression: &Expr, target: &str) -> String {
 /// `context` (a transaction's: its snapshot and own changes), checked as inserted documents
 /// are. Keys whose row the condition rejects are absent from the answer.
 pub(crate) async fn conflict_updates(
-    context: &SessionContext,
+    transaction: &Transaction,
     table: &str,
     key: &TableKey,
     (target, document, condition): (&str, &str, Option<&str>),
@@ -472,7 +494,8 @@ pub(crate) async fn conflict_updates(
     }
     // Each present document read by its key: no query planned (`crate::point_update`).
     let found = crate::point_update::conflict_updates(
-        context,
+        transaction.session(),
+        transaction.schema(),
         table,
         key,
         (target, document, condition),
@@ -495,7 +518,7 @@ pub(crate) async fn conflict_updates(
                 key_expression_of(key, Some(EXCLUDED)),
                 condition.map_or(String::new(), |c| format!(" WHERE {c}"))
             );
-            let batches = context.sql(&sql).await?.collect().await?;
+            let batches = transaction.context()?.sql(&sql).await?.collect().await?;
             let mut rows = Vec::new();
             for batch in &batches {
                 for (old, new) in texts_of(batch, 0)?.into_iter().zip(texts_of(batch, 1)?) {
@@ -537,7 +560,7 @@ fn assigns_data(target: &AssignmentTarget) -> bool {
     matches!(target, AssignmentTarget::ColumnName(name) if name.to_string() == crate::table::DATA_COLUMN)
 }
 
-async fn update_change(context: &SessionContext, update: &Update) -> Result<Change, QueryError> {
+async fn update_change(transaction: &Transaction, update: &Update) -> Result<Change, QueryError> {
     if update.from.is_some() || !update.table.joins.is_empty() {
         return Err(not_supported("UPDATE … FROM is not supported yet"));
     }
@@ -555,12 +578,12 @@ async fn update_change(context: &SessionContext, update: &Update) -> Result<Chan
             crate::table::DATA_COLUMN
         )));
     }
-    let data_dir = data_dir(context)?;
-    let (table, key) = target(&data_dir, name)?;
+    let (table, key) = target(transaction.schema().data_dir(), name)?;
     let key = key.ok_or_else(|| keyless(&table, "UPDATE"))?;
     // One document by its key: no query planned (`crate::point_update`).
     if let Some(found) =
-        crate::point_update::new_documents(context, update, &table, &key, &assignment.value).await?
+        crate::point_update::new_documents(transaction, update, &table, &key, &assignment.value)
+            .await?
     {
         let mut documents = Vec::new();
         for (old, new) in found {
@@ -577,7 +600,7 @@ async fn update_change(context: &SessionContext, update: &Update) -> Result<Chan
         assignment.value,
         where_clause(update.selection.as_ref())
     );
-    let batches = context.sql(&sql).await?.collect().await?;
+    let batches = transaction.context()?.sql(&sql).await?.collect().await?;
     let mut documents = Vec::new();
     for batch in &batches {
         let old_keys = texts_of(batch, 0)?;
@@ -618,7 +641,7 @@ fn updated_document(
 
 /// `with_documents`: the deleted documents are wanted too (for `RETURNING`).
 async fn delete_change(
-    context: &SessionContext,
+    transaction: &Transaction,
     delete: &Delete,
     with_documents: bool,
 ) -> Result<Change, QueryError> {
@@ -634,8 +657,7 @@ async fn delete_change(
     let TableFactor::Table { name, .. } = &from.relation else {
         return Err(not_supported("DELETE from something other than a table"));
     };
-    let data_dir = data_dir(context)?;
-    let (table, key) = target(&data_dir, name)?;
+    let (table, key) = target(transaction.schema().data_dir(), name)?;
     let key = key.ok_or_else(|| keyless(&table, "DELETE"))?;
     let relation = &from.relation;
     let qualifier = relation_of(relation);
@@ -653,7 +675,7 @@ async fn delete_change(
         },
         where_clause(delete.selection.as_ref())
     );
-    let batches = context.sql(&sql).await?.collect().await?;
+    let batches = transaction.context()?.sql(&sql).await?.collect().await?;
     let (mut keys, mut documents) = (Vec::new(), Vec::new());
     for batch in &batches {
         for (old, document) in texts_of(batch, 0)?.into_iter().zip(texts_of(batch, 1)?) {

@@ -55,20 +55,56 @@ use crate::table::{DataDirSchema, PathRegistry};
 /// documents (`DROP TABLE`, `ALTER TABLE`, `INSERT`, `UPDATE`, `DELETE`), which
 /// [`Session::run`] runs itself rather than through DataFusion; None for anything else.
 pub fn table_change_tag(sql: &str) -> Option<&'static str> {
-    // The server asks this of every statement, and parsing one costs more than answering a
-    // point read: only a statement whose first word is one of these can be such a statement.
+    match first_word(sql) {
+        FirstWord::Comment => ddl::command_tag(sql).or_else(|| dml::command_tag(sql)),
+        FirstWord::TableChange => ddl::command_tag(sql),
+        FirstWord::DocumentChange => dml::command_tag(sql),
+        FirstWord::Other => None,
+    }
+}
+
+/// What the first word of a statement says it may be. The server asks what a statement is of
+/// every statement, and parsing one costs more than answering a point read: only a statement
+/// whose first word is one of these (or that starts with a comment) can change a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstWord {
+    /// A comment comes first: the statement must be parsed to tell.
+    Comment,
+    /// `DROP`, `ALTER` or `CREATE` (`crate::ddl`).
+    TableChange,
+    /// `INSERT`, `UPDATE` or `DELETE` (`crate::dml`).
+    DocumentChange,
+    /// Anything else: neither.
+    Other,
+}
+
+pub(crate) fn first_word(sql: &str) -> FirstWord {
     let rest = sql.trim_start();
     if rest.starts_with("--") || rest.starts_with("/*") {
-        return ddl::command_tag(sql).or_else(|| dml::command_tag(sql));
+        return FirstWord::Comment;
     }
     let word_end = rest
         .find(|c: char| !c.is_ascii_alphabetic())
         .unwrap_or(rest.len());
     match rest[..word_end].to_ascii_lowercase().as_str() {
-        "drop" | "alter" | "create" => ddl::command_tag(sql),
-        "insert" | "update" | "delete" => dml::command_tag(sql),
-        _ => None,
+        "drop" | "alter" | "create" => FirstWord::TableChange,
+        "insert" | "update" | "delete" => FirstWord::DocumentChange,
+        _ => FirstWord::Other,
     }
+}
+
+/// Whether `sql` may be one `INSERT`, `UPDATE` or `DELETE` (parsed to tell only then).
+pub(crate) fn changes_documents(sql: &str) -> bool {
+    matches!(
+        first_word(sql),
+        FirstWord::Comment | FirstWord::DocumentChange
+    ) && dml::command_tag(sql).is_some()
+}
+
+/// Whether `sql` may be one `DROP`, `ALTER` or `CREATE INDEX` (parsed to tell only then).
+pub(crate) fn changes_table(sql: &str) -> bool {
+    matches!(first_word(sql), FirstWord::Comment | FirstWord::TableChange)
+        && ddl::command_tag(sql).is_some()
 }
 
 pub use ddl::index_table;
@@ -277,7 +313,7 @@ impl Session {
         if let Some(result) = ddl::run(&self.context, sql)? {
             return Ok(result);
         }
-        if dml::command_tag(sql).is_some() {
+        if changes_documents(sql) {
             return self.autocommit(sql).await;
         }
         if let Some(read) = PointRead::parse(sql)

@@ -148,7 +148,7 @@ pub struct PathFacts {
 }
 
 /// Path facts of a table snapshot, for typing paths at planning time.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PathIndex {
     facts: BTreeMap<String, PathFacts>,
     /// Some part's remainder path list was truncated: unknown paths may exist.
@@ -159,6 +159,26 @@ impl PathIndex {
     pub fn from_manifest(manifest: &Manifest) -> Self {
         let mut index = PathIndex::default();
         for part in &manifest.parts {
+            index.add_part(part);
+        }
+        index
+    }
+
+    /// The index of `after`, given this index of `before`: this one with the parts added when
+    /// `after` lists every part of `before` first, in order (a part's paths never change);
+    /// built from every part otherwise (a merge or a fold removed some).
+    pub fn with_parts_added(&self, before: &Manifest, after: &Manifest) -> Self {
+        let kept = before.parts.len() <= after.parts.len()
+            && before
+                .parts
+                .iter()
+                .zip(&after.parts)
+                .all(|(old, new)| old.file == new.file);
+        if !kept {
+            return PathIndex::from_manifest(after);
+        }
+        let mut index = self.clone();
+        for part in &after.parts[before.parts.len()..] {
             index.add_part(part);
         }
         index
@@ -210,5 +230,75 @@ impl PathIndex {
             Some(_) if numeric => PathMode::Float,
             Some(_) => PathMode::Mixed,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use strata_format::{Manifest, PartEntry, TableSettings};
+    use strata_json::Kind;
+
+    use super::PathIndex;
+
+    fn part(file: &str, columns: &[(&str, Kind)]) -> PartEntry {
+        PartEntry {
+            file: file.into(),
+            rows: 1,
+            bytes: 0,
+            columns: columns.iter().map(|(p, k)| ((*p).to_owned(), *k)).collect(),
+            remainder_paths: BTreeMap::new(),
+            remainder_paths_truncated: false,
+            sort_key_min: BTreeMap::new(),
+            sort_key_max: BTreeMap::new(),
+            full: false,
+            key_runs: None,
+            xxh64: None,
+            deletes: None,
+            keys: None,
+            newest_write: None,
+            text_index: None,
+            indexes: Vec::new(),
+        }
+    }
+
+    fn manifest(parts: &[&PartEntry]) -> Manifest {
+        Manifest {
+            parts: parts.iter().map(|p| (*p).clone()).collect(),
+            ..Manifest::new(TableSettings {
+                time_column: None,
+                text_index: Vec::new(),
+                ttl_seconds: None,
+                iceberg: false,
+                indexes: Vec::new(),
+                sort_key: Vec::new(),
+                max_columns: 64,
+                key: None,
+            })
+        }
+    }
+
+    #[test]
+    fn an_index_with_parts_added_is_the_index_of_the_new_version() {
+        let a = part(
+            "a.parquet",
+            &[("only_a", Kind::String), ("k", Kind::String)],
+        );
+        let b = part("b.parquet", &[("x.y", Kind::Int)]);
+        let c = part("c.parquet", &[("k", Kind::Int)]);
+        let before = manifest(&[&a, &b]);
+        let index = PathIndex::from_manifest(&before);
+        // A commit added a part: its paths join the index.
+        let appended = manifest(&[&a, &b, &c]);
+        assert_eq!(
+            index.with_parts_added(&before, &appended),
+            PathIndex::from_manifest(&appended)
+        );
+        // A merge removed one: `only_a` is no longer stored anywhere.
+        let merged = manifest(&[&b, &c]);
+        let rebuilt = index.with_parts_added(&before, &merged);
+        assert_eq!(rebuilt, PathIndex::from_manifest(&merged));
+        assert_eq!(rebuilt.natural_mode("only_a"), None);
     }
 }

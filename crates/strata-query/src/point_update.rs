@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::SchemaProvider;
 use datafusion::common::{DFSchema, TableReference};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::SessionContext;
@@ -27,6 +26,7 @@ use strata_json::{KeyValue, TableKey};
 use crate::QueryError;
 use crate::point_read::{BoundValue, PointRead, PointValue};
 use crate::table::{DATA_COLUMN, DataDirSchema};
+use crate::transaction::Transaction;
 use crate::udf::json_field;
 
 /// Expressions kept at most; past it the cache starts over (statement texts of one
@@ -36,7 +36,7 @@ const MAX_CACHED_EXPRESSIONS: usize = 1024;
 /// The new documents of `update` (on `table`, keyed by `key`) when it is a point update
 /// (module docs): `(old key, new document text)`, at most one; None when it must be planned.
 pub(crate) async fn new_documents(
-    context: &SessionContext,
+    transaction: &Transaction,
     update: &Update,
     table: &str,
     key: &TableKey,
@@ -66,19 +66,17 @@ pub(crate) async fn new_documents(
     let Some(found) = read.key(key.key_type, bound) else {
         return Ok(None);
     };
-    let Some(schema) = data_dir_schema(context) else {
-        return Ok(None);
-    };
-    let Some(schema) = schema.downcast_ref::<DataDirSchema>() else {
-        return Ok(None);
-    };
-    let Some(result) = schema.point_read(&read, bound).await? else {
+    let Some(result) = transaction.schema().point_read(&read, bound).await? else {
         return Ok(None);
     };
     let Some(found) = found else {
         return Ok(Some(Vec::new()));
     };
-    let expression = expression(context, &[table], &format!("CAST(({value}) AS VARCHAR)"))?;
+    let expression = expression(
+        transaction.session(),
+        &[table],
+        &format!("CAST(({value}) AS VARCHAR)"),
+    )?;
     let mut out = Vec::new();
     for batch in &result.batches {
         for document in crate::dml::texts_of(batch, 0)?.into_iter().flatten() {
@@ -156,14 +154,6 @@ fn evaluate(
     Ok((!text.is_null(0)).then(|| text.value(0).to_owned()))
 }
 
-/// The schema provider of `context` (a transaction's reads its snapshot and changes); the
-/// caller downcasts it to `DataDirSchema`, which a session's always is.
-fn data_dir_schema(context: &SessionContext) -> Option<Arc<dyn SchemaProvider>> {
-    context
-        .catalog(crate::CATALOG)
-        .and_then(|catalog| catalog.schema(crate::SCHEMA))
-}
-
 /// The live document of `table` (keyed by `key`) with key `value`, read as a point read
 /// reads it; `Ok(None)` when the table cannot be read by key (then nothing is answered here).
 async fn document_by_key(
@@ -199,17 +189,12 @@ async fn document_by_key(
 /// text)`. None when the table cannot be read by key (the caller plans it).
 pub(crate) async fn conflict_updates(
     context: &SessionContext,
+    schema: &DataDirSchema,
     table: &str,
     key: &TableKey,
     (target, document, condition): (&str, &str, Option<&str>),
     excluded: &[(KeyValue, String)],
 ) -> Result<Option<Vec<(KeyValue, Option<String>)>>, QueryError> {
-    let Some(schema) = data_dir_schema(context) else {
-        return Ok(None);
-    };
-    let Some(schema) = schema.downcast_ref::<DataDirSchema>() else {
-        return Ok(None);
-    };
     let relations = [target, crate::dml::EXCLUDED];
     let document = expression(
         context,

@@ -62,13 +62,21 @@ impl SnapshotCache {
         // The server's newest version, committed through its write-ahead log and not yet on
         // disk (`strata_format::live`): validated when it was built from a valid one.
         if let Some(live) = strata_format::live::get(dir) {
+            let mut before = None;
             if let Ok(tables) = self.tables.lock()
                 && let Some((_, manifest, paths)) = tables.get(table)
-                && Arc::ptr_eq(manifest, &live)
             {
-                return Ok(Some((manifest.clone(), paths.clone())));
+                if Arc::ptr_eq(manifest, &live) {
+                    return Ok(Some((manifest.clone(), paths.clone())));
+                }
+                before = Some((manifest.clone(), paths.clone()));
             }
-            let paths = Arc::new(PathIndex::from_manifest(&live));
+            // Each logged commit publishes a version with its parts added: their paths are
+            // added to the index of the version before rather than every part read again.
+            let paths = Arc::new(match before {
+                Some((manifest, paths)) => paths.with_parts_added(&manifest, &live),
+                None => PathIndex::from_manifest(&live),
+            });
             if let Ok(mut tables) = self.tables.lock() {
                 tables.insert(table.to_owned(), (Vec::new(), live.clone(), paths.clone()));
             }

@@ -17,7 +17,7 @@
 //! keys. Write skew is possible: it is not `SERIALIZABLE`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use datafusion::catalog::{CatalogProvider, CatalogProviderList, MemoryCatalogProvider};
 use datafusion::execution::session_state::SessionStateBuilder;
@@ -296,7 +296,12 @@ pub type CommitObserver = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A transaction (see the module docs). Dropping it rolls it back.
 pub struct Transaction {
-    context: SessionContext,
+    /// The session's context: its functions, rules and settings (its catalog is the session's).
+    session: SessionContext,
+    /// The transaction's own context, whose catalog holds `schema`: built when a statement of
+    /// the transaction is first planned. Key joins, point reads and writes by key plan nothing,
+    /// and building a context (a copy of every function and rule) costs as much as one of them.
+    context: OnceLock<SessionContext>,
     /// The transaction's schema (registered in `context`): its tables at its snapshot.
     schema: Arc<DataDirSchema>,
     tables: Arc<TransactionTables>,
@@ -328,10 +333,26 @@ impl Transaction {
             .transaction()
             .cloned()
             .ok_or_else(|| QueryError::Engine(EngineError::Invalid("no pinned tables".into())))?;
+        Ok(Transaction {
+            session: context.clone(),
+            context: OnceLock::new(),
+            schema: Arc::new(pinned),
+            tables,
+            on_commit,
+            savepoints: Mutex::new(Vec::new()),
+            key_joins,
+        })
+    }
+
+    /// The transaction's context (see the field), built on first use.
+    fn planning(&self) -> Result<&SessionContext, QueryError> {
+        if let Some(context) = self.context.get() {
+            return Ok(context);
+        }
         // The transaction's own catalog list: registering its schema must not touch the
         // session's. Other catalogs (pg_catalog, for drivers) are shared as they are.
         let catalogs = Arc::new(datafusion::catalog::MemoryCatalogProviderList::new());
-        let original = context.state().catalog_list().clone();
+        let original = self.session.state().catalog_list().clone();
         for name in original.catalog_names() {
             if name != crate::CATALOG
                 && let Some(catalog) = original.catalog(&name)
@@ -340,20 +361,26 @@ impl Transaction {
             }
         }
         let catalog = MemoryCatalogProvider::new();
-        let schema = Arc::new(pinned);
-        catalog.register_schema(crate::SCHEMA, schema.clone())?;
+        catalog.register_schema(crate::SCHEMA, self.schema.clone())?;
         catalogs.register_catalog(crate::CATALOG.to_owned(), Arc::new(catalog));
-        let state = SessionStateBuilder::new_from_existing(context.state())
+        let state = SessionStateBuilder::new_from_existing(self.session.state())
             .with_catalog_list(catalogs)
             .build();
-        Ok(Transaction {
-            context: SessionContext::new_with_state(state),
-            schema,
-            tables,
-            on_commit,
-            savepoints: Mutex::new(Vec::new()),
-            key_joins,
-        })
+        // Two statements of one transaction never run at once; were they to, one context wins.
+        Ok(self
+            .context
+            .get_or_init(|| SessionContext::new_with_state(state)))
+    }
+
+    /// The session's context: functions and settings for expressions evaluated without a
+    /// planned query (its tables are not the transaction's: read those through [`Self::schema`]).
+    pub(crate) fn session(&self) -> &SessionContext {
+        &self.session
+    }
+
+    /// The transaction's tables: its snapshot with its own changes.
+    pub(crate) fn schema(&self) -> &DataDirSchema {
+        &self.schema
     }
 
     /// `SAVEPOINT name`: remembers the transaction's changes now. A name set again hides the
@@ -392,8 +419,8 @@ impl Transaction {
     }
 
     /// The transaction's context: queries planned in it read the transaction's snapshot.
-    pub fn context(&self) -> &SessionContext {
-        &self.context
+    pub fn context(&self) -> Result<&SessionContext, QueryError> {
+        self.planning()
     }
 
     /// Runs one statement in the transaction: a change is buffered (its result is the
@@ -401,7 +428,7 @@ impl Transaction {
     /// changes. Statements that change tables themselves (`DROP`, `ALTER`, `CREATE INDEX`)
     /// cannot run in a transaction. A failed statement changes nothing.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
-        if crate::ddl::command_tag(sql).is_some() {
+        if crate::changes_table(sql) {
             return Err(QueryError::Statement {
                 sqlstate: ACTIVE_SQL_TRANSACTION,
                 message: "DROP TABLE, ALTER TABLE, CREATE INDEX and DROP INDEX cannot run inside \
@@ -409,10 +436,12 @@ impl Transaction {
                     .into(),
             });
         }
-        if let Some((change, returning)) = dml::change_of(&self.context, sql).await? {
+        if let Some((change, returning)) = dml::change_of(self, sql).await? {
             let (count, documents) = self.buffer(change, returning.is_some()).await?;
             return match returning {
-                Some(returning) => dml::returning_rows(&self.context, &returning, &documents).await,
+                Some(returning) => {
+                    dml::returning_rows(self.planning()?, &returning, &documents).await
+                }
                 None => dml::count_result(count),
             };
         }
@@ -452,7 +481,7 @@ impl Transaction {
 
     /// Plans a query (not a change) in the transaction.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame, QueryError> {
-        self.context
+        self.planning()?
             .sql(sql)
             .await
             .map_err(|e| crate::with_end_position(e, sql))
@@ -540,7 +569,7 @@ impl Transaction {
                 } = &on_conflict
                 {
                     let updates = dml::conflict_updates(
-                        &self.context,
+                        self,
                         &table,
                         &key,
                         (target, document, condition.as_deref()),

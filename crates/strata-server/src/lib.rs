@@ -125,6 +125,7 @@ pub fn serve(
     })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_stack_size(strata_json::DEEP_STACK_BYTES)
+        .on_thread_start(strata_json::mark_deep_stack)
         .enable_all()
         .build()
         .map_err(ServerError::Runtime)?;
