@@ -7,8 +7,8 @@
 //! `crate::ddl`. This module finds what a statement changes ([`change_of`]), writing nothing:
 //!
 //! 1. a *shadow query* planned and run by DataFusion through the normal planner, rules and
-//!    pruning scan, in the context given — a transaction's, which reads its snapshot and its own
-//!    changes: the `INSERT`'s source rows; for `UPDATE` the key and the new document of each
+//!    pruning scan, in the transaction's context, which reads its snapshot and its own
+//!    changes (unless `crate::point_update` finds the documents by key, planning nothing): the `INSERT`'s source rows; for `UPDATE` the key and the new document of each
 //!    row the `WHERE` matches; for `DELETE` the key of each such row;
 //! 2. the new documents are checked as ingest checks them (valid JSON objects, a key of the
 //!    table's type): a bad one fails the statement, naming the row, and nothing changes.
@@ -188,7 +188,7 @@ pub(crate) struct Returning {
 }
 
 /// The change of `sql` when it is one INSERT, UPDATE or DELETE (its shadow query run in
-/// `context`), with its `RETURNING` list; None for anything else.
+/// `transaction`), with its `RETURNING` list; None for anything else.
 pub(crate) async fn change_of(
     transaction: &Transaction,
     sql: &str,
@@ -480,7 +480,7 @@ fn qualified(expression: &Expr, target: &str) -> String {
 
 /// The new versions of the present documents `excluded` conflicts with (new document by key),
 /// as `ON CONFLICT DO UPDATE SET data = <document> [WHERE <condition>]` makes them: read in
-/// `context` (a transaction's: its snapshot and own changes), checked as inserted documents
+/// `transaction` (its snapshot and own changes), checked as inserted documents
 /// are. Keys whose row the condition rejects are absent from the answer.
 pub(crate) async fn conflict_updates(
     transaction: &Transaction,

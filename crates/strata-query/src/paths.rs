@@ -233,34 +233,38 @@ impl PathIndex {
     }
 }
 
+/// A part entry of `rows` rows storing `columns`, nothing else known (for tests).
+#[cfg(test)]
+pub(crate) fn part_entry(file: &str, rows: u64, columns: &[(&str, Kind)]) -> PartEntry {
+    PartEntry {
+        file: file.into(),
+        rows,
+        bytes: 0,
+        columns: columns.iter().map(|(p, k)| ((*p).to_owned(), *k)).collect(),
+        remainder_paths: BTreeMap::new(),
+        remainder_paths_truncated: false,
+        sort_key_min: BTreeMap::new(),
+        sort_key_max: BTreeMap::new(),
+        full: false,
+        key_runs: None,
+        xxh64: None,
+        deletes: None,
+        keys: None,
+        newest_write: None,
+        text_index: None,
+        indexes: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use strata_format::{Manifest, PartEntry, TableSettings};
     use strata_json::Kind;
 
-    use super::PathIndex;
+    use super::{PathIndex, part_entry};
 
     fn part(file: &str, columns: &[(&str, Kind)]) -> PartEntry {
-        PartEntry {
-            file: file.into(),
-            rows: 1,
-            bytes: 0,
-            columns: columns.iter().map(|(p, k)| ((*p).to_owned(), *k)).collect(),
-            remainder_paths: BTreeMap::new(),
-            remainder_paths_truncated: false,
-            sort_key_min: BTreeMap::new(),
-            sort_key_max: BTreeMap::new(),
-            full: false,
-            key_runs: None,
-            xxh64: None,
-            deletes: None,
-            keys: None,
-            newest_write: None,
-            text_index: None,
-            indexes: Vec::new(),
-        }
+        part_entry(file, 1, columns)
     }
 
     fn manifest(parts: &[&PartEntry]) -> Manifest {

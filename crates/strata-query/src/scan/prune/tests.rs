@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 #![allow(clippy::single_range_in_vec_init)] // row ranges are what the levels return
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringViewArray};
@@ -65,24 +65,7 @@ fn predicate(filter: Expr) -> ScanPredicate {
 }
 
 fn entry(rows: u64, columns: &[(&str, Kind)]) -> PartEntry {
-    PartEntry {
-        file: "p.parquet".into(),
-        rows,
-        bytes: 0,
-        columns: columns.iter().map(|(p, k)| ((*p).to_owned(), *k)).collect(),
-        remainder_paths: BTreeMap::new(),
-        remainder_paths_truncated: false,
-        sort_key_min: BTreeMap::new(),
-        sort_key_max: BTreeMap::new(),
-        full: false,
-        key_runs: None,
-        xxh64: None,
-        deletes: None,
-        keys: None,
-        newest_write: None,
-        text_index: None,
-        indexes: Vec::new(),
-    }
+    crate::paths::part_entry("p.parquet", rows, columns)
 }
 
 fn with_range(
