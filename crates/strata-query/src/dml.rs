@@ -8,7 +8,8 @@
 //!
 //! 1. a *shadow query* planned and run by DataFusion through the normal planner, rules and
 //!    pruning scan, in the transaction's context, which reads its snapshot and its own
-//!    changes (unless `crate::point_update` finds the documents by key, planning nothing): the `INSERT`'s source rows; for `UPDATE` the key and the new document of each
+//!    changes (unless `crate::point_update` finds the documents by key, planning nothing):
+//!    the `INSERT`'s source rows; for `UPDATE` the key and the new document of each
 //!    row the `WHERE` matches; for `DELETE` the key of each such row;
 //! 2. the new documents are checked as ingest checks them (valid JSON objects, a key of the
 //!    table's type): a bad one fails the statement, naming the row, and nothing changes.
