@@ -24,10 +24,13 @@ Throttled ingest (`--throttle-rate` lines/s for `--throttle-seconds`, 0 to skip)
 fresh Elasticsearch/OpenSearch the documents over `_bulk`, in batches every 50 ms; the server's
 CPU % and peak RSS are reported. ClickHouse runs embedded here (chdb) and has no server to send to.
 
+`--text-postings`: Strata's full-text table keeps every token's rows in its text index as well
+(`strata ingest --text-postings`, ADR 0019), which answers keyword counts from the postings.
+
 Usage:
   bench/.venv/bin/python bench/logs.py --strata-bin BIN [--lines 1000000] [--runs 3]
       [--systems strata,clickhouse,elasticsearch,opensearch] [--throttle-rate 20000]
-      [--throttle-seconds 60] [--work DIR] [--out DIR]
+      [--throttle-seconds 60] [--text-postings] [--work DIR] [--out DIR]
 Prints a table and writes OUT/results.json.
 """
 import argparse
@@ -167,19 +170,21 @@ def time_strata(binary, data_dir, sql, runs):
     return cold_seconds, min(times), rows[len(rows) - per_run:]
 
 
-def run_strata(binary, work, log_file, params_out, runs, throttle):
+def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings=False):
     data_dir = work / "strata"
     shutil.rmtree(data_dir, ignore_errors=True)
     results = {}
     for mode, (table, pipeline) in MODES.items():
-        load = strata(binary, data_dir, "ingest", table, "--pipeline", pipeline, log_file).check("strata ingest")
+        extra = ["--text-postings"] if text_postings and mode == "full-text" else []
+        load = strata(binary, data_dir, "ingest", table, "--pipeline", pipeline, *extra,
+                      log_file).check("strata ingest")
         optimize = strata(binary, data_dir, "optimize", table).check("strata optimize")
         results[mode] = {"load_seconds": load.seconds, "load_peak_rss": load.peak_rss,
                          "optimize_seconds": optimize.seconds,
                          "bytes": dir_bytes(data_dir / table)}
         if throttle:
             results[mode]["throttled"] = strata_throttled(binary, work / "strata-served", table, pipeline,
-                                                          log_file, throttle)
+                                                          log_file, throttle, bool(extra))
     params_out.update(parameters(binary, data_dir))
     for mode in results:
         timings = []
@@ -191,13 +196,14 @@ def run_strata(binary, work, log_file, params_out, runs, throttle):
     return results
 
 
-def strata_throttled(binary, data_dir, table, pipeline, log_file, throttle):
+def strata_throttled(binary, data_dir, table, pipeline, log_file, throttle, text_postings=False):
     """Raw lines at the throttled rate into a fresh `strata serve` over HTTP."""
     shutil.rmtree(data_dir, ignore_errors=True)
     server = StrataServer(binary, data_dir)
+    query = f"pipeline={pipeline}" + ("&text_postings=true" if text_postings else "")
     try:
         def send(lines):
-            answer, _ = server.post(f"/v1/ingest/{table}?pipeline={pipeline}", b"\n".join(lines) + b"\n")
+            answer, _ = server.post(f"/v1/ingest/{table}?{query}", b"\n".join(lines) + b"\n")
             if answer.get("accepted") != len(lines):
                 raise RuntimeError(f"strata serve accepted {answer.get('accepted')} of {len(lines)} lines: {answer}")
         return throttled_ingest(send, log_file, throttle[0], throttle[1], server.proc.pid)
@@ -306,6 +312,8 @@ def main():
     parser.add_argument("--systems", default="strata,clickhouse,elasticsearch,opensearch")
     parser.add_argument("--throttle-rate", type=int, default=20_000, help="lines/s of the throttled HTTP ingest")
     parser.add_argument("--throttle-seconds", type=float, default=60, help="0 skips the throttled ingest")
+    parser.add_argument("--text-postings", action="store_true",
+                        help="Strata's full-text table keeps token postings (strata ingest --text-postings)")
     parser.add_argument("--work", default=str(BENCH / "work" / "logs"))
     parser.add_argument("--out", default=str(BENCH / "results" / "logs"))
     args = parser.parse_args()
@@ -321,8 +329,10 @@ def main():
     params = {}
     throttle = (args.throttle_rate, args.throttle_seconds) if args.throttle_seconds > 0 else None
     results = {"lines": args.lines, "raw_bytes": raw, "runs": args.runs, "systems": {},
-               "cold_runs_drop_page_cache": os.geteuid() == 0, "throttle": throttle, "not_measured": {}}
-    results["systems"]["strata"] = run_strata(args.strata_bin, work, log_file, params, args.runs, throttle)
+               "cold_runs_drop_page_cache": os.geteuid() == 0, "throttle": throttle, "not_measured": {},
+               "strata_text_postings": args.text_postings}
+    results["systems"]["strata"] = run_strata(args.strata_bin, work, log_file, params, args.runs, throttle,
+                                              args.text_postings)
     if "clickhouse" in systems:
         try:
             import chdb  # noqa: F401

@@ -62,6 +62,7 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
             pipeline,
             time_column,
             text_index,
+            text_postings,
             ttl,
             iceberg,
         } => {
@@ -78,6 +79,7 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
                 pipeline: pipeline.map(|name| pipelines.get(&name)).transpose()?,
                 time_column,
                 text_index,
+                text_postings,
                 ttl,
                 iceberg,
                 ..Default::default()

@@ -90,6 +90,11 @@ pub enum Command {
         /// (comma-separated dotted paths; `message` by default with --pipeline text).
         #[arg(long, value_delimiter = ',', value_name = "PATH,...")]
         text_index: Option<Vec<String>>,
+        /// Keep every token's rows in a new table's text index: searches of terms and prefixes
+        /// are counted without reading the text, at about as many bytes again on disk as the
+        /// text's share. Later: ALTER TABLE … SET (text_postings = true).
+        #[arg(long)]
+        text_postings: bool,
         /// Retention of a new table on its time column (30d, 12h, 90m, 2w, none); expired parts
         /// are dropped by `strata optimize` and the server. Later: ALTER TABLE … SET (ttl = …).
         #[arg(long, value_name = "PERIOD")]

@@ -30,6 +30,10 @@ pub const CHANGEABLE_SETTINGS: &[(&str, &str)] = &[
         "retention on the time column, such as '30d', '12h' or 'none'",
     ),
     (
+        "text_postings",
+        "true to keep every token's rows in the text index of parts written from now on",
+    ),
+    (
         "iceberg",
         "true to publish the table as an Iceberg table under TABLE/metadata on every commit",
     ),
@@ -232,6 +236,19 @@ pub fn apply_changes(
                 settings.ttl_seconds = parse_ttl(&change.value)?;
             }
             "iceberg" => settings.iceberg = parse_bool("iceberg", &change.value)?,
+            "text_postings" => {
+                let postings = parse_bool("text_postings", &change.value)?;
+                if postings && settings.text_index.is_empty() {
+                    return Err(EngineError::InvalidSetting {
+                        setting: "text_postings".into(),
+                        reason: format!(
+                            "table {table} has no text index to keep postings in (create it \
+                             with --text-index PATH, or through a pipeline keeping message)"
+                        ),
+                    });
+                }
+                settings.text_postings = postings;
+            }
             "key" => {
                 return Err(EngineError::InvalidSetting {
                     setting: "key".into(),
@@ -305,16 +322,7 @@ mod tests {
 
     #[test]
     fn only_max_columns_changes() {
-        let mut settings = TableSettings {
-            time_column: None,
-            sort_key: keys(&["kind"]),
-            max_columns: 1024,
-            key: None,
-            text_index: Vec::new(),
-            ttl_seconds: None,
-            iceberg: false,
-            indexes: Vec::new(),
-        };
+        let mut settings = TableSettings::sorted_by(keys(&["kind"]), 1024);
         let change = |name: &str, value: &str| SettingChange {
             name: name.into(),
             value: value.into(),

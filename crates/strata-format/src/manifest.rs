@@ -42,6 +42,11 @@ pub struct TableSettings {
     /// Paths (encoded) whose string values get a text index in every part (ADR 0019).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub text_index: Vec<String>,
+    /// Whether the text index of every part also keeps each token's rows (ADR 0019,
+    /// "Postings"): searches made of terms and prefixes are then counted without reading the
+    /// text. Omitted when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_postings: bool,
     /// Retention (ADR 0018): parts whose newest time-column value is older than this many
     /// seconds are dropped. Absent: kept forever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +71,7 @@ impl TableSettings {
             key: None,
             time_column: None,
             text_index: Vec::new(),
+            text_postings: false,
             ttl_seconds: None,
             iceberg: false,
             indexes: Vec::new(),

@@ -21,7 +21,9 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 
 use crate::partial_count::{CountInScan, PartialCountExec, is_count_star, replace_nodes};
@@ -106,7 +108,12 @@ fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<CountMatchingExec> {
     if !simple || !counts_are_int64 {
         return None;
     }
-    let filter = aggregate.input().downcast_ref::<FilterExec>()?;
+    // A scan left with one partition gets a round-robin repartition above its filter.
+    let mut input = aggregate.input();
+    while input.is::<RepartitionExec>() || input.is::<CooperativeExec>() {
+        input = input.children().into_iter().next()?;
+    }
+    let filter = input.downcast_ref::<FilterExec>()?;
     let scan_node = Arc::clone(scan_below(filter.input())?);
     let scan = scan_node.downcast_ref::<StrataScanExec>()?;
     if scan.limit().is_some() || scan.reduction().is_some() {

@@ -270,16 +270,7 @@ mod tests {
     fn manifest(parts: &[&PartEntry]) -> Manifest {
         Manifest {
             parts: parts.iter().map(|p| (*p).clone()).collect(),
-            ..Manifest::new(TableSettings {
-                time_column: None,
-                text_index: Vec::new(),
-                ttl_seconds: None,
-                iceberg: false,
-                indexes: Vec::new(),
-                sort_key: Vec::new(),
-                max_columns: 64,
-                key: None,
-            })
+            ..Manifest::new(TableSettings::sorted_by(Vec::new(), 64))
         }
     }
 

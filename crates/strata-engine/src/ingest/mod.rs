@@ -78,6 +78,9 @@ pub struct IngestOptions {
     /// created, checked against it otherwise. With a pipeline that keeps `message`, that path by
     /// default.
     pub text_index: Option<Vec<String>>,
+    /// Keep every token's rows in the text index of a table this ingest creates (ADR 0019,
+    /// "Postings"). Checked against an existing table.
+    pub text_postings: bool,
     /// Retention of a table this ingest creates, as `ALTER TABLE … SET (ttl = …)` takes it
     /// (`30d`, `12h`, `none`); needs a time column. Checked against an existing table.
     pub ttl: Option<String>,
@@ -100,6 +103,7 @@ impl Default for IngestOptions {
             pipeline: None,
             time_column: None,
             text_index: None,
+            text_postings: false,
             ttl: None,
             iceberg: false,
         }
@@ -395,6 +399,7 @@ struct RequestedSettings {
     /// `message`, for a pipeline that keeps it: the text index of a table this ingest creates,
     /// when none is given.
     default_text_index: Vec<String>,
+    text_postings: bool,
     /// Retention asked for (`Some(None)`: none), and whether to publish as Iceberg.
     ttl_seconds: Option<Option<u64>>,
     iceberg: bool,
@@ -437,6 +442,7 @@ fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, Engi
         },
         ttl_seconds: options.ttl.as_deref().map(parse_ttl).transpose()?,
         iceberg: options.iceberg,
+        text_postings: options.text_postings,
     })
 }
 
@@ -510,6 +516,9 @@ fn open_manifest(
             if requested.iceberg && !existing.settings.iceberg {
                 return Err(changeable("iceberg", "false".into(), "true".into()));
             }
+            if requested.text_postings && !existing.settings.text_postings {
+                return Err(changeable("text_postings", "false".into(), "true".into()));
+            }
             (existing, false)
         }
         None => {
@@ -524,6 +533,16 @@ fn open_manifest(
                     ),
                 });
             }
+            let text_index = requested.text_index.unwrap_or(requested.default_text_index);
+            if requested.text_postings && text_index.is_empty() {
+                return Err(EngineError::InvalidSetting {
+                    setting: "text_postings".into(),
+                    reason: format!(
+                        "table {table} would have no text index to keep postings in (give \
+                         --text-index PATH, or a pipeline keeping message)"
+                    ),
+                });
+            }
             (
                 Manifest::new(TableSettings {
                     sort_key: requested
@@ -531,7 +550,8 @@ fn open_manifest(
                         .or_else(|| time_column.clone().map(|time| vec![time]))
                         .unwrap_or_default(),
                     time_column,
-                    text_index: requested.text_index.unwrap_or(requested.default_text_index),
+                    text_index,
+                    text_postings: requested.text_postings,
                     ttl_seconds,
                     iceberg: requested.iceberg,
                     max_columns: requested

@@ -20,6 +20,8 @@ pub struct PartWriterOptions {
     pub key_column: Option<String>,
     /// Columns (encoded paths) whose string values get a text index (`crate::text_index`).
     pub text_columns: Vec<String>,
+    /// Whether the text index keeps every token's rows too (`TableSettings::text_postings`).
+    pub text_postings: bool,
     /// The table's secondary indexes (`crate::indexes`): the part gets a file for each one whose
     /// path it can index.
     pub indexes: Vec<crate::indexes::IndexSetting>,
@@ -31,6 +33,7 @@ impl Default for PartWriterOptions {
             zstd_level: 3,
             key_column: None,
             text_columns: Vec::new(),
+            text_postings: false,
             indexes: Vec::new(),
         }
     }

@@ -175,7 +175,11 @@ impl PartWriter {
             rows: 0,
             bounds: BTreeMap::new(),
             key_column: options.key_column.clone().map(|name| (name, Vec::new())),
-            text_index: TextIndexBuilder::new(text_columns.clone(), super::GRANULE_ROWS),
+            text_index: TextIndexBuilder::new(
+                text_columns.clone(),
+                super::GRANULE_ROWS,
+                options.text_postings,
+            ),
             text_columns,
             index_columns,
         })

@@ -44,6 +44,9 @@ pub(super) struct PartInScan {
     pub(super) checksums: Option<Arc<PartChecksums>>,
     /// The part's deleted rows, which its units' plans skip.
     pub(super) deleted: Option<Arc<PartDeletions>>,
+    /// The part rows matching every `matches` conjunct of the scan's predicate, when the part's
+    /// text postings decide them exactly (`prune::text_index`); deleted rows included.
+    pub(super) text_matching: Option<Arc<roaring::RoaringBitmap>>,
 }
 
 /// What pruning skipped, at each level, and by what: statistics (manifest, footer, page

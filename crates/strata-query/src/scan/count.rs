@@ -10,22 +10,29 @@
 //! one column is judged page by page (the page index) the same way, so only the pages at a
 //! range's ends are read and the filter evaluated there.
 //!
+//! A filter's `matches(path, 'query')` conjuncts are covered by a part's text postings instead,
+//! when they decide them all exactly (`PartInScan::text_matching`): such a part counts the rows
+//! of those postings among the rows the other conjuncts' statistics cover, without reading the
+//! text (ADR 0019, "Postings").
+//!
 //! Invariant: a row group is counted from statistics only when its statistics describe exactly
-//! the values the filter reads (`column_source` is `Physical` for every column, as for pruning).
+//! the values the filter reads (`column_source` is `Physical` for every column, as for pruning),
+//! and from postings only when they were built from every `matches` conjunct of the filter.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{SchemaRef, UInt64Type};
-use datafusion::common::Column;
 use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, ScalarValue};
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column as PhysicalColumn, Literal};
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr, split_conjunction};
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use parquet::arrow::arrow_reader::RowSelection;
+use strata_text::TextQuery;
 
 use super::access_plan::{ScanUnit, selected_ranges};
 use super::prune::ScanPredicate;
@@ -33,29 +40,93 @@ use super::prune::keep;
 use super::prune::page::{covered_pages, intersect};
 use super::prune::row_group::RowGroupStatistics;
 
-/// The filter's negation for pruning, and the columns it reads (which must hold no NULL).
+/// The negation for pruning of the filter's conjuncts other than text searches, the columns
+/// they read (which must hold no NULL), and the text searches.
 #[derive(Debug)]
 pub struct Covering {
-    negation: PruningPredicate,
+    /// None: every conjunct is a text search.
+    negation: Option<PruningPredicate>,
     columns: Vec<String>,
+    /// The conjuncts `matches(<column>, '<query>')`: column name and query.
+    text_searches: Vec<(String, TextQuery)>,
 }
 
 impl Covering {
-    /// `None` when `filter` has no negation pruning can use (see [`negate`]).
+    /// `None` when the conjuncts of `filter` that are not text searches have no negation
+    /// pruning can use (see [`negate`]).
     pub fn new(filter: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Covering> {
+        let mut text_searches = Vec::new();
+        let mut others = Vec::new();
+        for conjunct in split_conjunction(filter) {
+            match text_search(conjunct) {
+                Some(search) => text_searches.push(search),
+                None => others.push(Arc::clone(conjunct)),
+            }
+        }
+        let Some(others) = others.into_iter().reduce(|left, right| {
+            Arc::new(BinaryExpr::new(left, Operator::And, right)) as Arc<dyn PhysicalExpr>
+        }) else {
+            return Some(Covering {
+                negation: None,
+                columns: Vec::new(),
+                text_searches,
+            });
+        };
         let negation = PruningPredicateBuilder::new()
             .with_file_schema(schema.clone())
-            .try_build(negate(filter)?)
+            .try_build(negate(&others)?)
             .ok()?;
         if negation.always_true() {
             return None;
         }
-        let columns = datafusion::physical_expr::utils::collect_columns(filter)
+        let columns = datafusion::physical_expr::utils::collect_columns(&others)
             .into_iter()
             .map(|c| c.name().to_owned())
             .collect();
-        Some(Covering { negation, columns })
+        Some(Covering {
+            negation: Some(negation),
+            columns,
+            text_searches,
+        })
     }
+
+    /// Whether the filter has text searches, which only postings can cover.
+    pub(super) fn has_text_searches(&self) -> bool {
+        !self.text_searches.is_empty()
+    }
+
+    /// Whether the scan's text searches (`predicate`, over which each part's `text_matching` is
+    /// built) are exactly the filter's.
+    fn text_searches_are_the_scans(&self, predicate: &ScanPredicate) -> bool {
+        let scans = predicate.text_searches();
+        scans.len() == self.text_searches.len()
+            && self.text_searches.iter().all(|(name, query)| {
+                predicate.column(name).is_some_and(|column| {
+                    scans
+                        .iter()
+                        .any(|(path, q)| *path == column.path && q.as_ref() == query)
+                })
+            })
+    }
+}
+
+/// The column and query of a conjunct `matches(<column>, '<constant query>')`.
+fn text_search(conjunct: &Arc<dyn PhysicalExpr>) -> Option<(String, TextQuery)> {
+    let call = conjunct.downcast_ref::<ScalarFunctionExpr>()?;
+    if call.name() != crate::text_search::MATCHES {
+        return None;
+    }
+    let [column, query] = call.args() else {
+        return None;
+    };
+    let column = column.downcast_ref::<PhysicalColumn>()?;
+    let query = match query.downcast_ref::<Literal>()?.value() {
+        ScalarValue::Utf8(Some(q))
+        | ScalarValue::Utf8View(Some(q))
+        | ScalarValue::LargeUtf8(Some(q)) => q,
+        _ => return None,
+    };
+    Some((column.name().to_owned(), TextQuery::parse(query).ok()?))
 }
 
 /// `NOT expr` as comparisons pruning understands: De Morgan over AND/OR, and each comparison
@@ -97,7 +168,16 @@ pub(super) fn split_covered(
         schema: unit.part.metadata.schema().as_ref(),
         predicate,
     };
-    let may_fail = keep(&covering.negation, &statistics);
+    let text_matching = match &unit.part.text_matching {
+        _ if !covering.has_text_searches() => None,
+        Some(matching) if covering.text_searches_are_the_scans(predicate) => Some(matching),
+        // Rows of text searches the postings do not decide are read.
+        _ => return (0, Some(unit.clone())),
+    };
+    let may_fail = match &covering.negation {
+        Some(negation) => keep(negation, &statistics),
+        None => vec![false; parquet.num_row_groups()],
+    };
     let null_counts: Vec<Option<Arc<dyn Array>>> = covering
         .columns
         .iter()
@@ -116,6 +196,44 @@ pub(super) fn split_covered(
         Some(deletions) if deletions.after_decoding(rg) => deletions.deleted_in(rg, ranges),
         _ => 0,
     };
+    let group_starts: Vec<u64> = parquet
+        .row_groups()
+        .iter()
+        .scan(0u64, |start, group| {
+            let this = *start;
+            *start += group.num_rows().max(0) as u64;
+            Some(this)
+        })
+        .collect();
+    // The rows of `ranges` of a row group the statistics cover that satisfy the filter: all of
+    // them but deleted ones, or those of them the postings hold.
+    let satisfying = |rg: usize, ranges: &[Range<usize>]| -> u64 {
+        let Some(matching) = text_matching else {
+            return rows_in(ranges) as u64 - deleted_in(rg, ranges);
+        };
+        let start = group_starts[rg];
+        let part_range =
+            |r: &Range<usize>| (start + r.start as u64) as u32..(start + r.end as u64) as u32;
+        let hits: u64 = ranges
+            .iter()
+            .map(|r| matching.range_cardinality(part_range(r)))
+            .sum();
+        let deleted = match &unit.part.deleted {
+            Some(deletions) if deletions.after_decoding(rg) => {
+                let mut matched: Vec<Range<usize>> = Vec::new();
+                for row in ranges.iter().flat_map(|r| matching.range(part_range(r))) {
+                    let row = (u64::from(row) - start) as usize;
+                    match matched.last_mut() {
+                        Some(last) if last.end == row => last.end = row + 1,
+                        _ => matched.push(row..row + 1),
+                    }
+                }
+                deletions.deleted_in(rg, &matched)
+            }
+            _ => 0,
+        };
+        hits - deleted
+    };
     let mut counted = 0u64;
     let mut rest = ParquetAccessPlan::new_none(unit.plan.len());
     let mut rest_rows = 0u64;
@@ -127,19 +245,19 @@ pub(super) fn split_covered(
         let selected = selected_ranges(access, group_rows);
         let rows = rows_in(&selected) as u64 - deleted_in(rg, &selected);
         if !may_fail.get(rg).copied().unwrap_or(true) && no_nulls(rg) {
-            counted += rows;
+            counted += satisfying(rg, &selected);
             continue;
         }
         // Not covered whole: the pages of a single-column filter may be.
-        let covered = match covering.columns.as_slice() {
-            [name] => predicate.column(name).map_or_else(Vec::new, |column| {
+        let covered = match (covering.columns.as_slice(), &covering.negation) {
+            ([name], Some(negation)) => predicate.column(name).map_or_else(Vec::new, |column| {
                 covered_pages(
                     &unit.part.entry,
                     parquet.as_ref(),
                     statistics.schema,
                     rg,
                     column,
-                    &covering.negation,
+                    negation,
                 )
             }),
             _ => Vec::new(),
@@ -150,7 +268,7 @@ pub(super) fn split_covered(
             continue;
         }
         let counted_here = intersect(&selected, &covered);
-        counted += rows_in(&counted_here) as u64 - deleted_in(rg, &counted_here);
+        counted += satisfying(rg, &counted_here);
         let to_read = intersect(&selected, &complement(&covered, group_rows));
         if !to_read.is_empty() {
             rest_rows += rows_in(&to_read) as u64 - deleted_in(rg, &to_read);

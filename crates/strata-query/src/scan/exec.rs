@@ -144,7 +144,10 @@ impl StrataScanExec {
             };
             let text_rows = index
                 .as_deref()
-                .and_then(|index| text_index::text_rows(entry, index, &predicate));
+                .map(|index| text_index::text_rows(entry, index, &predicate))
+                .transpose()
+                .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?
+                .flatten();
             if let Some(text_rows) = &text_rows {
                 access_plan::keep_text_rows(
                     &mut plan,
@@ -167,6 +170,7 @@ impl StrataScanExec {
                 metadata,
                 checksums,
                 deleted,
+                text_matching: text_rows.and_then(|rows| rows.matching).map(Arc::new),
             });
             units.extend(access_plan::split_units(&part, plan));
         }
@@ -588,8 +592,14 @@ impl StrataScanExec {
         let predicate = self.predicate.clone();
         let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
-        let from_statistics =
-            MetricBuilder::new(&self.metrics).counter("rows_counted_from_statistics", partition);
+        // Counted rows are told apart by what covered the filter's text searches, if it has any.
+        let from_statistics = MetricBuilder::new(&self.metrics).counter(
+            match covering.has_text_searches() {
+                true => "rows_counted_from_text_postings",
+                false => "rows_counted_from_statistics",
+            },
+            partition,
+        );
         let filter_metrics = self.filter_metrics(partition);
         let filters_in_decoder = self.filters_in_decoder;
         let mut builder = RecordBatchReceiverStreamBuilder::new(result_schema.clone(), 2);

@@ -163,11 +163,10 @@ impl PartMetadataCache {
             return Ok(None);
         };
         let path = Manifest::part_path(table_dir, &indexed.file);
-        let bytes = indexed.bytes as usize;
         self.side_file(
             |entries| &mut entries.text_indexes,
             path,
-            |_| bytes,
+            TextIndex::memory_bytes,
             Self::TEXT_INDEX_BUDGET_BYTES,
             || TextIndex::read(table_dir, indexed),
         )

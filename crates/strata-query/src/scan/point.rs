@@ -157,6 +157,7 @@ async fn read_rows(
         metadata,
         checksums,
         deleted: None,
+        text_matching: None,
     });
     let plans = [plan_output(&part.entry, &ScanOutput::Document)];
     let mut documents = Vec::with_capacity(rows.len());

@@ -61,6 +61,8 @@ pub struct IngestParams {
     /// Comma-separated dotted paths whose strings get a text index, for a table the request
     /// creates.
     text_index: Option<String>,
+    /// `true`: a table the request creates keeps every token's rows in its text index.
+    text_postings: Option<bool>,
 }
 
 pub async fn ingest(
@@ -118,6 +120,7 @@ async fn run(
             .text_index
             .as_deref()
             .map(|paths| paths.split(',').map(str::to_owned).collect()),
+        text_postings: params.text_postings.unwrap_or(false),
         ..IngestOptions::default()
     };
     // Keyed tables load from their lines, which checks each document's key (ADR 0016): they
@@ -126,6 +129,7 @@ async fn run(
     let keyed = requested.pipeline.is_some()
         || requested.time_column.is_some()
         || requested.text_index.is_some()
+        || requested.text_postings
         || params.key.is_some()
         || shared
             .data_dir

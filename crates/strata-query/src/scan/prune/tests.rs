@@ -248,16 +248,10 @@ fn key_runs_select_exact_row_ranges() {
 fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
     let manifest = |parts: Vec<PartEntry>| strata_format::Manifest {
         parts,
-        ..strata_format::Manifest::new(strata_format::TableSettings {
-            time_column: None,
-            text_index: Vec::new(),
-            ttl_seconds: None,
-            iceberg: false,
-            indexes: Vec::new(),
-            sort_key: vec!["k".into()],
-            max_columns: 64,
-            key: None,
-        })
+        ..strata_format::Manifest::new(strata_format::TableSettings::sorted_by(
+            vec!["k".into()],
+            64,
+        ))
     };
     let indexed = manifest(vec![runs_entry(), runs_entry()]);
     let columns = columns();

@@ -1,20 +1,34 @@
-//! Granules a part's text index (ADR 0019) proves hold no match of the scan's
-//! `matches(path, query)` conjuncts: for each granule, each such conjunct over a path the part
-//! indexes asks the granule's bloom filter whether the query's tokens may be there
-//! (`TextQuery::may_match`); a granule some conjunct rules out is not read. `matches` still
-//! decides every row read, so a false positive of a filter costs reading, never an answer.
+//! Rows a part's text index (ADR 0019) proves hold no match of the scan's
+//! `matches(path, query)` conjuncts.
+//!
+//! With bloom filters only, each granule is asked, for each such conjunct over a path the part
+//! indexes, whether the query's tokens may be there (`TextQuery::may_match`); a granule some
+//! conjunct rules out is not read. A part that keeps postings answers at row level instead: each
+//! conjunct's candidate rows (`Postings::candidates`) are intersected, and when every conjunct of
+//! the predicate was decided exactly (terms and prefixes under AND, OR and NOT) the rows left are
+//! exactly the rows matching them all, which a count takes without reading the text.
+//!
+//! `matches` still decides every row read, so a false positive costs reading, never an answer.
 
 use std::ops::Range;
 
-use strata_format::{PartEntry, TextIndex};
+use roaring::RoaringBitmap;
+use strata_format::{FormatError, PartEntry, TextIndex};
 
 use super::ScanPredicate;
+
+/// Candidate rows sparser than one in this many are read row by row; denser ones by the
+/// granules holding them (a selection of millions of single rows costs more than it saves).
+const ROW_LEVEL_SPARSENESS: u64 = 16;
 
 /// What a part's text index leaves to read.
 pub(in crate::scan) struct TextRows {
     /// Part rows that may match: sorted, disjoint.
     pub(in crate::scan) kept: Vec<Range<u64>>,
     pub(in crate::scan) granules_pruned: usize,
+    /// The part rows matching every `matches` conjunct of the predicate, when the part's
+    /// postings decided them all exactly.
+    pub(in crate::scan) matching: Option<RoaringBitmap>,
 }
 
 /// Whether a conjunct of `predicate` can use the text index of `entry`.
@@ -33,20 +47,39 @@ pub(in crate::scan) fn text_rows(
     entry: &PartEntry,
     index: &TextIndex,
     predicate: &ScanPredicate,
-) -> Option<TextRows> {
-    let indexed = entry.text_index.as_ref()?;
+) -> Result<Option<TextRows>, FormatError> {
+    let Some(indexed) = entry.text_index.as_ref() else {
+        return Ok(None);
+    };
     let searches: Vec<_> = predicate
         .text_searches()
         .iter()
         .filter(|(path, _)| indexed.columns.contains(path))
         .collect();
     if searches.is_empty() {
-        return None;
+        return Ok(None);
     }
     let granule_rows = index.granule_rows() as u64;
     let granules = entry.rows.div_ceil(granule_rows) as usize;
     let mut kept = vec![true; granules];
+    // Rows by postings: the intersection of the candidates of the conjuncts that have them.
+    let mut candidates: Option<RoaringBitmap> = None;
+    let mut all_exact = searches.len() == predicate.text_searches().len();
     for (path, query) in searches {
+        if let Some(found) = index
+            .postings()
+            .map(|postings| postings.candidates(path, query))
+            .transpose()?
+            .flatten()
+        {
+            all_exact &= found.exact;
+            candidates = Some(match candidates {
+                Some(rows) => rows & found.rows,
+                None => found.rows,
+            });
+            continue;
+        }
+        all_exact = false;
         let Some(may) = index.granules_that_may_match(path, &|contains| query.may_match(contains))
         else {
             continue;
@@ -56,17 +89,41 @@ pub(in crate::scan) fn text_rows(
         }
     }
     let mut ranges: Vec<Range<u64>> = Vec::new();
-    for (granule, _) in kept.iter().enumerate().filter(|(_, keep)| **keep) {
-        let start = granule as u64 * granule_rows;
-        let end = (start + granule_rows).min(entry.rows);
-        match ranges.last_mut() {
-            Some(last) if last.end == start => last.end = end,
-            _ => ranges.push(start..end),
+    let mut push = |range: Range<u64>| match ranges.last_mut() {
+        Some(last) if last.end == range.start => last.end = range.end,
+        _ => ranges.push(range),
+    };
+    match &candidates {
+        Some(rows) if rows.len() * ROW_LEVEL_SPARSENESS <= entry.rows => {
+            for row in rows.iter().map(u64::from) {
+                if kept[(row / granule_rows) as usize] {
+                    push(row..row + 1);
+                }
+            }
+        }
+        _ => {
+            for (granule, keep) in kept.iter_mut().enumerate() {
+                let start = granule as u64 * granule_rows;
+                let end = (start + granule_rows).min(entry.rows);
+                if let Some(rows) = &candidates {
+                    *keep &= rows.range_cardinality(start as u32..end as u32) > 0;
+                }
+                if *keep {
+                    push(start..end);
+                }
+            }
         }
     }
-    let pruned = kept.iter().filter(|keep| !**keep).count();
-    Some(TextRows {
+    let mut read = vec![false; granules];
+    for range in &ranges {
+        for granule in range.start / granule_rows..range.end.div_ceil(granule_rows) {
+            read[granule as usize] = true;
+        }
+    }
+    let pruned = read.iter().filter(|read| !**read).count();
+    Ok(Some(TextRows {
         kept: ranges,
         granules_pruned: pruned,
-    })
+        matching: candidates.filter(|_| all_exact),
+    }))
 }

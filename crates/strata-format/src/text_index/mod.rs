@@ -2,15 +2,20 @@
 //! each granule of its rows, a split-block bloom filter (Parquet's own `Sbbf`) of the tokens
 //! (`strata_text::for_each_token`) of the granule's values.
 //!
-//! Layout, little-endian: `"STRATATX"`, `u32` version (1), `u32` granule rows, `u64` rows,
-//! `u16` columns; per column: `u16` path length, the encoded path (UTF-8), `u32` granules, and per
-//! granule `u32` length and that many bytes of `Sbbf::write` output (thrift header and bitset;
-//! length 0: the granule has no token). The manifest entry carries the whole file's XXH64, which a
-//! reader checks before it trusts a byte.
+//! Layout, little-endian: `"STRATATX"`, `u32` version (1; 2 when postings follow the filters),
+//! `u32` granule rows, `u64` rows, `u16` columns; per column: `u16` path length, the encoded path
+//! (UTF-8), `u32` granules, and per granule `u32` length and that many bytes of `Sbbf::write`
+//! output (thrift header and bitset; length 0: the granule has no token). The manifest entry
+//! carries the whole file's XXH64, which a reader checks before it trusts a byte of a version-1
+//! file. A version-2 file continues with the postings of every column ([`postings`]); its
+//! manifest entry also carries the XXH64 of the filters and of the postings dictionary, so that a
+//! query reads and checks those and only the bitmaps it needs.
 //!
 //! Invariant: a column is indexed in a part only when every value of its path in that part is in
 //! its typed string column (none in the remainder), so a granule whose filter lacks a token holds
 //! no row with that token.
+
+mod postings;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -20,10 +25,15 @@ use parquet::bloom_filter::Sbbf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::FormatError;
+use crate::held::StoredFile;
 use crate::manifest::{PARTS_DIR, sync_dir};
+pub use postings::{Candidates, Postings, PostingsSection};
+use postings::{PostingsBuilder, hex, write_postings};
 
 const MAGIC: &[u8; 8] = b"STRATATX";
 const VERSION: u32 = 1;
+/// The version of a file whose filters are followed by postings.
+const VERSION_WITH_POSTINGS: u32 = 2;
 /// What a bloom filter may wrongly say "maybe" to, per token looked up.
 const FALSE_POSITIVE_RATE: f64 = 0.01;
 /// Suffix of a part's text index file.
@@ -40,6 +50,9 @@ pub struct PartTextIndex {
     /// The encoded paths indexed in this part.
     pub columns: Vec<String>,
     pub granule_rows: u32,
+    /// Where the postings are, when the table keeps them (`text_postings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postings: Option<PostingsSection>,
 }
 
 /// The text index file name of a part.
@@ -72,6 +85,8 @@ struct ColumnFilters {
     /// token of every line is looked up, and SipHash was 8 % of a full-text ingest.
     tokens: HashSet<String, foldhash::fast::RandomState>,
     rows_in_granule: usize,
+    /// Every token's rows, when the table keeps postings.
+    postings: Option<PostingsBuilder>,
 }
 
 impl ColumnFilters {
@@ -98,8 +113,9 @@ impl ColumnFilters {
 }
 
 impl TextIndexBuilder {
-    /// A builder for the columns at `paths` (encoded paths), in granules of `granule_rows`.
-    pub fn new(paths: Vec<String>, granule_rows: usize) -> Self {
+    /// A builder for the columns at `paths` (encoded paths), in granules of `granule_rows`, with
+    /// every token's rows too when `postings`.
+    pub fn new(paths: Vec<String>, granule_rows: usize, postings: bool) -> Self {
         TextIndexBuilder {
             granule_rows: granule_rows.max(1),
             columns: paths
@@ -111,6 +127,7 @@ impl TextIndexBuilder {
                     granules: 0,
                     tokens: HashSet::default(),
                     rows_in_granule: 0,
+                    postings: postings.then(PostingsBuilder::default),
                 })
                 .collect(),
         }
@@ -131,11 +148,28 @@ impl TextIndexBuilder {
         for row in 0..strings.len() {
             if strings.is_valid(row) {
                 let tokens = &mut filters.tokens;
-                strata_text::for_each_token(strings.value(row), |token| {
-                    if !tokens.contains(token) {
-                        tokens.insert(token.to_owned());
+                match &mut filters.postings {
+                    None => strata_text::for_each_token(strings.value(row), |token| {
+                        if !tokens.contains(token) {
+                            tokens.insert(token.to_owned());
+                        }
+                    }),
+                    Some(postings) => {
+                        let part_row = u32::try_from(filters.rows).map_err(|_| {
+                            format!(
+                                "text column {}: more than 2^32 rows in one part",
+                                filters.path
+                            )
+                        })?;
+                        postings.add_row(part_row);
+                        strata_text::for_each_token(strings.value(row), |token| {
+                            if !tokens.contains(token) {
+                                tokens.insert(token.to_owned());
+                            }
+                            postings.add_token(part_row, token);
+                        })
                     }
-                });
+                }
             }
             filters.rows += 1;
             filters.rows_in_granule += 1;
@@ -167,8 +201,13 @@ impl TextIndexBuilder {
                 .map(|c| c.encoded.len() + c.path.len())
                 .sum::<usize>(),
         );
+        let keeps_postings = self.columns.iter().any(|c| c.postings.is_some());
         bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        let version = match keeps_postings {
+            true => VERSION_WITH_POSTINGS,
+            false => VERSION,
+        };
+        bytes.extend_from_slice(&version.to_le_bytes());
         bytes.extend_from_slice(&(self.granule_rows as u32).to_le_bytes());
         bytes.extend_from_slice(&rows.to_le_bytes());
         bytes.extend_from_slice(&(self.columns.len() as u16).to_le_bytes());
@@ -187,6 +226,17 @@ impl TextIndexBuilder {
             bytes.extend_from_slice(&filters.granules.to_le_bytes());
             bytes.extend_from_slice(&filters.encoded);
         }
+        let postings = match keeps_postings {
+            true => {
+                let columns = self
+                    .columns
+                    .iter_mut()
+                    .map(|c| (c.path.clone(), c.postings.take().unwrap_or_default()))
+                    .collect();
+                Some(write_postings(&mut bytes, columns).map_err(|e| damaged(e.to_string()))?)
+            }
+            false => None,
+        };
         let file = text_index_file(part_file);
         let final_path = parts_dir.join(&file);
         crate::held::write_file(&final_path, &bytes)?;
@@ -194,9 +244,10 @@ impl TextIndexBuilder {
         Ok(Some(PartTextIndex {
             file,
             bytes: bytes.len() as u64,
-            xxh64: format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes)),
+            xxh64: hex(twox_hash::XxHash64::oneshot(0, &bytes)),
             columns: self.columns.iter().map(|c| c.path.clone()).collect(),
             granule_rows: self.granule_rows as u32,
+            postings,
         }))
     }
 }
@@ -211,24 +262,50 @@ pub struct TextIndex {
     rows: u64,
     /// Per column, per granule: its filter (None: no token in the granule).
     columns: Vec<(String, Vec<Option<Sbbf>>)>,
+    /// The postings dictionary, when the part keeps postings.
+    postings: Option<Postings>,
+    /// Bytes of the filters in the file.
+    filter_bytes: usize,
 }
 
 impl TextIndex {
-    /// Reads the text index `entry` of a part of the table at `table_dir`, checking its XXH64.
+    /// Reads the text index `entry` of a part of the table at `table_dir`, checking its XXH64
+    /// (of the filters and the postings dictionary, when it has postings: their bitmaps are
+    /// read and checked when a query needs them).
     pub fn read(table_dir: &Path, entry: &PartTextIndex) -> Result<TextIndex, FormatError> {
         let path = table_dir.join(PARTS_DIR).join(&entry.file);
-        let bytes = crate::held::read(&path).map_err(|e| FormatError::io(&path, e))?;
         let damaged = |message: String| FormatError::Damaged {
             path: path.clone(),
             message,
         };
-        let found = format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes));
-        if found != entry.xxh64 {
-            return Err(damaged(format!(
-                "its XXH64 is {found}, the manifest says {}",
-                entry.xxh64
-            )));
-        }
+        let (bytes, postings) = match &entry.postings {
+            None => {
+                let bytes = crate::held::read(&path).map_err(|e| FormatError::io(&path, e))?;
+                let found = hex(twox_hash::XxHash64::oneshot(0, &bytes));
+                if found != entry.xxh64 {
+                    return Err(damaged(format!(
+                        "its XXH64 is {found}, the manifest says {}",
+                        entry.xxh64
+                    )));
+                }
+                (bytes, None)
+            }
+            Some(section) => {
+                let stored = StoredFile::open(&path).map_err(|e| FormatError::io(&path, e))?;
+                let bytes = stored
+                    .read_range(0..section.filter_bytes)
+                    .map_err(|e| FormatError::io(&path, e))?;
+                let found = hex(twox_hash::XxHash64::oneshot(0, &bytes));
+                if found != section.filter_xxh64 {
+                    return Err(damaged(format!(
+                        "its filters' XXH64 is {found}, the manifest says {}",
+                        section.filter_xxh64
+                    )));
+                }
+                let postings = Postings::read(&path, &stored, section)?;
+                (bytes, Some(postings))
+            }
+        };
         let mut reader = Bytes {
             bytes: &bytes,
             at: 0,
@@ -238,18 +315,21 @@ impl TextIndex {
             return Err(damaged("it is not a text index".to_owned()));
         }
         let version = reader.u32().ok_or_else(short)?;
-        if version != VERSION {
-            return Err(damaged(format!("unknown text index version {version}")));
+        let expected = match postings {
+            Some(_) => VERSION_WITH_POSTINGS,
+            None => VERSION,
+        };
+        if version != expected {
+            return Err(damaged(format!(
+                "text index version {version}, where its manifest entry implies {expected}"
+            )));
         }
         let granule_rows = reader.u32().ok_or_else(short)? as usize;
         let rows = reader.u64().ok_or_else(short)?;
         let column_count = reader.u16().ok_or_else(short)?;
         let mut columns = Vec::with_capacity(column_count as usize);
         for _ in 0..column_count {
-            let length = reader.u16().ok_or_else(short)? as usize;
-            let name = std::str::from_utf8(reader.take(length).ok_or_else(short)?)
-                .map_err(|e| damaged(e.to_string()))?
-                .to_owned();
+            let name = reader.string().ok_or_else(short)?;
             let granules = reader.u32().ok_or_else(short)? as usize;
             let mut filters = Vec::with_capacity(granules);
             for _ in 0..granules {
@@ -272,7 +352,19 @@ impl TextIndex {
             granule_rows,
             rows,
             columns,
+            postings,
+            filter_bytes: bytes.len(),
         })
+    }
+
+    /// The part's postings, when it keeps them.
+    pub fn postings(&self) -> Option<&Postings> {
+        self.postings.as_ref()
+    }
+
+    /// Bytes this index holds in memory (about): its filters and postings dictionary.
+    pub fn memory_bytes(&self) -> usize {
+        self.filter_bytes + self.postings.as_ref().map_or(0, Postings::memory_bytes)
     }
 
     pub fn granule_rows(&self) -> usize {
@@ -328,14 +420,32 @@ impl<'a> Bytes<'a> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
+
+    /// A `u16` length and that many bytes of UTF-8.
+    fn string(&mut self) -> Option<String> {
+        let length = self.u16()? as usize;
+        String::from_utf8(self.take(length)?.to_vec()).ok()
+    }
 }
 
-/// Checks a part's text index file against its manifest entry (for `strata check`).
+/// Checks a part's text index file against its manifest entry (for `strata check`): the whole
+/// file's XXH64, then its structure.
 pub fn check_text_index(table_dir: &Path, entry: &PartTextIndex) -> Vec<String> {
-    match TextIndex::read(table_dir, entry) {
-        Ok(_) => Vec::new(),
-        Err(e) => vec![format!("text index {}: {e}", entry.file)],
-    }
+    let path = table_dir.join(PARTS_DIR).join(&entry.file);
+    let whole = crate::held::read(&path).map(|bytes| hex(twox_hash::XxHash64::oneshot(0, &bytes)));
+    let problem = match whole {
+        Err(e) => Some(format!("cannot be read: {e}")),
+        Ok(found) if found != entry.xxh64 => Some(format!(
+            "its XXH64 is {found}, the manifest says {}",
+            entry.xxh64
+        )),
+        Ok(_) => TextIndex::read(table_dir, entry)
+            .err()
+            .map(|e| e.to_string()),
+    };
+    problem
+        .map(|problem| vec![format!("text index {}: {problem}", entry.file)])
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -356,7 +466,7 @@ mod tests {
         granule_rows: usize,
     ) -> Result<Option<PartTextIndex>, FormatError> {
         let paths = columns.iter().map(|(path, _)| path.clone()).collect();
-        let mut builder = TextIndexBuilder::new(paths, granule_rows);
+        let mut builder = TextIndexBuilder::new(paths, granule_rows, false);
         for (column, (_, values)) in columns.iter().enumerate() {
             builder.push(column, values.as_ref()).unwrap();
         }
@@ -427,7 +537,7 @@ mod tests {
         // Batches that end inside a granule, on its boundary, and past several.
         let batched = dir.path().join("batched");
         fs::create_dir_all(&batched).unwrap();
-        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4);
+        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4, false);
         for (start, len) in [(0, 3), (3, 1), (4, 9), (13, 10)] {
             let slice: ArrayRef = Arc::new(StringArray::from(values[start..start + len].to_vec()));
             builder.push(0, slice.as_ref()).unwrap();
@@ -440,12 +550,96 @@ mod tests {
             fs::read(at_once.join(&entry.file)).unwrap()
         );
         // Columns of different lengths are refused, naming the column.
-        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4);
+        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4, false);
         builder.push(0, other.as_ref()).unwrap();
         let error = builder
             .finish(&batched, "q.parquet")
             .unwrap_err()
             .to_string();
         assert!(error.contains("text column b has 0 rows"), "{error}");
+    }
+
+    #[test]
+    fn postings_hold_each_tokens_rows_and_prove_their_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts = dir.path().join(PARTS_DIR);
+        fs::create_dir_all(&parts).unwrap();
+        let values: Vec<Option<String>> = (0..30)
+            .map(|i| match i {
+                3 | 17 => None,
+                7 => Some("ERROR connection reset by peer".to_owned()),
+                i => Some(format!("GET /page/{} {} user{}", i % 4, 200 + i % 3, i % 5)),
+            })
+            .collect();
+        let column: ArrayRef = Arc::new(StringArray::from(values.clone()));
+        let mut builder = TextIndexBuilder::new(vec!["message".into()], 8, true);
+        builder.push(0, column.as_ref()).unwrap();
+        let entry = builder.finish(&parts, "p.parquet").unwrap().unwrap();
+        let section = entry.postings.clone().unwrap();
+        let index = TextIndex::read(dir.path(), &entry).unwrap();
+        // The filters are there as without postings.
+        let query = TextQuery::parse(r#""connection reset""#).unwrap();
+        let kept = index
+            .granules_that_may_match("message", &|contains| query.may_match(contains))
+            .unwrap();
+        assert_eq!(kept, [true, false, false, false]);
+        let postings = index.postings().unwrap();
+        assert!(postings.has_column("message") && !postings.has_column("other"));
+        for (query, exact) in [
+            ("error", true),
+            ("page AND 201", true),
+            ("user1 OR user2", true),
+            ("NOT get", true),
+            ("us*", true),
+            ("page -(user1 OR 202)", true),
+            (r#""connection reset""#, false),
+            (r#""page 3""#, false),
+            (r#"NOT "page 3""#, false),
+            (r#""nothing here""#, true),
+        ] {
+            let parsed = TextQuery::parse(query).unwrap();
+            let found = postings.candidates("message", &parsed).unwrap().unwrap();
+            let matching: Vec<u32> = (0..values.len() as u32)
+                .filter(|&row| {
+                    values[row as usize]
+                        .as_deref()
+                        .is_some_and(|text| parsed.matches(text))
+                })
+                .collect();
+            assert_eq!(found.exact, exact, "{query}");
+            if exact {
+                assert_eq!(found.rows.iter().collect::<Vec<_>>(), matching, "{query}");
+            } else {
+                assert!(
+                    matching.iter().all(|row| found.rows.contains(*row)),
+                    "{query}"
+                );
+            }
+        }
+        assert!(postings.candidates("other", &query).unwrap().is_none());
+
+        // A flipped byte in a bitmap is found when the bitmap is read, and by `strata check`.
+        let path = parts.join(&entry.file);
+        let original = fs::read(&path).unwrap();
+        let mut bytes = original.clone();
+        bytes[section.filter_bytes as usize + 2] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        let index = TextIndex::read(dir.path(), &entry).unwrap();
+        let error = index
+            .postings()
+            .unwrap()
+            .candidates("message", &TextQuery::parse("NOT error").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("XXH64"), "{error}");
+        assert_eq!(check_text_index(dir.path(), &entry).len(), 1);
+        // So is one in the dictionary, before the index is used.
+        let mut bytes = original.clone();
+        bytes[section.dictionary_offset as usize + 3] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        let error = TextIndex::read(dir.path(), &entry).unwrap_err().to_string();
+        assert!(error.contains("dictionary"), "{error}");
+        fs::write(&path, &original).unwrap();
+        assert!(check_text_index(dir.path(), &entry).is_empty());
     }
 }

@@ -1,0 +1,409 @@
+//! Token postings (ADR 0019, "Postings, when a table asks for them"): for each indexed column of
+//! a part, every token's rows as a roaring bitmap, and the rows holding a value at all. They
+//! follow the bloom filters in the same `.text` file when the table has `text_postings` set.
+//!
+//! Layout, after the filters (see the module above and docs/format.md): each bitmap in the
+//! portable roaring format, back to back; then the dictionary, little-endian: `u16` columns; per
+//! column: `u16` path length, the path, the location of its present-rows bitmap, `u32` tokens,
+//! and per token (sorted bytewise, no repeats) `u16` length, the token, its bitmap's location. A
+//! location is `u64` offset in the file, `u32` length, `u64` XXH64 of those bytes. The manifest
+//! entry carries the dictionary's offset, length and XXH64, so a reader checks the dictionary
+//! against the manifest and each bitmap it reads against the dictionary, and reads no bitmap it
+//! does not need.
+//!
+//! Invariant: a column's postings hold exactly its tokens (`strata_text::for_each_token`) row by
+//! row, so a query of terms and prefixes combined by AND, OR and NOT is decided by set algebra
+//! with the answers `matches()` gives; a phrase of several tokens is narrowed to the rows holding
+//! all of them, and `matches()` still decides those rows.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use roaring::RoaringBitmap;
+use serde::{Deserialize, Serialize};
+use strata_text::TextQuery;
+
+use super::Bytes;
+use crate::error::FormatError;
+use crate::held::StoredFile;
+
+/// Where a part's postings are in its text index file, as the manifest entry lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostingsSection {
+    /// Bytes of the file before the postings (the filters), and their XXH64.
+    pub filter_bytes: u64,
+    pub filter_xxh64: String,
+    pub dictionary_offset: u64,
+    pub dictionary_bytes: u64,
+    pub dictionary_xxh64: String,
+}
+
+/// One column's postings while its part is written.
+#[derive(Default)]
+pub(super) struct PostingsBuilder {
+    present: RoaringBitmap,
+    tokens: HashMap<String, RoaringBitmap, foldhash::fast::RandomState>,
+}
+
+impl PostingsBuilder {
+    /// Records the value of part row `row`; rows come in increasing order.
+    pub(super) fn add_row(&mut self, row: u32) {
+        // Rows come in order, each once: a refusal cannot happen and would change nothing.
+        let _ = self.present.try_push(row);
+    }
+
+    /// Records that row `row` holds `token` (again for a repeated token: no effect).
+    pub(super) fn add_token(&mut self, row: u32, token: &str) {
+        match self.tokens.get_mut(token) {
+            Some(rows) => {
+                // Refused only for a row not after the last: the token repeated in this row.
+                let _ = rows.try_push(row);
+            }
+            None => {
+                let mut rows = RoaringBitmap::new();
+                let _ = rows.try_push(row);
+                self.tokens.insert(token.to_owned(), rows);
+            }
+        }
+    }
+}
+
+/// Appends the postings of `columns` (path, postings) to `bytes` (the filters so far) and
+/// returns the section's location.
+pub(super) fn write_postings(
+    bytes: &mut Vec<u8>,
+    columns: Vec<(String, PostingsBuilder)>,
+) -> std::io::Result<PostingsSection> {
+    let filter_bytes = bytes.len() as u64;
+    let filter_xxh64 = hex(twox_hash::XxHash64::oneshot(0, bytes));
+    let mut dictionary = Vec::new();
+    dictionary.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+    for (path, postings) in columns {
+        dictionary.extend_from_slice(&(path.len() as u16).to_le_bytes());
+        dictionary.extend_from_slice(path.as_bytes());
+        let mut present = postings.present;
+        append_bitmap(bytes, &mut dictionary, &mut present)?;
+        let mut tokens: Vec<(String, RoaringBitmap)> = postings.tokens.into_iter().collect();
+        tokens.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        dictionary.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
+        for (token, mut rows) in tokens {
+            dictionary.extend_from_slice(&(token.len() as u16).to_le_bytes());
+            dictionary.extend_from_slice(token.as_bytes());
+            append_bitmap(bytes, &mut dictionary, &mut rows)?;
+        }
+    }
+    let dictionary_offset = bytes.len() as u64;
+    let dictionary_xxh64 = hex(twox_hash::XxHash64::oneshot(0, &dictionary));
+    bytes.extend_from_slice(&dictionary);
+    Ok(PostingsSection {
+        filter_bytes,
+        filter_xxh64,
+        dictionary_offset,
+        dictionary_bytes: dictionary.len() as u64,
+        dictionary_xxh64,
+    })
+}
+
+/// Writes `rows` (run-compressed where that is smaller) to `bytes` and its location to
+/// `dictionary`.
+fn append_bitmap(
+    bytes: &mut Vec<u8>,
+    dictionary: &mut Vec<u8>,
+    rows: &mut RoaringBitmap,
+) -> std::io::Result<()> {
+    rows.optimize();
+    let offset = bytes.len();
+    rows.serialize_into(&mut *bytes)?;
+    let written = &bytes[offset..];
+    dictionary.extend_from_slice(&(offset as u64).to_le_bytes());
+    dictionary.extend_from_slice(&(written.len() as u32).to_le_bytes());
+    dictionary.extend_from_slice(&twox_hash::XxHash64::oneshot(0, written).to_le_bytes());
+    Ok(())
+}
+
+pub(super) fn hex(hash: u64) -> String {
+    format!("{hash:016x}")
+}
+
+/// A bitmap's place in the file.
+#[derive(Debug, Clone, Copy)]
+struct Location {
+    offset: u64,
+    length: u32,
+    xxh64: u64,
+}
+
+impl Location {
+    fn read(reader: &mut Bytes) -> Option<Location> {
+        Some(Location {
+            offset: reader.u64()?,
+            length: reader.u32()?,
+            xxh64: reader.u64()?,
+        })
+    }
+
+    fn range(&self) -> Range<u64> {
+        self.offset..self.offset + u64::from(self.length)
+    }
+}
+
+#[derive(Debug)]
+struct ColumnPostings {
+    path: String,
+    present: Location,
+    /// Sorted bytewise.
+    tokens: Vec<(String, Location)>,
+}
+
+/// A part's postings dictionary, read and verified; bitmaps are read when a query needs them.
+#[derive(Debug)]
+pub struct Postings {
+    /// The text index file, which the bitmaps are read from.
+    file: PathBuf,
+    columns: Vec<ColumnPostings>,
+}
+
+/// The rows a query may match in a part, by its postings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidates {
+    pub rows: RoaringBitmap,
+    /// Whether exactly these rows match (else they are a superset `matches()` must decide).
+    pub exact: bool,
+}
+
+impl Postings {
+    /// Reads the dictionary of `section` from the text index file `file`, checking it against
+    /// the manifest's XXH64.
+    pub(super) fn read(
+        file: &Path,
+        stored: &StoredFile,
+        section: &PostingsSection,
+    ) -> Result<Postings, FormatError> {
+        let damaged = |message: String| FormatError::Damaged {
+            path: file.to_owned(),
+            message,
+        };
+        let range = section.dictionary_offset..section.dictionary_offset + section.dictionary_bytes;
+        let bytes = stored
+            .read_range(range)
+            .map_err(|e| FormatError::io(file, e))?;
+        let found = hex(twox_hash::XxHash64::oneshot(0, &bytes));
+        if found != section.dictionary_xxh64 {
+            return Err(damaged(format!(
+                "its postings dictionary's XXH64 is {found}, the manifest says {}",
+                section.dictionary_xxh64
+            )));
+        }
+        let mut reader = Bytes {
+            bytes: &bytes,
+            at: 0,
+        };
+        let short = || damaged("its postings dictionary ends early".to_owned());
+        let column_count = reader.u16().ok_or_else(short)?;
+        let mut columns = Vec::with_capacity(column_count as usize);
+        for _ in 0..column_count {
+            let path = reader.string().ok_or_else(short)?;
+            let present = Location::read(&mut reader).ok_or_else(short)?;
+            let count = reader.u32().ok_or_else(short)? as usize;
+            let mut tokens: Vec<(String, Location)> = Vec::with_capacity(count.min(1 << 20));
+            for _ in 0..count {
+                let token = reader.string().ok_or_else(short)?;
+                let location = Location::read(&mut reader).ok_or_else(short)?;
+                if tokens.last().is_some_and(|(last, _)| *last >= token) {
+                    return Err(damaged(format!(
+                        "its postings of {path} are not sorted at token {token:?}"
+                    )));
+                }
+                tokens.push((token, location));
+            }
+            columns.push(ColumnPostings {
+                path,
+                present,
+                tokens,
+            });
+        }
+        if reader.at != bytes.len() {
+            return Err(damaged(
+                "its postings dictionary has bytes after its last token".to_owned(),
+            ));
+        }
+        Ok(Postings {
+            file: file.to_owned(),
+            columns,
+        })
+    }
+
+    /// Whether `column` (an encoded path) has postings in this part.
+    pub fn has_column(&self, column: &str) -> bool {
+        self.columns.iter().any(|c| c.path == column)
+    }
+
+    /// Bytes held in memory by the dictionary (about).
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.columns
+            .iter()
+            .map(|c| c.path.len() + c.tokens.iter().map(|(t, _)| t.len() + 48).sum::<usize>())
+            .sum()
+    }
+
+    /// The rows of `column` that may match `query`; None when the column has no postings.
+    pub fn candidates(
+        &self,
+        column: &str,
+        query: &TextQuery,
+    ) -> Result<Option<Candidates>, FormatError> {
+        let Some(postings) = self.columns.iter().find(|c| c.path == column) else {
+            return Ok(None);
+        };
+        let stored = StoredFile::open(&self.file).map_err(|e| FormatError::io(&self.file, e))?;
+        let reader = BitmapReader {
+            file: &self.file,
+            stored: &stored,
+        };
+        let present = reader.read(postings.present)?;
+        evaluate(query, postings, &present, &reader).map(Some)
+    }
+}
+
+struct BitmapReader<'a> {
+    file: &'a Path,
+    stored: &'a StoredFile,
+}
+
+impl BitmapReader<'_> {
+    /// The bitmap at `location`, checked against its XXH64.
+    fn read(&self, location: Location) -> Result<RoaringBitmap, FormatError> {
+        let damaged = |message: String| FormatError::Damaged {
+            path: self.file.to_owned(),
+            message,
+        };
+        let bytes = self
+            .stored
+            .read_range(location.range())
+            .map_err(|e| FormatError::io(self.file, e))?;
+        let found = twox_hash::XxHash64::oneshot(0, &bytes);
+        if found != location.xxh64 {
+            return Err(damaged(format!(
+                "the postings at byte {} have XXH64 {}, the dictionary says {}",
+                location.offset,
+                hex(found),
+                hex(location.xxh64)
+            )));
+        }
+        RoaringBitmap::deserialize_from(&bytes[..]).map_err(|e| {
+            damaged(format!(
+                "the postings at byte {} do not decode: {e}",
+                location.offset
+            ))
+        })
+    }
+}
+
+/// The rows holding `token`, or every token starting with it when `prefix`.
+fn token_rows(
+    postings: &ColumnPostings,
+    token: &str,
+    prefix: bool,
+    reader: &BitmapReader,
+) -> Result<RoaringBitmap, FormatError> {
+    let tokens = &postings.tokens;
+    let first = tokens.partition_point(|(t, _)| t.as_str() < token);
+    if !prefix {
+        return match tokens.get(first) {
+            Some((t, location)) if t == token => reader.read(*location),
+            _ => Ok(RoaringBitmap::new()),
+        };
+    }
+    let mut rows = RoaringBitmap::new();
+    for (_, location) in tokens[first..]
+        .iter()
+        .take_while(|(t, _)| t.starts_with(token))
+    {
+        rows |= reader.read(*location)?;
+    }
+    Ok(rows)
+}
+
+fn evaluate(
+    query: &TextQuery,
+    postings: &ColumnPostings,
+    present: &RoaringBitmap,
+    reader: &BitmapReader,
+) -> Result<Candidates, FormatError> {
+    Ok(match query {
+        TextQuery::Phrase { tokens, prefix } => {
+            let Some((last, before)) = tokens.split_last() else {
+                return Ok(Candidates {
+                    rows: present.clone(),
+                    exact: false,
+                });
+            };
+            let mut rows = token_rows(postings, last, *prefix, reader)?;
+            for token in before {
+                if rows.is_empty() {
+                    break;
+                }
+                rows &= token_rows(postings, token, false, reader)?;
+            }
+            // One token is exactly a term (or prefix); several must also be consecutive.
+            let exact = before.is_empty() || rows.is_empty();
+            Candidates { rows, exact }
+        }
+        TextQuery::And(all) => {
+            let mut result: Option<Candidates> = None;
+            for q in all {
+                if result.as_ref().is_some_and(|r| r.rows.is_empty()) {
+                    break;
+                }
+                let next = evaluate(q, postings, present, reader)?;
+                result = Some(match result {
+                    None => next,
+                    Some(mut r) => {
+                        r.rows &= next.rows;
+                        r.exact &= next.exact;
+                        r
+                    }
+                });
+            }
+            // An AND cut short by an empty intersection is exactly empty.
+            result.map_or(
+                Candidates {
+                    rows: present.clone(),
+                    exact: true,
+                },
+                |r| match r.rows.is_empty() {
+                    true => Candidates {
+                        rows: r.rows,
+                        exact: true,
+                    },
+                    false => r,
+                },
+            )
+        }
+        TextQuery::Or(any) => {
+            let mut rows = RoaringBitmap::new();
+            let mut exact = true;
+            for q in any {
+                let next = evaluate(q, postings, present, reader)?;
+                rows |= next.rows;
+                exact &= next.exact;
+            }
+            Candidates { rows, exact }
+        }
+        TextQuery::Not(inner) => {
+            let inner = evaluate(inner, postings, present, reader)?;
+            match inner.exact {
+                true => Candidates {
+                    rows: present - &inner.rows,
+                    exact: true,
+                },
+                // Rows outside a superset do not match inside it: nothing is ruled out.
+                false => Candidates {
+                    rows: present.clone(),
+                    exact: false,
+                },
+            }
+        }
+    })
+}
