@@ -161,13 +161,21 @@ impl TextIndexBuilder {
                                 filters.path
                             )
                         })?;
-                        postings.add_row(part_row);
+                        postings.add_row(part_row)?;
+                        let granule_start = part_row - filters.rows_in_granule as u32;
+                        let mut failed = None;
                         strata_text::for_each_token(strings.value(row), |token| {
-                            if !tokens.contains(token) {
-                                tokens.insert(token.to_owned());
+                            match postings.add_token(part_row, token, granule_start) {
+                                Ok(true) => {
+                                    tokens.insert(token.to_owned());
+                                }
+                                Ok(false) => {}
+                                Err(e) => failed = Some(e),
                             }
-                            postings.add_token(part_row, token);
-                        })
+                        });
+                        if let Some(e) = failed {
+                            return Err(e);
+                        }
                     }
                 }
             }
@@ -233,7 +241,7 @@ impl TextIndexBuilder {
                     .iter_mut()
                     .map(|c| (c.path.clone(), c.postings.take().unwrap_or_default()))
                     .collect();
-                Some(write_postings(&mut bytes, columns).map_err(|e| damaged(e.to_string()))?)
+                Some(write_postings(&mut bytes, columns).map_err(damaged)?)
             }
             false => None,
         };
@@ -573,9 +581,21 @@ mod tests {
             .collect();
         let column: ArrayRef = Arc::new(StringArray::from(values.clone()));
         let mut builder = TextIndexBuilder::new(vec!["message".into()], 8, true);
-        builder.push(0, column.as_ref()).unwrap();
+        // In two batches, the first ending inside a granule.
+        builder.push(0, column.slice(0, 11).as_ref()).unwrap();
+        builder.push(0, column.slice(11, 19).as_ref()).unwrap();
         let entry = builder.finish(&parts, "p.parquet").unwrap().unwrap();
         let section = entry.postings.clone().unwrap();
+        // Its filters are those of the index without postings, byte for byte (but the version).
+        let plain = write_text_index(&parts, "q.parquet", &[("message".into(), column)], 8)
+            .unwrap()
+            .unwrap();
+        let with_postings = fs::read(parts.join(&entry.file)).unwrap();
+        let without = fs::read(parts.join(&plain.file)).unwrap();
+        assert_eq!(
+            with_postings[12..section.filter_bytes as usize],
+            without[12..]
+        );
         let index = TextIndex::read(dir.path(), &entry).unwrap();
         // The filters are there as without postings.
         let query = TextQuery::parse(r#""connection reset""#).unwrap();

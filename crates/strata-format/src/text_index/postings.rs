@@ -39,31 +39,78 @@ pub struct PostingsSection {
     pub dictionary_xxh64: String,
 }
 
+/// Rows added in increasing order, into a bitmap a batch at a time: roaring's own `push` finds
+/// a dense container's last row by scanning it from the end, for every row pushed.
+#[derive(Default)]
+struct RowsBuilder {
+    rows: RoaringBitmap,
+    pending: Vec<u32>,
+    last: Option<u32>,
+}
+
+/// Rows a [`RowsBuilder`] holds before it appends them to its bitmap.
+const PENDING_ROWS: usize = 128;
+
+impl RowsBuilder {
+    /// Adds `row` unless it is the last one added; rows come in increasing order.
+    fn add(&mut self, row: u32) -> Result<(), String> {
+        if self.last == Some(row) {
+            return Ok(());
+        }
+        self.last = Some(row);
+        self.pending.push(row);
+        if self.pending.len() == PENDING_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.rows
+            .append(self.pending.drain(..))
+            .map(|_| ())
+            .map_err(|e| format!("postings rows out of order: {e}"))
+    }
+
+    fn finish(mut self) -> Result<RoaringBitmap, String> {
+        self.flush()?;
+        Ok(self.rows)
+    }
+}
+
 /// One column's postings while its part is written.
 #[derive(Default)]
 pub(super) struct PostingsBuilder {
-    present: RoaringBitmap,
-    tokens: HashMap<String, RoaringBitmap, foldhash::fast::RandomState>,
+    present: RowsBuilder,
+    tokens: HashMap<String, RowsBuilder, foldhash::fast::RandomState>,
 }
 
 impl PostingsBuilder {
     /// Records the value of part row `row`; rows come in increasing order.
-    pub(super) fn add_row(&mut self, row: u32) {
-        // Rows come in order, each once: a refusal cannot happen and would change nothing.
-        let _ = self.present.try_push(row);
+    pub(super) fn add_row(&mut self, row: u32) -> Result<(), String> {
+        self.present.add(row)
     }
 
-    /// Records that row `row` holds `token` (again for a repeated token: no effect).
-    pub(super) fn add_token(&mut self, row: u32, token: &str) {
+    /// Records that row `row` holds `token` (again for a repeated token: no effect); returns
+    /// whether no row from `granule_start` on held it before, which spares the bloom filter's
+    /// builder a second lookup of every token.
+    pub(super) fn add_token(
+        &mut self,
+        row: u32,
+        token: &str,
+        granule_start: u32,
+    ) -> Result<bool, String> {
         match self.tokens.get_mut(token) {
             Some(rows) => {
-                // Refused only for a row not after the last: the token repeated in this row.
-                let _ = rows.try_push(row);
+                let first_in_granule = rows.last.is_none_or(|last| last < granule_start);
+                rows.add(row)?;
+                Ok(first_in_granule)
             }
             None => {
-                let mut rows = RoaringBitmap::new();
-                let _ = rows.try_push(row);
+                let mut rows = RowsBuilder::default();
+                rows.add(row)?;
                 self.tokens.insert(token.to_owned(), rows);
+                Ok(true)
             }
         }
     }
@@ -74,7 +121,7 @@ impl PostingsBuilder {
 pub(super) fn write_postings(
     bytes: &mut Vec<u8>,
     columns: Vec<(String, PostingsBuilder)>,
-) -> std::io::Result<PostingsSection> {
+) -> Result<PostingsSection, String> {
     let filter_bytes = bytes.len() as u64;
     let filter_xxh64 = hex(twox_hash::XxHash64::oneshot(0, bytes));
     let mut dictionary = Vec::new();
@@ -82,15 +129,14 @@ pub(super) fn write_postings(
     for (path, postings) in columns {
         dictionary.extend_from_slice(&(path.len() as u16).to_le_bytes());
         dictionary.extend_from_slice(path.as_bytes());
-        let mut present = postings.present;
-        append_bitmap(bytes, &mut dictionary, &mut present)?;
-        let mut tokens: Vec<(String, RoaringBitmap)> = postings.tokens.into_iter().collect();
+        append_bitmap(bytes, &mut dictionary, postings.present.finish()?)?;
+        let mut tokens: Vec<(String, RowsBuilder)> = postings.tokens.into_iter().collect();
         tokens.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         dictionary.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
-        for (token, mut rows) in tokens {
+        for (token, rows) in tokens {
             dictionary.extend_from_slice(&(token.len() as u16).to_le_bytes());
             dictionary.extend_from_slice(token.as_bytes());
-            append_bitmap(bytes, &mut dictionary, &mut rows)?;
+            append_bitmap(bytes, &mut dictionary, rows.finish()?)?;
         }
     }
     let dictionary_offset = bytes.len() as u64;
@@ -110,11 +156,12 @@ pub(super) fn write_postings(
 fn append_bitmap(
     bytes: &mut Vec<u8>,
     dictionary: &mut Vec<u8>,
-    rows: &mut RoaringBitmap,
-) -> std::io::Result<()> {
+    mut rows: RoaringBitmap,
+) -> Result<(), String> {
     rows.optimize();
     let offset = bytes.len();
-    rows.serialize_into(&mut *bytes)?;
+    rows.serialize_into(&mut *bytes)
+        .map_err(|e| e.to_string())?;
     let written = &bytes[offset..];
     dictionary.extend_from_slice(&(offset as u64).to_le_bytes());
     dictionary.extend_from_slice(&(written.len() as u32).to_le_bytes());
