@@ -18,7 +18,8 @@
 mod postings;
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use arrow::array::{Array, AsArray};
 use parquet::bloom_filter::Sbbf;
@@ -267,72 +268,121 @@ pub type TokenTest<'a> = dyn Fn(&str) -> bool + 'a;
 #[derive(Debug)]
 pub struct TextIndex {
     granule_rows: usize,
+    /// The filters: read with the index from a version-1 file, else when first asked for (a
+    /// query the postings decide never reads them).
+    filters: OnceLock<Filters>,
+    /// Where the filters of a file with postings are, to read them later.
+    file: PathBuf,
+    section: Option<PostingsSection>,
+    /// The postings dictionary, when the part keeps postings.
+    postings: Option<Postings>,
+}
+
+#[derive(Debug)]
+struct Filters {
+    /// Bytes of the file they were read from.
+    bytes: usize,
     rows: u64,
     /// Per column, per granule: its filter (None: no token in the granule).
     columns: Vec<(String, Vec<Option<Sbbf>>)>,
-    /// The postings dictionary, when the part keeps postings.
-    postings: Option<Postings>,
-    /// Bytes of the filters in the file.
-    filter_bytes: usize,
 }
 
 impl TextIndex {
-    /// Reads the text index `entry` of a part of the table at `table_dir`, checking its XXH64
-    /// (of the filters and the postings dictionary, when it has postings: their bitmaps are
-    /// read and checked when a query needs them).
+    /// Reads the text index `entry` of a part of the table at `table_dir`, checking its XXH64;
+    /// with postings, reads and checks their dictionary only (filters and bitmaps are read and
+    /// checked when a query needs them).
     pub fn read(table_dir: &Path, entry: &PartTextIndex) -> Result<TextIndex, FormatError> {
         let path = table_dir.join(PARTS_DIR).join(&entry.file);
-        let damaged = |message: String| FormatError::Damaged {
-            path: path.clone(),
-            message,
+        let index = TextIndex {
+            granule_rows: entry.granule_rows as usize,
+            filters: OnceLock::new(),
+            file: path.clone(),
+            section: entry.postings.clone(),
+            postings: None,
         };
-        let (bytes, postings) = match &entry.postings {
+        match &entry.postings {
             None => {
                 let bytes = crate::held::read(&path).map_err(|e| FormatError::io(&path, e))?;
                 let found = hex(twox_hash::XxHash64::oneshot(0, &bytes));
                 if found != entry.xxh64 {
-                    return Err(damaged(format!(
-                        "its XXH64 is {found}, the manifest says {}",
-                        entry.xxh64
-                    )));
+                    return Err(FormatError::Damaged {
+                        path,
+                        message: format!("its XXH64 is {found}, the manifest says {}", entry.xxh64),
+                    });
                 }
-                (bytes, None)
+                let filters = index.parse_filters(&bytes, VERSION)?;
+                let _ = index.filters.set(filters);
+                Ok(index)
             }
             Some(section) => {
                 let stored = StoredFile::open(&path).map_err(|e| FormatError::io(&path, e))?;
-                let bytes = stored
-                    .read_range(0..section.filter_bytes)
-                    .map_err(|e| FormatError::io(&path, e))?;
-                let found = hex(twox_hash::XxHash64::oneshot(0, &bytes));
-                if found != section.filter_xxh64 {
-                    return Err(damaged(format!(
-                        "its filters' XXH64 is {found}, the manifest says {}",
-                        section.filter_xxh64
-                    )));
-                }
                 let postings = Postings::read(&path, &stored, section)?;
-                (bytes, Some(postings))
+                Ok(TextIndex {
+                    postings: Some(postings),
+                    ..index
+                })
             }
+        }
+    }
+
+    /// The filters, read and checked on first use from a file with postings.
+    fn filters(&self) -> Result<&Filters, FormatError> {
+        if let Some(filters) = self.filters.get() {
+            return Ok(filters);
+        }
+        let path = &self.file;
+        let Some(section) = &self.section else {
+            return Err(FormatError::Damaged {
+                path: path.clone(),
+                message: "its filters were not read".to_owned(),
+            });
         };
-        let mut reader = Bytes {
-            bytes: &bytes,
-            at: 0,
+        let bytes = StoredFile::open(path)
+            .and_then(|stored| stored.read_range(0..section.filter_bytes))
+            .map_err(|e| FormatError::io(path, e))?;
+        let found = hex(twox_hash::XxHash64::oneshot(0, &bytes));
+        if found != section.filter_xxh64 {
+            return Err(FormatError::Damaged {
+                path: path.clone(),
+                message: format!(
+                    "its filters' XXH64 is {found}, the manifest says {}",
+                    section.filter_xxh64
+                ),
+            });
+        }
+        let filters = self.parse_filters(&bytes, VERSION_WITH_POSTINGS)?;
+        // Another thread may have read them meanwhile: the same bytes, either will do.
+        let _ = self.filters.set(filters);
+        self.filters.get().ok_or_else(|| FormatError::Damaged {
+            path: path.clone(),
+            message: "its filters were not kept".to_owned(),
+        })
+    }
+
+    /// The filters of a file of `version` from its checked `bytes`.
+    fn parse_filters(&self, bytes: &[u8], version: u32) -> Result<Filters, FormatError> {
+        let damaged = |message: String| FormatError::Damaged {
+            path: self.file.clone(),
+            message,
         };
+        let mut reader = Bytes { bytes, at: 0 };
         let short = || damaged("it ends early".to_owned());
         if reader.take(8).ok_or_else(short)? != MAGIC {
             return Err(damaged("it is not a text index".to_owned()));
         }
-        let version = reader.u32().ok_or_else(short)?;
-        let expected = match postings {
-            Some(_) => VERSION_WITH_POSTINGS,
-            None => VERSION,
-        };
-        if version != expected {
+        let found = reader.u32().ok_or_else(short)?;
+        if found != version {
             return Err(damaged(format!(
-                "text index version {version}, where its manifest entry implies {expected}"
+                "text index version {found}, where its manifest entry implies {version}"
             )));
         }
         let granule_rows = reader.u32().ok_or_else(short)? as usize;
+        if granule_rows != self.granule_rows {
+            return Err(damaged(format!(
+                "granules of {granule_rows} rows, the manifest says {}",
+                self.granule_rows
+            )));
+        }
         let rows = reader.u64().ok_or_else(short)?;
         let column_count = reader.u16().ok_or_else(short)?;
         let mut columns = Vec::with_capacity(column_count as usize);
@@ -356,12 +406,10 @@ impl TextIndex {
         if reader.at != bytes.len() {
             return Err(damaged("it has bytes after its last filter".to_owned()));
         }
-        Ok(TextIndex {
-            granule_rows,
+        Ok(Filters {
+            bytes: bytes.len(),
             rows,
             columns,
-            postings,
-            filter_bytes: bytes.len(),
         })
     }
 
@@ -370,17 +418,23 @@ impl TextIndex {
         self.postings.as_ref()
     }
 
-    /// Bytes this index holds in memory (about): its filters and postings dictionary.
+    /// Bytes this index holds in memory (about): its filters (once read) and postings
+    /// dictionary.
     pub fn memory_bytes(&self) -> usize {
-        self.filter_bytes + self.postings.as_ref().map_or(0, Postings::memory_bytes)
+        let filters = match &self.section {
+            Some(section) => section.filter_bytes as usize,
+            None => self.filters.get().map_or(0, |f| f.bytes),
+        };
+        filters + self.postings.as_ref().map_or(0, Postings::memory_bytes)
     }
 
     pub fn granule_rows(&self) -> usize {
         self.granule_rows
     }
 
-    pub fn rows(&self) -> u64 {
-        self.rows
+    /// Rows of the part, as the filters record them.
+    pub fn rows(&self) -> Result<u64, FormatError> {
+        self.filters().map(|f| f.rows)
     }
 
     /// For each granule of `column` (an encoded path): whether `may_match` says it may hold a
@@ -390,9 +444,16 @@ impl TextIndex {
         &self,
         column: &str,
         may_match: &dyn Fn(&TokenTest) -> bool,
-    ) -> Option<Vec<bool>> {
-        let (_, filters) = self.columns.iter().find(|(name, _)| name == column)?;
-        Some(
+    ) -> Result<Option<Vec<bool>>, FormatError> {
+        let Some((_, filters)) = self
+            .filters()?
+            .columns
+            .iter()
+            .find(|(name, _)| name == column)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(
             filters
                 .iter()
                 .map(|filter| match filter {
@@ -400,7 +461,7 @@ impl TextIndex {
                     None => may_match(&|_| false),
                 })
                 .collect(),
-        )
+        ))
     }
 }
 
@@ -499,18 +560,24 @@ mod tests {
             .unwrap();
         assert_eq!(entry.file, "p.parquet.text");
         let index = TextIndex::read(dir.path(), &entry).unwrap();
-        assert_eq!((index.rows(), index.granule_rows()), (10, 4));
+        assert_eq!((index.rows().unwrap(), index.granule_rows()), (10, 4));
         let kept = |query: &str| {
             let query = TextQuery::parse(query).unwrap();
             index
                 .granules_that_may_match("message", &|contains| query.may_match(contains))
+                .unwrap()
                 .unwrap()
         };
         assert_eq!(kept(r#""connection reset""#), [false, true, false]);
         assert_eq!(kept("get"), [true, true, true]);
         assert_eq!(kept("page OR error"), [true, true, true]);
         assert_eq!(kept("NOT get"), [true, true, true]);
-        assert!(index.granules_that_may_match("other", &|_| true).is_none());
+        assert!(
+            index
+                .granules_that_may_match("other", &|_| true)
+                .unwrap()
+                .is_none()
+        );
 
         // A flipped byte is found before anything is trusted.
         let path = parts.join(&entry.file);
@@ -601,6 +668,7 @@ mod tests {
         let query = TextQuery::parse(r#""connection reset""#).unwrap();
         let kept = index
             .granules_that_may_match("message", &|contains| query.may_match(contains))
+            .unwrap()
             .unwrap();
         assert_eq!(kept, [true, false, false, false]);
         let postings = index.postings().unwrap();
@@ -653,6 +721,17 @@ mod tests {
             .to_string();
         assert!(error.contains("XXH64"), "{error}");
         assert_eq!(check_text_index(dir.path(), &entry).len(), 1);
+        // One in the filters when they are first asked for (a query the postings decide never
+        // reads them).
+        let mut bytes = original.clone();
+        bytes[20] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        let index = TextIndex::read(dir.path(), &entry).unwrap();
+        let error = index
+            .granules_that_may_match("message", &|_| true)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("filters' XXH64"), "{error}");
         // So is one in the dictionary, before the index is used.
         let mut bytes = original.clone();
         bytes[section.dictionary_offset as usize + 3] ^= 1;

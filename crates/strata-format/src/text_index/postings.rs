@@ -199,16 +199,41 @@ impl Location {
 struct ColumnPostings {
     path: String,
     present: Location,
-    /// Sorted bytewise.
-    tokens: Vec<(String, Location)>,
+    /// Where each token's entry starts in the dictionary, in the dictionary's (bytewise) order:
+    /// tokens are compared in place, never copied (a 10M-line part has hundreds of thousands).
+    tokens: Vec<u32>,
 }
+
+/// Bytes of a dictionary entry after its token: the location.
+const LOCATION_BYTES: usize = 20;
 
 /// A part's postings dictionary, read and verified; bitmaps are read when a query needs them.
 #[derive(Debug)]
 pub struct Postings {
     /// The text index file, which the bitmaps are read from.
     file: PathBuf,
+    dictionary: bytes::Bytes,
     columns: Vec<ColumnPostings>,
+}
+
+impl Postings {
+    /// The token of the entry at `at` and its location (the entry was checked when read).
+    fn entry(&self, at: u32) -> (&[u8], Location) {
+        let at = at as usize;
+        let bytes = &self.dictionary[..];
+        let length = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+        let token = &bytes[at + 2..at + 2 + length];
+        let mut reader = Bytes {
+            bytes: &bytes[at + 2 + length..at + 2 + length + LOCATION_BYTES],
+            at: 0,
+        };
+        let location = Location::read(&mut reader).unwrap_or(Location {
+            offset: 0,
+            length: 0,
+            xxh64: 0,
+        });
+        (token, location)
+    }
 }
 
 /// The rows a query may match in a part, by its postings.
@@ -253,16 +278,22 @@ impl Postings {
             let path = reader.string().ok_or_else(short)?;
             let present = Location::read(&mut reader).ok_or_else(short)?;
             let count = reader.u32().ok_or_else(short)? as usize;
-            let mut tokens: Vec<(String, Location)> = Vec::with_capacity(count.min(1 << 20));
+            let mut tokens: Vec<u32> = Vec::with_capacity(count.min(1 << 24));
+            let mut last: Option<&[u8]> = None;
             for _ in 0..count {
-                let token = reader.string().ok_or_else(short)?;
-                let location = Location::read(&mut reader).ok_or_else(short)?;
-                if tokens.last().is_some_and(|(last, _)| *last >= token) {
+                let at = u32::try_from(reader.at)
+                    .map_err(|_| damaged("its postings dictionary is over 4 GiB".to_owned()))?;
+                let length = reader.u16().ok_or_else(short)? as usize;
+                let token = reader.take(length).ok_or_else(short)?;
+                reader.take(LOCATION_BYTES).ok_or_else(short)?;
+                if std::str::from_utf8(token).is_err() || last.is_some_and(|last| last >= token) {
                     return Err(damaged(format!(
-                        "its postings of {path} are not sorted at token {token:?}"
+                        "its postings of {path} are not UTF-8 tokens in order at {:?}",
+                        String::from_utf8_lossy(token)
                     )));
                 }
-                tokens.push((token, location));
+                last = Some(token);
+                tokens.push(at);
             }
             columns.push(ColumnPostings {
                 path,
@@ -277,6 +308,7 @@ impl Postings {
         }
         Ok(Postings {
             file: file.to_owned(),
+            dictionary: bytes,
             columns,
         })
     }
@@ -288,10 +320,12 @@ impl Postings {
 
     /// Bytes held in memory by the dictionary (about).
     pub(super) fn memory_bytes(&self) -> usize {
-        self.columns
-            .iter()
-            .map(|c| c.path.len() + c.tokens.iter().map(|(t, _)| t.len() + 48).sum::<usize>())
-            .sum()
+        self.dictionary.len()
+            + self
+                .columns
+                .iter()
+                .map(|c| 4 * c.tokens.len())
+                .sum::<usize>()
     }
 
     /// The rows of `column` that may match `query`; None when the column has no postings.
@@ -305,6 +339,7 @@ impl Postings {
         };
         let stored = StoredFile::open(&self.file).map_err(|e| FormatError::io(&self.file, e))?;
         let reader = BitmapReader {
+            postings: self,
             file: &self.file,
             stored: &stored,
         };
@@ -314,6 +349,7 @@ impl Postings {
 }
 
 struct BitmapReader<'a> {
+    postings: &'a Postings,
     file: &'a Path,
     stored: &'a StoredFile,
 }
@@ -354,20 +390,23 @@ fn token_rows(
     prefix: bool,
     reader: &BitmapReader,
 ) -> Result<RoaringBitmap, FormatError> {
+    let entry = |at: &u32| reader.postings.entry(*at);
+    let token = token.as_bytes();
     let tokens = &postings.tokens;
-    let first = tokens.partition_point(|(t, _)| t.as_str() < token);
+    let first = tokens.partition_point(|at| entry(at).0 < token);
     if !prefix {
-        return match tokens.get(first) {
-            Some((t, location)) if t == token => reader.read(*location),
+        return match tokens.get(first).map(entry) {
+            Some((found, location)) if found == token => reader.read(location),
             _ => Ok(RoaringBitmap::new()),
         };
     }
     let mut rows = RoaringBitmap::new();
     for (_, location) in tokens[first..]
         .iter()
-        .take_while(|(t, _)| t.starts_with(token))
+        .map(entry)
+        .take_while(|(found, _)| found.starts_with(token))
     {
-        rows |= reader.read(*location)?;
+        rows |= reader.read(location)?;
     }
     Ok(rows)
 }

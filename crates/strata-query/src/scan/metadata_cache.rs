@@ -409,7 +409,7 @@ mod tests {
         let first = cache.text_index(&table_dir, &entry).unwrap().unwrap();
         let again = cache.text_index(&table_dir, &entry).unwrap().unwrap();
         assert!(std::sync::Arc::ptr_eq(&first, &again));
-        assert_eq!(first.rows(), 100);
+        assert_eq!(first.rows().unwrap(), 100);
     }
 
     #[test]

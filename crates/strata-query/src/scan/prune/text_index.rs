@@ -80,7 +80,8 @@ pub(in crate::scan) fn text_rows(
             continue;
         }
         all_exact = false;
-        let Some(may) = index.granules_that_may_match(path, &|contains| query.may_match(contains))
+        let Some(may) =
+            index.granules_that_may_match(path, &|contains| query.may_match(contains))?
         else {
             continue;
         };
