@@ -217,23 +217,27 @@ pub struct Postings {
 }
 
 impl Postings {
-    /// The token of the entry at `at` and its location (the entry was checked when read).
+    /// The token of the entry at `at` and its location. Entries were checked when the
+    /// dictionary was read; were one not there, it reads as an empty token at an empty
+    /// location, which no bitmap's XXH64 matches.
     fn entry(&self, at: u32) -> (&[u8], Location) {
-        let at = at as usize;
-        let bytes = &self.dictionary[..];
-        let length = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
-        let token = &bytes[at + 2..at + 2 + length];
-        let mut reader = Bytes {
-            bytes: &bytes[at + 2 + length..at + 2 + length + LOCATION_BYTES],
-            at: 0,
-        };
-        let location = Location::read(&mut reader).unwrap_or(Location {
+        let empty = Location {
             offset: 0,
             length: 0,
             xxh64: 0,
-        });
-        (token, location)
+        };
+        parse_entry(&self.dictionary, at as usize).unwrap_or((&[], empty))
     }
+}
+
+fn parse_entry(dictionary: &[u8], at: usize) -> Option<(&[u8], Location)> {
+    let mut reader = Bytes {
+        bytes: dictionary.get(at..)?,
+        at: 0,
+    };
+    let length = reader.u16()? as usize;
+    let token = reader.take(length)?;
+    Some((token, Location::read(&mut reader)?))
 }
 
 /// The rows a query may match in a part, by its postings.
