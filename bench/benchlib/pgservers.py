@@ -10,13 +10,7 @@ import time
 from pathlib import Path
 
 from .systems.base import Context
-from .systems.postgres import Postgres
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .systems.postgres import Postgres, free_ports
 
 
 def wait_for_port(port, proc, timeout=60):
@@ -43,9 +37,9 @@ class StrataServer:
             if key:
                 args += ["--key", key]
             subprocess.run([str(a) for a in args], check=True, capture_output=True)
-        self.port = free_port()
+        self.port, http_port = free_ports(2)
         self.proc = subprocess.Popen([str(binary), "--data-dir", str(self.data_dir), "serve", "--pg",
-                                      f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{free_port()}"],
+                                      f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{http_port}"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(self.port, self.proc)
         self.user, self.database = "strata", "strata"

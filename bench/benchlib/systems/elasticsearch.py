@@ -30,7 +30,7 @@ from pathlib import Path
 from ..procs import dir_bytes, drop_page_cache, log, proc_peak_rss
 from ..workloads import QUERY_DIR
 from .base import NotRunnable, System, Unsupported
-from .postgres import free_port
+from .postgres import free_ports
 
 NOBODY = 65534
 HEAP = "1g"
@@ -105,7 +105,7 @@ class Elasticsearch(System):
                 if mode and not info.is_dir():
                     path.chmod(mode)
         self.home = self.base / f"{self.product}-{self.version}"
-        self.port, self.transport = free_port(), free_port()
+        self.port, self.transport = free_ports(2)
         for d in ("data", "logs", "tmp"):
             (self.base / d).mkdir()
         (self.home / "config" / f"{self.product}.yml").write_text("\n".join([
