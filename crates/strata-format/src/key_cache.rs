@@ -127,7 +127,8 @@ impl KeyCache {
         part_rows: u64,
         key: &KeyValue,
     ) -> Result<Vec<u64>, FormatError> {
-        self.rows_listed(table_dir, keys, part_rows, part_rows, key)
+        let rows = self.rows_listed(table_dir, keys, part_rows, part_rows, key, u64::MAX)?;
+        Ok(rows.unwrap_or_default())
     }
 
     /// The rows of a part (of `part_rows` rows, in `table_dir`) whose value in the secondary
@@ -139,10 +140,25 @@ impl KeyCache {
         part_rows: u64,
         value: &KeyValue,
     ) -> Result<Vec<u64>, FormatError> {
-        self.rows_listed(table_dir, &index.file, part_rows, index.rows, value)
+        let rows = self.index_rows_at_most(table_dir, index, part_rows, value, u64::MAX)?;
+        Ok(rows.unwrap_or_default())
     }
 
-    /// [`KeyCache::rows_of`] in a file listing `listed_rows` of the part's rows.
+    /// [`KeyCache::index_rows_of`], or None without reading them when the page index shows
+    /// more than `limit` rows hold `value`.
+    pub fn index_rows_at_most(
+        &self,
+        table_dir: &Path,
+        index: &PartIndex,
+        part_rows: u64,
+        value: &KeyValue,
+        limit: u64,
+    ) -> Result<Option<Vec<u64>>, FormatError> {
+        self.rows_listed(table_dir, &index.file, part_rows, index.rows, value, limit)
+    }
+
+    /// [`KeyCache::rows_of`] in a file listing `listed_rows` of the part's rows; None when its
+    /// page index shows more than `limit` of them hold `key` (nothing else read).
     fn rows_listed(
         &self,
         table_dir: &Path,
@@ -150,9 +166,10 @@ impl KeyCache {
         part_rows: u64,
         listed_rows: u64,
         key: &KeyValue,
-    ) -> Result<Vec<u64>, FormatError> {
+        limit: u64,
+    ) -> Result<Option<Vec<u64>>, FormatError> {
         if !keys.may_hold(key) {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         let path = Manifest::part_path(table_dir, &keys.file);
         let file_entry = Entry::File(path.clone());
@@ -170,6 +187,9 @@ impl KeyCache {
                 file
             }
         };
+        if file.rows_only_of(key) > limit {
+            return Ok(None);
+        }
         let mut rows = Vec::new();
         for index in file.pages_of(key) {
             let page_entry = Entry::Page(path.clone(), index);
@@ -184,7 +204,7 @@ impl KeyCache {
             };
             rows.extend(page.rows_of(key));
         }
-        Ok(rows)
+        Ok(Some(rows))
     }
 
     /// [`find_keys`] for few keys (at most [`CACHED_LOOKUP_KEYS`]) through the cache, one key

@@ -507,6 +507,16 @@ impl KeyFile {
             .collect()
     }
 
+    /// Rows certainly listed with `key`: those of the pages holding no other key. A lower
+    /// bound, from the page index alone.
+    pub fn rows_only_of(&self, key: &KeyValue) -> u64 {
+        self.pages
+            .iter()
+            .filter(|page| page.min == *key && page.max == *key)
+            .map(|page| page.rows.len() as u64)
+            .sum()
+    }
+
     /// Reads and verifies data page `page`.
     pub fn read_page(&self, page: usize) -> Result<KeyPage, FormatError> {
         let damaged = |message: String| FormatError::Damaged {

@@ -293,6 +293,12 @@ impl TextIndex {
     /// checked when a query needs them).
     pub fn read(table_dir: &Path, entry: &PartTextIndex) -> Result<TextIndex, FormatError> {
         let path = table_dir.join(PARTS_DIR).join(&entry.file);
+        if entry.granule_rows == 0 {
+            return Err(FormatError::Damaged {
+                path,
+                message: "its manifest entry gives granules of 0 rows".to_owned(),
+            });
+        }
         let index = TextIndex {
             granule_rows: entry.granule_rows as usize,
             filters: OnceLock::new(),
@@ -508,7 +514,9 @@ pub fn check_text_index(table_dir: &Path, entry: &PartTextIndex) -> Vec<String> 
             "its XXH64 is {found}, the manifest says {}",
             entry.xxh64
         )),
+        // `rows` parses the filters, which a file with postings reads only when asked.
         Ok(_) => TextIndex::read(table_dir, entry)
+            .and_then(|index| index.rows())
             .err()
             .map(|e| e.to_string()),
     };

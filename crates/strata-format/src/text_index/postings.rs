@@ -16,6 +16,7 @@
 //! with the answers `matches()` gives; a phrase of several tokens is narrowed to the rows holding
 //! all of them, and `matches()` still decides those rows.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -347,8 +348,28 @@ impl Postings {
             file: &self.file,
             stored: &stored,
         };
-        let present = reader.read(postings.present)?;
+        let present = Present {
+            location: postings.present,
+            rows: OnceCell::new(),
+        };
         evaluate(query, postings, &present, &reader).map(Some)
+    }
+}
+
+/// The rows of a column holding a value, read only by a query that needs them (a negation, an
+/// empty phrase, an empty AND).
+struct Present {
+    location: Location,
+    rows: OnceCell<RoaringBitmap>,
+}
+
+impl Present {
+    fn rows(&self, reader: &BitmapReader) -> Result<&RoaringBitmap, FormatError> {
+        if let Some(rows) = self.rows.get() {
+            return Ok(rows);
+        }
+        let rows = reader.read(self.location)?;
+        Ok(self.rows.get_or_init(|| rows))
     }
 }
 
@@ -418,14 +439,14 @@ fn token_rows(
 fn evaluate(
     query: &TextQuery,
     postings: &ColumnPostings,
-    present: &RoaringBitmap,
+    present: &Present,
     reader: &BitmapReader,
 ) -> Result<Candidates, FormatError> {
     Ok(match query {
         TextQuery::Phrase { tokens, prefix } => {
             let Some((last, before)) = tokens.split_last() else {
                 return Ok(Candidates {
-                    rows: present.clone(),
+                    rows: present.rows(reader)?.clone(),
                     exact: false,
                 });
             };
@@ -457,19 +478,17 @@ fn evaluate(
                 });
             }
             // An AND cut short by an empty intersection is exactly empty.
-            result.map_or(
-                Candidates {
-                    rows: present.clone(),
+            match result {
+                None => Candidates {
+                    rows: present.rows(reader)?.clone(),
                     exact: true,
                 },
-                |r| match r.rows.is_empty() {
-                    true => Candidates {
-                        rows: r.rows,
-                        exact: true,
-                    },
-                    false => r,
+                Some(r) if r.rows.is_empty() => Candidates {
+                    rows: r.rows,
+                    exact: true,
                 },
-            )
+                Some(r) => r,
+            }
         }
         TextQuery::Or(any) => {
             let mut rows = RoaringBitmap::new();
@@ -485,12 +504,12 @@ fn evaluate(
             let inner = evaluate(inner, postings, present, reader)?;
             match inner.exact {
                 true => Candidates {
-                    rows: present - &inner.rows,
+                    rows: present.rows(reader)? - &inner.rows,
                     exact: true,
                 },
                 // Rows outside a superset do not match inside it: nothing is ruled out.
                 false => Candidates {
-                    rows: present.clone(),
+                    rows: present.rows(reader)?.clone(),
                     exact: false,
                 },
             }

@@ -270,11 +270,18 @@ pub(super) fn keep_indexed_rows(
 
 /// Sorted rows as ranges of consecutive rows.
 fn row_ranges(rows: &[u64]) -> Vec<Range<u64>> {
-    let mut ranges: Vec<Range<u64>> = Vec::new();
-    for &row in rows {
+    join_ranges(rows.iter().map(|&row| row..row + 1))
+}
+
+/// Sorted, disjoint ranges with those that touch joined into one.
+pub(super) fn join_ranges<T: PartialEq>(
+    sorted: impl IntoIterator<Item = Range<T>>,
+) -> Vec<Range<T>> {
+    let mut ranges: Vec<Range<T>> = Vec::new();
+    for range in sorted {
         match ranges.last_mut() {
-            Some(last) if last.end == row => last.end = row + 1,
-            _ => ranges.push(row..row + 1),
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => ranges.push(range),
         }
     }
     ranges

@@ -34,7 +34,7 @@ use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicate
 use parquet::arrow::arrow_reader::RowSelection;
 use strata_text::TextQuery;
 
-use super::access_plan::{ScanUnit, selected_ranges};
+use super::access_plan::{ScanUnit, join_ranges, selected_ranges};
 use super::prune::ScanPredicate;
 use super::prune::keep;
 use super::prune::page::{covered_pages, intersect};
@@ -97,7 +97,7 @@ impl Covering {
 
     /// Whether the scan's text searches (`predicate`, over which each part's `text_matching` is
     /// built) are exactly the filter's.
-    fn text_searches_are_the_scans(&self, predicate: &ScanPredicate) -> bool {
+    pub(super) fn text_searches_are_the_scans(&self, predicate: &ScanPredicate) -> bool {
         let scans = predicate.text_searches();
         scans.len() == self.text_searches.len()
             && self.text_searches.iter().all(|(name, query)| {
@@ -155,11 +155,13 @@ pub fn negate(expr: &Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>> {
 }
 
 /// Splits `unit` into the rows counted from statistics and a unit of the row groups that must
-/// be read (`None` when none must).
+/// be read (`None` when none must). `postings_decide` tells whether a part's `text_matching`
+/// answers the filter's text searches (`Covering::text_searches_are_the_scans`).
 pub(super) fn split_covered(
     unit: &ScanUnit,
     covering: &Covering,
     predicate: &ScanPredicate,
+    postings_decide: bool,
 ) -> (u64, Option<ScanUnit>) {
     let parquet = unit.part.metadata.metadata();
     let statistics = RowGroupStatistics {
@@ -170,7 +172,7 @@ pub(super) fn split_covered(
     };
     let text_matching = match &unit.part.text_matching {
         _ if !covering.has_text_searches() => None,
-        Some(matching) if covering.text_searches_are_the_scans(predicate) => Some(matching),
+        Some(matching) if postings_decide => Some(matching),
         // Rows of text searches the postings do not decide are read.
         _ => return (0, Some(unit.clone())),
     };
@@ -211,7 +213,7 @@ pub(super) fn split_covered(
         let Some(matching) = text_matching else {
             return rows_in(ranges) as u64 - deleted_in(rg, ranges);
         };
-        let start = group_starts[rg];
+        let start = group_starts.get(rg).copied().unwrap_or(0);
         let part_range =
             |r: &Range<usize>| (start + r.start as u64) as u32..(start + r.end as u64) as u32;
         let hits: u64 = ranges
@@ -220,14 +222,13 @@ pub(super) fn split_covered(
             .sum();
         let deleted = match &unit.part.deleted {
             Some(deletions) if deletions.after_decoding(rg) => {
-                let mut matched: Vec<Range<usize>> = Vec::new();
-                for row in ranges.iter().flat_map(|r| matching.range(part_range(r))) {
-                    let row = (u64::from(row) - start) as usize;
-                    match matched.last_mut() {
-                        Some(last) if last.end == row => last.end = row + 1,
-                        _ => matched.push(row..row + 1),
-                    }
-                }
+                let matched = join_ranges(
+                    ranges
+                        .iter()
+                        .flat_map(|r| matching.range(part_range(r)))
+                        .map(|row| (u64::from(row) - start) as usize)
+                        .map(|row| row..row + 1),
+                );
                 deletions.deleted_in(rg, &matched)
             }
             _ => 0,

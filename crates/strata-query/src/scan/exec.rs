@@ -608,8 +608,10 @@ impl StrataScanExec {
         builder.spawn(async move {
             let _lease = lease;
             let mut total = 0u64;
+            let postings_decide = covering.text_searches_are_the_scans(&predicate);
             for unit in units {
-                let (counted, rest) = count::split_covered(&unit, &covering, &predicate);
+                let (counted, rest) =
+                    count::split_covered(&unit, &covering, &predicate, postings_decide);
                 from_statistics.add(counted as usize);
                 total += counted;
                 let Some(mut rest) = rest else {

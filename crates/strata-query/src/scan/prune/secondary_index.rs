@@ -9,7 +9,8 @@
 //! index's do (`key_index`), and are mapped the same way: a part's file holds the values of its
 //! typed column, strings or integers, and a literal is looked up as the column's mode reads the
 //! path (an integer under `->>` by its canonical decimal text). Rows listed are rows that may
-//! match: the filter above still decides every row read.
+//! match: the filter above still decides every row read. A lookup listing more rows than the
+//! part has granules does not narrow it (`narrowing_limit`): such rows lie in nearly every page.
 
 use std::path::Path;
 
@@ -65,10 +66,22 @@ pub(in crate::scan) fn index_rows(
         let Some(values) = values_of_literals(&lookup.literals, lookup.mode, value_type) else {
             continue;
         };
-        let mut rows = Vec::new();
+        let limit = narrowing_limit(entry.rows);
+        let mut listed = Some(Vec::new());
         for value in &values {
-            rows.extend(KeyCache::shared().index_rows_of(table_dir, file, entry.rows, value)?);
+            let Some(rows) = listed.as_mut() else {
+                break;
+            };
+            let left = limit.saturating_sub(rows.len() as u64);
+            match KeyCache::shared().index_rows_at_most(table_dir, file, entry.rows, value, left)? {
+                Some(found) => rows.extend(found),
+                None => listed = None,
+            }
         }
+        // Too many rows to narrow by: the part is read as without this index.
+        let Some(mut rows) = listed.filter(|rows| rows.len() as u64 <= limit) else {
+            continue;
+        };
         rows.sort_unstable();
         rows.dedup();
         kept = Some(match kept {
@@ -78,6 +91,20 @@ pub(in crate::scan) fn index_rows(
     }
     Ok(kept)
 }
+
+/// The fewest rows of a part a lookup may list to narrow its scan: one per granule, or
+/// [`MIN_NARROWED_ROWS`] in a small part. More rows than that lie in most pages of every column,
+/// so nearly every page is read all the same, and a selection of that many single rows costs
+/// more to apply than the pages it saves (a value in 0.5 % of 10M rows: 0.06 s read whole, 0.11 s
+/// narrowed). A lookup over the limit leaves the part as it was; one under it that finds no row
+/// still skips the part.
+fn narrowing_limit(part_rows: u64) -> u64 {
+    part_rows
+        .div_ceil(strata_format::part::GRANULE_ROWS as u64)
+        .max(MIN_NARROWED_ROWS)
+}
+
+const MIN_NARROWED_ROWS: u64 = 128;
 
 /// The values in both sorted lists.
 fn intersect_sorted(a: &[u64], b: &[u64]) -> Vec<u64> {

@@ -11,11 +11,13 @@
 //! `matches` still decides every row read, so a false positive costs reading, never an answer.
 
 use std::ops::Range;
+use std::path::PathBuf;
 
 use roaring::RoaringBitmap;
 use strata_format::{FormatError, PartEntry, TextIndex};
 
 use super::ScanPredicate;
+use crate::scan::access_plan::join_ranges;
 
 /// Candidate rows sparser than one in this many are read row by row; denser ones by the
 /// granules holding them (a selection of millions of single rows costs more than it saves).
@@ -89,36 +91,47 @@ pub(in crate::scan) fn text_rows(
             *keep &= may;
         }
     }
-    let mut ranges: Vec<Range<u64>> = Vec::new();
-    let mut push = |range: Range<u64>| match ranges.last_mut() {
-        Some(last) if last.end == range.start => last.end = range.end,
-        _ => ranges.push(range),
-    };
-    match &candidates {
-        Some(rows) if rows.len() * ROW_LEVEL_SPARSENESS <= entry.rows => {
-            for row in rows.iter().map(u64::from) {
-                if kept[(row / granule_rows) as usize] {
-                    push(row..row + 1);
+    let ranges =
+        match &candidates {
+            Some(rows) if rows.len() * ROW_LEVEL_SPARSENESS <= entry.rows => {
+                if let Some(past) = rows.max().filter(|row| u64::from(*row) >= entry.rows) {
+                    return Err(FormatError::Damaged {
+                        path: PathBuf::from(&indexed.file),
+                        message: format!(
+                            "its postings list row {past} of a part of {} rows",
+                            entry.rows
+                        ),
+                    });
                 }
+                let kept_rows = rows.iter().map(u64::from).filter(|row| {
+                    kept.get((row / granule_rows) as usize)
+                        .copied()
+                        .unwrap_or(false)
+                });
+                join_ranges(kept_rows.map(|row| row..row + 1))
             }
-        }
-        _ => {
-            for (granule, keep) in kept.iter_mut().enumerate() {
-                let start = granule as u64 * granule_rows;
-                let end = (start + granule_rows).min(entry.rows);
-                if let Some(rows) = &candidates {
-                    *keep &= rows.range_cardinality(start as u32..end as u32) > 0;
+            _ => {
+                for (granule, keep) in kept.iter_mut().enumerate() {
+                    let start = granule as u64 * granule_rows;
+                    let end = (start + granule_rows).min(entry.rows);
+                    if let Some(rows) = &candidates {
+                        *keep &= rows.range_cardinality(start as u32..end as u32) > 0;
+                    }
                 }
-                if *keep {
-                    push(start..end);
-                }
+                join_ranges(kept.iter().enumerate().filter(|(_, keep)| **keep).map(
+                    |(granule, _)| {
+                        let start = granule as u64 * granule_rows;
+                        start..(start + granule_rows).min(entry.rows)
+                    },
+                ))
             }
-        }
-    }
+        };
     let mut read = vec![false; granules];
     for range in &ranges {
-        for granule in range.start / granule_rows..range.end.div_ceil(granule_rows) {
-            read[granule as usize] = true;
+        let first = range.start / granule_rows;
+        let end = range.end.div_ceil(granule_rows);
+        for granule in read.iter_mut().take(end as usize).skip(first as usize) {
+            *granule = true;
         }
     }
     let pruned = read.iter().filter(|read| !**read).count();
