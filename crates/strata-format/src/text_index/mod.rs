@@ -29,12 +29,10 @@ use crate::error::FormatError;
 use crate::held::StoredFile;
 use crate::manifest::{PARTS_DIR, sync_dir};
 pub use postings::{Candidates, Postings, PostingsSection};
-use postings::{PostingsBuilder, hex, write_postings};
+use postings::{DictionaryLayout, PostingsBuilder, hex, write_postings};
 
 const MAGIC: &[u8; 8] = b"STRATATX";
 const VERSION: u32 = 1;
-/// The version of a file whose filters are followed by postings.
-const VERSION_WITH_POSTINGS: u32 = 2;
 /// What a bloom filter may wrongly say "maybe" to, per token looked up.
 const FALSE_POSITIVE_RATE: f64 = 0.01;
 /// Suffix of a part's text index file.
@@ -72,6 +70,8 @@ pub fn text_index_part(file: &str) -> Option<&str> {
 pub struct TextIndexBuilder {
     granule_rows: usize,
     columns: Vec<ColumnFilters>,
+    /// How the postings dictionary is laid out (tests write the older layout too).
+    layout: DictionaryLayout,
 }
 
 /// One indexed column's filters while its part is written.
@@ -131,7 +131,13 @@ impl TextIndexBuilder {
                     postings: postings.then(PostingsBuilder::default),
                 })
                 .collect(),
+            layout: DictionaryLayout::default(),
         }
+    }
+
+    #[cfg(test)]
+    fn with_layout(self, layout: DictionaryLayout) -> Self {
+        TextIndexBuilder { layout, ..self }
     }
 
     /// Adds the next rows of column `column` (its index in the paths the builder was made
@@ -213,7 +219,7 @@ impl TextIndexBuilder {
         let keeps_postings = self.columns.iter().any(|c| c.postings.is_some());
         bytes.extend_from_slice(MAGIC);
         let version = match keeps_postings {
-            true => VERSION_WITH_POSTINGS,
+            true => self.layout.file_version(),
             false => VERSION,
         };
         bytes.extend_from_slice(&version.to_le_bytes());
@@ -242,7 +248,7 @@ impl TextIndexBuilder {
                     .iter_mut()
                     .map(|c| (c.path.clone(), c.postings.take().unwrap_or_default()))
                     .collect();
-                Some(write_postings(&mut bytes, columns).map_err(damaged)?)
+                Some(write_postings(&mut bytes, columns, self.layout).map_err(damaged)?)
             }
             false => None,
         };
@@ -356,7 +362,7 @@ impl TextIndex {
                 ),
             });
         }
-        let filters = self.parse_filters(&bytes, VERSION_WITH_POSTINGS)?;
+        let filters = self.parse_filters(&bytes, section.file_version())?;
         // Another thread may have read them meanwhile: the same bytes, either will do.
         let _ = self.filters.set(filters);
         self.filters.get().ok_or_else(|| FormatError::Damaged {
@@ -644,6 +650,19 @@ mod tests {
 
     #[test]
     fn postings_hold_each_tokens_rows_and_prove_their_bytes() {
+        // As written (blocks of 128 tokens: one here), in blocks of 2 (a prefix's tokens span
+        // blocks), one token a block, and in the dictionary itself (files of version 2).
+        for layout in [
+            DictionaryLayout::default(),
+            DictionaryLayout::Blocks(2),
+            DictionaryLayout::Blocks(1),
+            DictionaryLayout::EveryToken,
+        ] {
+            postings_in_layout(layout);
+        }
+    }
+
+    fn postings_in_layout(layout: DictionaryLayout) {
         let dir = tempfile::tempdir().unwrap();
         let parts = dir.path().join(PARTS_DIR);
         fs::create_dir_all(&parts).unwrap();
@@ -655,7 +674,8 @@ mod tests {
             })
             .collect();
         let column: ArrayRef = Arc::new(StringArray::from(values.clone()));
-        let mut builder = TextIndexBuilder::new(vec!["message".into()], 8, true);
+        let mut builder =
+            TextIndexBuilder::new(vec!["message".into()], 8, true).with_layout(layout);
         // In two batches, the first ending inside a granule.
         builder.push(0, column.slice(0, 11).as_ref()).unwrap();
         builder.push(0, column.slice(11, 19).as_ref()).unwrap();
@@ -687,6 +707,12 @@ mod tests {
             ("user1 OR user2", true),
             ("NOT get", true),
             ("us*", true),
+            ("user4", true),
+            ("0", true),
+            ("p*", true),
+            ("20*", true),
+            ("zz*", true),
+            ("user5", true),
             ("page -(user1 OR 202)", true),
             (r#""connection reset""#, false),
             (r#""page 3""#, false),
@@ -702,9 +728,10 @@ mod tests {
                         .is_some_and(|text| parsed.matches(text))
                 })
                 .collect();
-            assert_eq!(found.exact, exact, "{query}");
+            assert_eq!(found.exact, exact, "{layout:?} {query}");
             if exact {
-                assert_eq!(found.rows.iter().collect::<Vec<_>>(), matching, "{query}");
+                let rows: Vec<u32> = found.rows.iter().collect();
+                assert_eq!(rows, matching, "{layout:?} {query}");
             } else {
                 assert!(
                     matching.iter().all(|row| found.rows.contains(*row)),
@@ -740,6 +767,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("filters' XXH64"), "{error}");
+        // One in the last token's block (or, without blocks, its bitmap, which comes last)
+        // when a query reads it.
+        let mut bytes = original.clone();
+        bytes[section.dictionary_offset as usize - 3] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        let index = TextIndex::read(dir.path(), &entry).unwrap();
+        let postings = index.postings().unwrap();
+        let error = postings
+            .candidates("message", &TextQuery::parse("user4").unwrap())
+            .unwrap_err()
+            .to_string();
+        let damaged = match layout {
+            DictionaryLayout::EveryToken => "postings at byte",
+            DictionaryLayout::Blocks(_) => "token block at byte",
+        };
+        assert!(error.contains(damaged), "{layout:?}: {error}");
+        assert_eq!(check_text_index(dir.path(), &entry).len(), 1);
         // So is one in the dictionary, before the index is used.
         let mut bytes = original.clone();
         bytes[section.dictionary_offset as usize + 3] ^= 1;

@@ -38,6 +38,49 @@ pub struct PostingsSection {
     pub dictionary_offset: u64,
     pub dictionary_bytes: u64,
     pub dictionary_xxh64: String,
+    /// The dictionary indexes blocks of tokens (file version 3); false in a version-2 file,
+    /// whose dictionary lists every token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub token_blocks: bool,
+}
+
+impl PostingsSection {
+    /// The version of the text index file this section is in.
+    pub(super) fn file_version(&self) -> u32 {
+        match self.token_blocks {
+            true => DictionaryLayout::default().file_version(),
+            false => DictionaryLayout::EveryToken.file_version(),
+        }
+    }
+}
+
+/// How a postings dictionary lists a column's tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum DictionaryLayout {
+    /// Every token and its bitmap's location, in the dictionary (file version 2, written before
+    /// 2026-11-28's blocks; read still).
+    EveryToken,
+    /// The tokens in blocks of this many after the bitmaps, and the first token and location of
+    /// each block in the dictionary (file version 3).
+    Blocks(usize),
+}
+
+impl Default for DictionaryLayout {
+    /// Blocks of 128 tokens: a lookup reads one block of about 4 KB (a token and its location
+    /// are about 30 bytes), and the dictionary read when a part is opened holds one entry per
+    /// block rather than one per token (12 MB for the 400,000 tokens of 10M log lines).
+    fn default() -> Self {
+        DictionaryLayout::Blocks(128)
+    }
+}
+
+impl DictionaryLayout {
+    pub(super) fn file_version(self) -> u32 {
+        match self {
+            DictionaryLayout::EveryToken => 2,
+            DictionaryLayout::Blocks(_) => 3,
+        }
+    }
 }
 
 /// Rows added in increasing order, into a bitmap a batch at a time: roaring's own `push` finds
@@ -118,26 +161,62 @@ impl PostingsBuilder {
 }
 
 /// Appends the postings of `columns` (path, postings) to `bytes` (the filters so far) and
-/// returns the section's location.
+/// returns the section's location: the bitmaps, then (in `layout`) each column's tokens in
+/// blocks, then the dictionary indexing the blocks by their first tokens.
 pub(super) fn write_postings(
     bytes: &mut Vec<u8>,
     columns: Vec<(String, PostingsBuilder)>,
+    layout: DictionaryLayout,
 ) -> Result<PostingsSection, String> {
     let filter_bytes = bytes.len() as u64;
     let filter_xxh64 = hex(twox_hash::XxHash64::oneshot(0, bytes));
     let mut dictionary = Vec::new();
     dictionary.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+    // Per column: its present-rows bitmap's and its tokens' entries, until the blocks are cut.
+    let mut entries_of = Vec::with_capacity(columns.len());
     for (path, postings) in columns {
-        dictionary.extend_from_slice(&(path.len() as u16).to_le_bytes());
-        dictionary.extend_from_slice(path.as_bytes());
-        append_bitmap(bytes, &mut dictionary, postings.present.finish()?)?;
+        let mut present = Vec::new();
+        append_bitmap(bytes, &mut present, postings.present.finish()?)?;
         let mut tokens: Vec<(String, RowsBuilder)> = postings.tokens.into_iter().collect();
         tokens.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        dictionary.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
+        let mut entries = Vec::with_capacity(tokens.len());
         for (token, rows) in tokens {
-            dictionary.extend_from_slice(&(token.len() as u16).to_le_bytes());
-            dictionary.extend_from_slice(token.as_bytes());
-            append_bitmap(bytes, &mut dictionary, rows.finish()?)?;
+            let mut entry = Vec::with_capacity(2 + token.len() + LOCATION_BYTES);
+            entry.extend_from_slice(&(token.len() as u16).to_le_bytes());
+            entry.extend_from_slice(token.as_bytes());
+            append_bitmap(bytes, &mut entry, rows.finish()?)?;
+            entries.push((token, entry));
+        }
+        entries_of.push((path, present, entries));
+    }
+    for (path, present, entries) in entries_of {
+        dictionary.extend_from_slice(&(path.len() as u16).to_le_bytes());
+        dictionary.extend_from_slice(path.as_bytes());
+        dictionary.extend_from_slice(&present);
+        dictionary.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        let block_tokens = match layout {
+            DictionaryLayout::EveryToken => {
+                for (_, entry) in &entries {
+                    dictionary.extend_from_slice(entry);
+                }
+                continue;
+            }
+            DictionaryLayout::Blocks(tokens) => tokens.max(1),
+        };
+        let blocks = entries.chunks(block_tokens);
+        dictionary.extend_from_slice(&(blocks.len() as u32).to_le_bytes());
+        for block in blocks {
+            let Some((first, _)) = block.first() else {
+                continue;
+            };
+            dictionary.extend_from_slice(&(first.len() as u16).to_le_bytes());
+            dictionary.extend_from_slice(first.as_bytes());
+            dictionary.extend_from_slice(&(block.len() as u32).to_le_bytes());
+            let offset = bytes.len();
+            for (_, entry) in block {
+                bytes.extend_from_slice(entry);
+            }
+            append_location(&mut dictionary, offset, &bytes[offset..]);
         }
     }
     let dictionary_offset = bytes.len() as u64;
@@ -149,6 +228,7 @@ pub(super) fn write_postings(
         dictionary_offset,
         dictionary_bytes: dictionary.len() as u64,
         dictionary_xxh64,
+        token_blocks: layout != DictionaryLayout::EveryToken,
     })
 }
 
@@ -163,11 +243,15 @@ fn append_bitmap(
     let offset = bytes.len();
     rows.serialize_into(&mut *bytes)
         .map_err(|e| e.to_string())?;
-    let written = &bytes[offset..];
-    dictionary.extend_from_slice(&(offset as u64).to_le_bytes());
-    dictionary.extend_from_slice(&(written.len() as u32).to_le_bytes());
-    dictionary.extend_from_slice(&twox_hash::XxHash64::oneshot(0, written).to_le_bytes());
+    append_location(dictionary, offset, &bytes[offset..]);
     Ok(())
+}
+
+/// Appends the location of `written`, found at `offset` in the file, to `to`.
+fn append_location(to: &mut Vec<u8>, offset: usize, written: &[u8]) {
+    to.extend_from_slice(&(offset as u64).to_le_bytes());
+    to.extend_from_slice(&(written.len() as u32).to_le_bytes());
+    to.extend_from_slice(&twox_hash::XxHash64::oneshot(0, written).to_le_bytes());
 }
 
 pub(super) fn hex(hash: u64) -> String {
@@ -200,45 +284,85 @@ impl Location {
 struct ColumnPostings {
     path: String,
     present: Location,
-    /// Where each token's entry starts in the dictionary, in the dictionary's (bytewise) order:
-    /// tokens are compared in place, never copied (a 10M-line part has hundreds of thousands).
-    tokens: Vec<u32>,
+    tokens: Tokens,
+}
+
+/// Where a column's tokens are. Tokens are compared in place, never copied (a 10M-line part has
+/// hundreds of thousands).
+#[derive(Debug)]
+enum Tokens {
+    /// A version-2 file: where each token's entry starts in the dictionary, in bytewise order.
+    InDictionary(Vec<u32>),
+    /// A version-3 file: the column's blocks of tokens, in bytewise order, read when a query
+    /// needs one.
+    Blocks(Vec<Block>),
+}
+
+#[derive(Debug)]
+struct Block {
+    /// Where its first token is in the dictionary.
+    first: Range<usize>,
+    tokens: u32,
+    location: Location,
 }
 
 /// Bytes of a dictionary entry after its token: the location.
 const LOCATION_BYTES: usize = 20;
 
-/// A part's postings dictionary, read and verified; bitmaps are read when a query needs them.
+/// A part's postings dictionary, read and verified; token blocks and bitmaps are read when a
+/// query needs them.
 #[derive(Debug)]
 pub struct Postings {
-    /// The text index file, which the bitmaps are read from.
+    /// The text index file, which the blocks and bitmaps are read from.
     file: PathBuf,
     dictionary: bytes::Bytes,
     columns: Vec<ColumnPostings>,
 }
 
-impl Postings {
-    /// The token of the entry at `at` and its location. Entries were checked when the
-    /// dictionary was read; were one not there, it reads as an empty token at an empty
-    /// location, which no bitmap's XXH64 matches.
-    fn entry(&self, at: u32) -> (&[u8], Location) {
-        let empty = Location {
-            offset: 0,
-            length: 0,
-            xxh64: 0,
-        };
-        parse_entry(&self.dictionary, at as usize).unwrap_or((&[], empty))
-    }
+/// The token of the entry at `at` of `entries` (a dictionary or a block) and its location.
+/// Entries were checked when read; were one not there, it reads as an empty token at an empty
+/// location, which no bitmap's XXH64 matches.
+fn entry(entries: &[u8], at: u32) -> (&[u8], Location) {
+    let empty = Location {
+        offset: 0,
+        length: 0,
+        xxh64: 0,
+    };
+    parse_entry(entries, at as usize).unwrap_or((&[], empty))
 }
 
-fn parse_entry(dictionary: &[u8], at: usize) -> Option<(&[u8], Location)> {
+fn parse_entry(entries: &[u8], at: usize) -> Option<(&[u8], Location)> {
     let mut reader = Bytes {
-        bytes: dictionary.get(at..)?,
+        bytes: entries.get(at..)?,
         at: 0,
     };
     let length = reader.u16()? as usize;
     let token = reader.take(length)?;
     Some((token, Location::read(&mut reader)?))
+}
+
+/// Reads `count` entries (`u16` length, token, location) from `reader`, checking that the tokens
+/// are UTF-8 and in strictly increasing bytewise order; returns where each starts in the reader's
+/// bytes.
+fn read_entries(reader: &mut Bytes, count: usize) -> Result<Vec<u32>, String> {
+    let mut last: Option<&[u8]> = None;
+    let mut entries = Vec::with_capacity(count.min(1 << 24));
+    for _ in 0..count {
+        let at = u32::try_from(reader.at).map_err(|_| "it is over 4 GiB".to_owned())?;
+        let ends = || "it ends early".to_owned();
+        let length = reader.u16().ok_or_else(ends)? as usize;
+        let token = reader.take(length).ok_or_else(ends)?;
+        reader.take(LOCATION_BYTES).ok_or_else(ends)?;
+        if std::str::from_utf8(token).is_err() || last.is_some_and(|last| last >= token) {
+            return Err(format!(
+                "its tokens are not UTF-8 in order at {:?}",
+                String::from_utf8_lossy(token)
+            ));
+        }
+        last = Some(token);
+        entries.push(at);
+    }
+    Ok(entries)
 }
 
 /// The rows a query may match in a part, by its postings.
@@ -283,23 +407,12 @@ impl Postings {
             let path = reader.string().ok_or_else(short)?;
             let present = Location::read(&mut reader).ok_or_else(short)?;
             let count = reader.u32().ok_or_else(short)? as usize;
-            let mut tokens: Vec<u32> = Vec::with_capacity(count.min(1 << 24));
-            let mut last: Option<&[u8]> = None;
-            for _ in 0..count {
-                let at = u32::try_from(reader.at)
-                    .map_err(|_| damaged("its postings dictionary is over 4 GiB".to_owned()))?;
-                let length = reader.u16().ok_or_else(short)? as usize;
-                let token = reader.take(length).ok_or_else(short)?;
-                reader.take(LOCATION_BYTES).ok_or_else(short)?;
-                if std::str::from_utf8(token).is_err() || last.is_some_and(|last| last >= token) {
-                    return Err(damaged(format!(
-                        "its postings of {path} are not UTF-8 tokens in order at {:?}",
-                        String::from_utf8_lossy(token)
-                    )));
-                }
-                last = Some(token);
-                tokens.push(at);
-            }
+            let in_column =
+                |message: String| damaged(format!("its postings dictionary of {path}: {message}"));
+            let tokens = match section.token_blocks {
+                false => Tokens::InDictionary(read_entries(&mut reader, count).map_err(in_column)?),
+                true => Tokens::Blocks(read_blocks(&mut reader, count).map_err(in_column)?),
+            };
             columns.push(ColumnPostings {
                 path,
                 present,
@@ -325,12 +438,11 @@ impl Postings {
 
     /// Bytes held in memory by the dictionary (about).
     pub(super) fn memory_bytes(&self) -> usize {
-        self.dictionary.len()
-            + self
-                .columns
-                .iter()
-                .map(|c| 4 * c.tokens.len())
-                .sum::<usize>()
+        let tokens = |c: &ColumnPostings| match &c.tokens {
+            Tokens::InDictionary(entries) => 4 * entries.len(),
+            Tokens::Blocks(blocks) => std::mem::size_of::<Block>() * blocks.len(),
+        };
+        self.dictionary.len() + self.columns.iter().map(tokens).sum::<usize>()
     }
 
     /// The rows of `column` that may match `query`; None when the column has no postings.
@@ -354,6 +466,187 @@ impl Postings {
         };
         evaluate(query, postings, &present, &reader).map(Some)
     }
+
+    /// The first token of `block`.
+    fn first_of(&self, block: &Block) -> &[u8] {
+        self.dictionary.get(block.first.clone()).unwrap_or(&[])
+    }
+}
+
+/// Reads the index of a column's `count` tokens in blocks: `u32` blocks, and per block `u16`
+/// length and its first token, `u32` tokens in it, its location. Blocks are in order, none
+/// empty, and hold `count` tokens in all.
+fn read_blocks(reader: &mut Bytes, count: usize) -> Result<Vec<Block>, String> {
+    let ends = || "it ends early".to_owned();
+    let block_count = reader.u32().ok_or_else(ends)? as usize;
+    let mut blocks: Vec<Block> = Vec::with_capacity(block_count.min(1 << 20));
+    let mut total = 0usize;
+    for _ in 0..block_count {
+        let length = reader.u16().ok_or_else(ends)? as usize;
+        let start = reader.at;
+        let first = reader.take(length).ok_or_else(ends)?;
+        let tokens = reader.u32().ok_or_else(ends)?;
+        let location = Location::read(reader).ok_or_else(ends)?;
+        let after = blocks
+            .last()
+            .and_then(|b| reader.bytes.get(b.first.clone()));
+        if tokens == 0 || std::str::from_utf8(first).is_err() || after.is_some_and(|a| a >= first) {
+            return Err(format!(
+                "its blocks are not UTF-8 tokens in order at {:?}",
+                String::from_utf8_lossy(first)
+            ));
+        }
+        total += tokens as usize;
+        blocks.push(Block {
+            first: start..start + length,
+            tokens,
+            location,
+        });
+    }
+    if total != count {
+        return Err(format!("its blocks hold {total} tokens, it says {count}"));
+    }
+    Ok(blocks)
+}
+
+/// The rows of a query's leaves, read from a part's text index file.
+struct BitmapReader<'a> {
+    postings: &'a Postings,
+    file: &'a Path,
+    stored: &'a StoredFile,
+}
+
+impl BitmapReader<'_> {
+    fn damaged(&self, message: String) -> FormatError {
+        FormatError::Damaged {
+            path: self.file.to_owned(),
+            message,
+        }
+    }
+
+    /// The bytes at `location`, checked against its XXH64; `what` names them in errors.
+    fn read_checked(&self, location: Location, what: &str) -> Result<bytes::Bytes, FormatError> {
+        let bytes = self
+            .stored
+            .read_range(location.range())
+            .map_err(|e| FormatError::io(self.file, e))?;
+        let found = twox_hash::XxHash64::oneshot(0, &bytes);
+        if found != location.xxh64 {
+            return Err(self.damaged(format!(
+                "the {what} at byte {} have XXH64 {}, the dictionary says {}",
+                location.offset,
+                hex(found),
+                hex(location.xxh64)
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// The bitmap at `location`, checked against its XXH64.
+    fn read(&self, location: Location) -> Result<RoaringBitmap, FormatError> {
+        let bytes = self.read_checked(location, "postings")?;
+        RoaringBitmap::deserialize_from(&bytes[..]).map_err(|e| {
+            self.damaged(format!(
+                "the postings at byte {} do not decode: {e}",
+                location.offset
+            ))
+        })
+    }
+
+    /// Block `index` of `blocks` (a column's): its bytes and where each entry starts in them,
+    /// checked against the dictionary (its XXH64, its first token, its token count, its order
+    /// up to the next block's first token).
+    fn block(
+        &self,
+        blocks: &[Block],
+        index: usize,
+    ) -> Result<(bytes::Bytes, Vec<u32>), FormatError> {
+        let Some(block) = blocks.get(index) else {
+            return Err(self.damaged(format!("its postings have no block {index}")));
+        };
+        let bytes = self.read_checked(block.location, "token block")?;
+        let mut reader = Bytes {
+            bytes: &bytes,
+            at: 0,
+        };
+        let in_block = |message: String| {
+            self.damaged(format!(
+                "the token block at byte {}: {message}",
+                block.location.offset
+            ))
+        };
+        let entries = read_entries(&mut reader, block.tokens as usize).map_err(in_block)?;
+        let first = entries.first().map(|at| entry(&bytes, *at).0);
+        let last = entries.last().map(|at| entry(&bytes, *at).0);
+        let next = blocks.get(index + 1).map(|b| self.postings.first_of(b));
+        if reader.at != bytes.len()
+            || first != Some(self.postings.first_of(block))
+            || next.is_some_and(|next| last.is_some_and(|last| last >= next))
+        {
+            return Err(in_block(
+                "its tokens are not those the dictionary gives it".to_owned(),
+            ));
+        }
+        Ok((bytes, entries))
+    }
+}
+
+/// The rows holding `token`, or every token starting with it when `prefix`.
+fn token_rows(
+    postings: &ColumnPostings,
+    token: &str,
+    prefix: bool,
+    reader: &BitmapReader,
+) -> Result<RoaringBitmap, FormatError> {
+    let token = token.as_bytes();
+    let blocks = match &postings.tokens {
+        Tokens::InDictionary(entries) => {
+            return rows_among(&reader.postings.dictionary, entries, token, prefix, reader);
+        }
+        Tokens::Blocks(blocks) => blocks,
+    };
+    // The token is in the last block starting at or before it; a prefix's tokens may go on
+    // into the blocks after it that start with the prefix.
+    let first_of = |block: &Block| reader.postings.first_of(block);
+    let start = blocks
+        .partition_point(|b| first_of(b) <= token)
+        .saturating_sub(1);
+    let mut rows = RoaringBitmap::new();
+    for (index, block) in blocks.iter().enumerate().skip(start) {
+        if index > start && !(prefix && first_of(block).starts_with(token)) {
+            break;
+        }
+        let (bytes, entries) = reader.block(blocks, index)?;
+        rows |= rows_among(&bytes, &entries, token, prefix, reader)?;
+    }
+    Ok(rows)
+}
+
+/// The rows holding `token` (or a token starting with it when `prefix`) among `entries`
+/// (where each starts in `bytes`, in bytewise order of their tokens).
+fn rows_among(
+    bytes: &[u8],
+    entries: &[u32],
+    token: &[u8],
+    prefix: bool,
+    reader: &BitmapReader,
+) -> Result<RoaringBitmap, FormatError> {
+    let first = entries.partition_point(|at| entry(bytes, *at).0 < token);
+    if !prefix {
+        return match entries.get(first).map(|at| entry(bytes, *at)) {
+            Some((found, location)) if found == token => reader.read(location),
+            _ => Ok(RoaringBitmap::new()),
+        };
+    }
+    let mut rows = RoaringBitmap::new();
+    for (_, location) in entries[first..]
+        .iter()
+        .map(|at| entry(bytes, *at))
+        .take_while(|(found, _)| found.starts_with(token))
+    {
+        rows |= reader.read(location)?;
+    }
+    Ok(rows)
 }
 
 /// The rows of a column holding a value, read only by a query that needs them (a negation, an
@@ -371,69 +664,6 @@ impl Present {
         let rows = reader.read(self.location)?;
         Ok(self.rows.get_or_init(|| rows))
     }
-}
-
-struct BitmapReader<'a> {
-    postings: &'a Postings,
-    file: &'a Path,
-    stored: &'a StoredFile,
-}
-
-impl BitmapReader<'_> {
-    /// The bitmap at `location`, checked against its XXH64.
-    fn read(&self, location: Location) -> Result<RoaringBitmap, FormatError> {
-        let damaged = |message: String| FormatError::Damaged {
-            path: self.file.to_owned(),
-            message,
-        };
-        let bytes = self
-            .stored
-            .read_range(location.range())
-            .map_err(|e| FormatError::io(self.file, e))?;
-        let found = twox_hash::XxHash64::oneshot(0, &bytes);
-        if found != location.xxh64 {
-            return Err(damaged(format!(
-                "the postings at byte {} have XXH64 {}, the dictionary says {}",
-                location.offset,
-                hex(found),
-                hex(location.xxh64)
-            )));
-        }
-        RoaringBitmap::deserialize_from(&bytes[..]).map_err(|e| {
-            damaged(format!(
-                "the postings at byte {} do not decode: {e}",
-                location.offset
-            ))
-        })
-    }
-}
-
-/// The rows holding `token`, or every token starting with it when `prefix`.
-fn token_rows(
-    postings: &ColumnPostings,
-    token: &str,
-    prefix: bool,
-    reader: &BitmapReader,
-) -> Result<RoaringBitmap, FormatError> {
-    let entry = |at: &u32| reader.postings.entry(*at);
-    let token = token.as_bytes();
-    let tokens = &postings.tokens;
-    let first = tokens.partition_point(|at| entry(at).0 < token);
-    if !prefix {
-        return match tokens.get(first).map(entry) {
-            Some((found, location)) if found == token => reader.read(location),
-            _ => Ok(RoaringBitmap::new()),
-        };
-    }
-    let mut rows = RoaringBitmap::new();
-    for (_, location) in tokens[first..]
-        .iter()
-        .map(entry)
-        .take_while(|(found, _)| found.starts_with(token))
-    {
-        rows |= reader.read(location)?;
-    }
-    Ok(rows)
 }
 
 fn evaluate(
