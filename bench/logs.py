@@ -26,11 +26,14 @@ CPU % and peak RSS are reported. ClickHouse runs embedded here (chdb) and has no
 
 `--text-postings`: Strata's full-text table keeps every token's rows in its text index as well
 (`strata ingest --text-postings`, ADR 0019), which answers keyword counts from the postings.
+`--structured-sort-key user,path,status,timestamp`: Strata's structured table sorted as
+ClickHouse's is (then by time) instead of by time alone — keyword lookups become key ranges,
+time windows lose their order; the throttled ingest is unchanged.
 
 Usage:
   bench/.venv/bin/python bench/logs.py --strata-bin BIN [--lines 1000000] [--runs 3]
       [--systems strata,clickhouse,elasticsearch,opensearch] [--throttle-rate 20000]
-      [--throttle-seconds 60] [--text-postings] [--work DIR] [--out DIR]
+      [--throttle-seconds 60] [--text-postings] [--structured-sort-key PATHS] [--work DIR] [--out DIR]
 Prints a table and writes OUT/results.json.
 """
 import argparse
@@ -170,12 +173,16 @@ def time_strata(binary, data_dir, sql, runs):
     return cold_seconds, min(times), rows[len(rows) - per_run:]
 
 
-def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings=False):
+def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings=False,
+               structured_sort_key=None):
     data_dir = work / "strata"
     shutil.rmtree(data_dir, ignore_errors=True)
     results = {}
     for mode, (table, pipeline) in MODES.items():
-        extra = ["--text-postings"] if text_postings and mode == "full-text" else []
+        postings = text_postings and mode == "full-text"
+        extra = ["--text-postings"] if postings else []
+        if structured_sort_key and mode == "structured":
+            extra = ["--sort-key", structured_sort_key]
         load = strata(binary, data_dir, "ingest", table, "--pipeline", pipeline, *extra,
                       log_file).check("strata ingest")
         optimize = strata(binary, data_dir, "optimize", table).check("strata optimize")
@@ -184,7 +191,7 @@ def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings
                          "bytes": dir_bytes(data_dir / table)}
         if throttle:
             results[mode]["throttled"] = strata_throttled(binary, work / "strata-served", table, pipeline,
-                                                          log_file, throttle, bool(extra))
+                                                          log_file, throttle, postings)
     params_out.update(parameters(binary, data_dir))
     for mode in results:
         timings = []
@@ -314,6 +321,9 @@ def main():
     parser.add_argument("--throttle-seconds", type=float, default=60, help="0 skips the throttled ingest")
     parser.add_argument("--text-postings", action="store_true",
                         help="Strata's full-text table keeps token postings (strata ingest --text-postings)")
+    parser.add_argument("--structured-sort-key",
+                        help="Strata's structured table sorted by these paths instead of its time column "
+                             "(e.g. user,path,status,timestamp, ClickHouse's key then time)")
     parser.add_argument("--work", default=str(BENCH / "work" / "logs"))
     parser.add_argument("--out", default=str(BENCH / "results" / "logs"))
     args = parser.parse_args()
@@ -330,9 +340,10 @@ def main():
     throttle = (args.throttle_rate, args.throttle_seconds) if args.throttle_seconds > 0 else None
     results = {"lines": args.lines, "raw_bytes": raw, "runs": args.runs, "systems": {},
                "cold_runs_drop_page_cache": os.geteuid() == 0, "throttle": throttle, "not_measured": {},
-               "strata_text_postings": args.text_postings}
+               "strata_text_postings": args.text_postings,
+               "strata_structured_sort_key": args.structured_sort_key}
     results["systems"]["strata"] = run_strata(args.strata_bin, work, log_file, params, args.runs, throttle,
-                                              args.text_postings)
+                                              args.text_postings, args.structured_sort_key)
     if "clickhouse" in systems:
         try:
             import chdb  # noqa: F401

@@ -91,41 +91,39 @@ pub(in crate::scan) fn text_rows(
             *keep &= may;
         }
     }
-    let ranges =
-        match &candidates {
-            Some(rows) if rows.len() * ROW_LEVEL_SPARSENESS <= entry.rows => {
-                if let Some(past) = rows.max().filter(|row| u64::from(*row) >= entry.rows) {
-                    return Err(FormatError::Damaged {
-                        path: PathBuf::from(&indexed.file),
-                        message: format!(
-                            "its postings list row {past} of a part of {} rows",
-                            entry.rows
-                        ),
-                    });
-                }
-                let kept_rows = rows.iter().map(u64::from).filter(|row| {
-                    kept.get((row / granule_rows) as usize)
-                        .copied()
-                        .unwrap_or(false)
+    let granule_range = |granule: usize| {
+        let start = granule as u64 * granule_rows;
+        start..(start + granule_rows).min(entry.rows)
+    };
+    let ranges = match &candidates {
+        Some(rows) if rows.len() * ROW_LEVEL_SPARSENESS <= entry.rows => {
+            if let Some(past) = rows.max().filter(|row| u64::from(*row) >= entry.rows) {
+                return Err(FormatError::Damaged {
+                    path: PathBuf::from(&indexed.file),
+                    message: format!(
+                        "its postings list row {past} of a part of {} rows",
+                        entry.rows
+                    ),
                 });
-                join_ranges(kept_rows.map(|row| row..row + 1))
             }
-            _ => {
+            let in_kept_granule = |row: &u64| {
+                let granule = (row / granule_rows) as usize;
+                kept.get(granule).copied().unwrap_or(false)
+            };
+            let rows = rows.iter().map(u64::from).filter(in_kept_granule);
+            join_ranges(rows.map(|row| row..row + 1))
+        }
+        _ => {
+            if let Some(rows) = &candidates {
                 for (granule, keep) in kept.iter_mut().enumerate() {
-                    let start = granule as u64 * granule_rows;
-                    let end = (start + granule_rows).min(entry.rows);
-                    if let Some(rows) = &candidates {
-                        *keep &= rows.range_cardinality(start as u32..end as u32) > 0;
-                    }
+                    let range = granule_range(granule);
+                    *keep &= rows.range_cardinality(range.start as u32..range.end as u32) > 0;
                 }
-                join_ranges(kept.iter().enumerate().filter(|(_, keep)| **keep).map(
-                    |(granule, _)| {
-                        let start = granule as u64 * granule_rows;
-                        start..(start + granule_rows).min(entry.rows)
-                    },
-                ))
             }
-        };
+            let kept_granules = kept.iter().enumerate().filter(|(_, keep)| **keep);
+            join_ranges(kept_granules.map(|(granule, _)| granule_range(granule)))
+        }
+    };
     let mut read = vec![false; granules];
     for range in &ranges {
         let first = range.start / granule_rows;
