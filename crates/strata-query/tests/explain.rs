@@ -494,7 +494,7 @@ fn selective_filters_are_evaluated_in_the_decoder_conjunct_by_conjunct() {
 }
 
 #[test]
-fn string_equalities_are_decided_by_dictionary_key() {
+fn string_filters_are_decided_by_dictionary_key() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path());
     // Strings only: `user` has 300 values and is missing from one row in 7, `method` 3.
@@ -511,7 +511,7 @@ fn string_equalities_are_decided_by_dictionary_key() {
         .collect();
     ingest_lines(&dir, "logs", &lines);
     type Rule = fn(Option<&str>, &str) -> bool;
-    let cases: [(&str, Rule, bool); 6] = [
+    let cases: [(&str, Rule, bool); 11] = [
         ("data.user = 'u7'", |u, _| u == Some("u7"), true),
         (
             "'u7' = data.user AND data.method = 'PUT'",
@@ -529,12 +529,30 @@ fn string_equalities_are_decided_by_dictionary_key() {
             |u, m| u.is_some_and(|u| u != "u7") && m == "GET",
             true,
         ),
-        // Not an equality with a literal: compared as strings.
+        // Other filters over one string column: evaluated once per dictionary value.
+        ("data.user > 'u8'", |u, _| u.is_some_and(|u| u > "u8"), true),
         (
-            "data.user > 'u8'",
-            |u, _| u.is_some_and(|u| u > "u8"),
+            "data.user >= 'u2' AND data.user < 'u3' AND data.method <> 'GET'",
+            |u, m| u.is_some_and(|u| ("u2".."u3").contains(&u)) && m != "GET",
+            true,
+        ),
+        (
+            "upper(data.user) = 'U7' OR data.user > 'u98'",
+            |u, _| u.is_some_and(|u| u == "u7" || u > "u98"),
+            true,
+        ),
+        // NULL is kept: decided row by row (a row without a user has no key to look up).
+        (
+            "coalesce(data.user, 'u7') = 'u7'",
+            |u, _| u.is_none_or(|u| u == "u7"),
             false,
         ),
+        (
+            "data.user IS DISTINCT FROM 'u7'",
+            |u, _| u != Some("u7"),
+            false,
+        ),
+        ("data.user IS NULL", |u, _| u.is_none(), false),
     ];
     for (filter, rule, keyed) in cases {
         let kept: Vec<usize> = (0..20_000usize)

@@ -1,4 +1,4 @@
-//! Equality filters on string columns decided by dictionary key, inside the Parquet decoder.
+//! Filters on string columns decided by dictionary key, inside the Parquet decoder.
 //!
 //! A log search (`user = 'x' AND method = 'GET' AND path = '/y'`) compares strings on every row
 //! it reads: the decoder builds a string view per row and the comparison reads it. The columns
@@ -6,29 +6,42 @@
 //! column as keys and deciding each dictionary value once, the filter becomes a table lookup
 //! per row, and no string is built for the rows it drops.
 //!
-//! A conjunct `<string output> = '<literal>'` or `<string output> IN ('<literal>', …)` (or
-//! equalities on one output joined by OR, as DataFusion writes short `IN` lists) takes this path in a unit when the output is a string column passed through unchanged (no cast,
-//! no remainder values to overlay, as `GROUP BY` counts by key require), every data page of the
-//! column in the unit's row groups is dictionary encoded (a chunk that fell back to plain
-//! values would be turned back into a dictionary by hashing every value), and no output of the
-//! unit rebuilds documents (those read the stored columns in their stored types).
+//! Two kinds of conjunct take this path. `<string output> = '<literal>'` or `<string output> IN
+//! ('<literal>', …)` (or equalities on one output joined by OR, as DataFusion writes short `IN`
+//! lists) is decided by looking each dictionary value up among the literals. Any other conjunct
+//! over one string output built of comparisons, `LIKE`, `IN`, `NOT`, casts, literals and
+//! immutable functions (`timestamp >= '…'`, `upper(method) = 'GET'`) is evaluated once over the
+//! dictionary's values: out of time order, a range over the time column's 10M strings is then a
+//! range over its few tens of thousands of distinct seconds. Either applies in a unit when the
+//! output is a string column passed through unchanged (no cast, no remainder values to
+//! overlay, as `GROUP BY` counts by key require), every data page of the column in the unit's
+//! row groups is dictionary encoded (a chunk that fell back to plain values would be turned
+//! back into a dictionary by hashing every value), and no output of the unit rebuilds documents
+//! (those read the stored columns in their stored types).
 //!
-//! Invariants: a row is kept exactly when its value equals one of the literals; a NULL value
-//! drops the row, as the comparison's NULL does above the scan. The outputs built from a column
-//! read as keys are cast back to the output's own type, so the rows the scan emits are the same
-//! either way. A dictionary's decisions are cached while the decoder hands out batches of the
-//! same chunk; the cache holds the dictionary itself, so its buffers cannot be freed and their
+//! Invariants: a row is kept exactly when its value satisfies the conjunct; a NULL value drops
+//! the row, as the comparison's NULL does above the scan — an expression that would keep a NULL
+//! is evaluated row by row instead, for that dictionary. The outputs built from a column read as
+//! keys are cast back to the output's own type, so the rows the scan emits are the same either
+//! way. A dictionary's decisions are cached while the decoder hands out batches of the same
+//! chunk; the cache holds the dictionary itself, so its buffers cannot be freed and their
 //! address reused by another chunk's dictionary while the cached decisions stand.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, new_null_array};
 use arrow::buffer::BooleanBuffer;
-use arrow::datatypes::Int32Type;
+use arrow::compute::{cast, concat};
+use arrow::datatypes::{DataType, FieldRef, Int32Type, Schema, SchemaRef};
 use arrow::error::ArrowError;
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::logical_expr::Volatility;
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, CastExpr, Column, InListExpr, LikeExpr, Literal, NotExpr,
+};
 use datafusion::physical_expr::utils::{Guarantee, LiteralGuarantee, collect_columns};
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::metrics::Count;
 use parquet::basic::Encoding;
 use parquet::file::metadata::ColumnChunkMetaData;
@@ -73,15 +86,67 @@ fn all_pages_dictionary_encoded(chunk: &ColumnChunkMetaData) -> bool {
         })
 }
 
-/// The physical column a conjunct can be decided on by dictionary key in `unit`, and the
-/// literals it keeps; `None` when it must be evaluated over the built outputs (see the module
+/// A conjunct over one string output (`schema`'s) of the nodes the module documentation lists,
+/// rewritten to read that output as the only column of a batch: the output and the rewritten
+/// conjunct.
+fn single_string_expression(
+    conjunct: &Arc<dyn PhysicalExpr>,
+    schema: &SchemaRef,
+) -> Option<(usize, Decider)> {
+    let columns = collect_columns(conjunct);
+    let [column] = columns.iter().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let field = schema.fields().get(column.index())?;
+    if !matches!(
+        field.data_type(),
+        DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+    ) || !decidable_per_value(conjunct)
+    {
+        return None;
+    }
+    let expression = Arc::clone(conjunct)
+        .transform(|e| match e.downcast_ref::<Column>() {
+            Some(c) => Ok(Transformed::yes(
+                Arc::new(Column::new(c.name(), 0)) as Arc<dyn PhysicalExpr>
+            )),
+            None => Ok(Transformed::no(e)),
+        })
+        .ok()?
+        .data;
+    let field = Arc::new(field.as_ref().clone().with_nullable(true));
+    Some((column.index(), Decider::Expression { expression, field }))
+}
+
+/// Whether `expr` gives each value one answer, whatever the rows around it: comparisons,
+/// `LIKE`, `IN`, `NOT`, casts, columns, literals and immutable functions only.
+fn decidable_per_value(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    let node_ok = expr.is::<BinaryExpr>()
+        || expr.is::<Column>()
+        || expr.is::<Literal>()
+        || expr.is::<InListExpr>()
+        || expr.is::<LikeExpr>()
+        || expr.is::<NotExpr>()
+        || expr.is::<CastExpr>()
+        || expr
+            .downcast_ref::<ScalarFunctionExpr>()
+            .is_some_and(|f| f.fun().signature().volatility == Volatility::Immutable);
+    node_ok && expr.children().into_iter().all(decidable_per_value)
+}
+
+/// The physical column a conjunct can be decided on by dictionary key in `unit`, and how it
+/// decides a value; `None` when it must be evaluated over the built outputs (see the module
 /// documentation for when).
-pub(super) fn keyed_equality(
+pub(super) fn keyed_conjunct(
     conjunct: &Arc<dyn PhysicalExpr>,
     unit: &ScanUnit,
     plans: &[OutputPlan],
-) -> Option<(String, BTreeSet<String>)> {
-    let (output, literals) = equality_literals(conjunct)?;
+    schema: &SchemaRef,
+) -> Option<(String, Decider)> {
+    let (output, decider) = match equality_literals(conjunct) {
+        Some((output, literals)) => (output, Decider::Literals(literals)),
+        None => single_string_expression(conjunct, schema)?,
+    };
     let entry = &unit.part.entry;
     let column = dictionary_source(entry, plans.get(output)?)?;
     for plan in plans {
@@ -108,36 +173,90 @@ pub(super) fn keyed_equality(
     row_groups
         .iter()
         .all(|&rg| all_pages_dictionary_encoded(metadata.row_group(rg).column(leaf)))
-        .then(|| (column.to_owned(), literals))
+        .then(|| (column.to_owned(), decider))
+}
+
+/// How a value of the dictionary is decided.
+pub(super) enum Decider {
+    /// Kept when it is one of these.
+    Literals(BTreeSet<String>),
+    /// Kept when the conjunct, rewritten to read its output as the only column (of `field`'s
+    /// type), is true for it.
+    Expression {
+        expression: Arc<dyn PhysicalExpr>,
+        field: FieldRef,
+    },
+}
+
+impl Decider {
+    /// Whether each value of `values` (a dictionary's strings) is kept; `None` when a NULL would
+    /// be kept too, which rows without a key cannot be told apart for here.
+    fn decide(&self, values: &ArrayRef) -> Result<Option<Vec<bool>>, ArrowError> {
+        let (expression, field) = match self {
+            Decider::Literals(literals) => {
+                let Some(strings) = values.as_string_opt::<i32>() else {
+                    return Ok(None);
+                };
+                let keep = strings
+                    .iter()
+                    .map(|v| v.is_some_and(|v| literals.contains(v)))
+                    .collect();
+                return Ok(Some(keep));
+            }
+            Decider::Expression { expression, field } => (expression, field),
+        };
+        let typed = cast(values, field.data_type())?;
+        let null = new_null_array(field.data_type(), 1);
+        let with_null = concat(&[typed.as_ref(), null.as_ref()])?;
+        let rows = with_null.len();
+        let schema = Arc::new(Schema::new(vec![Arc::clone(field)]));
+        let batch = RecordBatch::try_new(schema, vec![with_null])?;
+        let external =
+            |e: datafusion::error::DataFusionError| ArrowError::ExternalError(Box::new(e));
+        let decided = expression
+            .evaluate(&batch)
+            .and_then(|v| v.into_array(rows))
+            .map_err(external)?;
+        let Some(decided) = decided.as_boolean_opt() else {
+            return Ok(None);
+        };
+        let kept = |i: usize| decided.is_valid(i) && decided.value(i);
+        if kept(rows - 1) {
+            return Ok(None);
+        }
+        Ok(Some((0..rows - 1).map(kept).collect()))
+    }
 }
 
 /// Which values of one dictionary the filter keeps, by key.
 struct Decisions {
     /// Held so that its buffers, which identify it, stay allocated (see the module docs).
     dictionary: ArrayRef,
-    keep: Vec<bool>,
+    /// None: this dictionary's rows are decided row by row.
+    keep: Option<Vec<bool>>,
 }
 
-/// Keeps the rows whose value in a dictionary-encoded string column is one of `literals`.
-pub(super) struct KeyedEquality {
+/// Keeps the rows whose value in a dictionary-encoded string column satisfies a conjunct.
+pub(super) struct KeyedConjunct {
     column: String,
-    literals: BTreeSet<String>,
+    decider: Decider,
     cached: Option<Decisions>,
     rows_by_key: Count,
 }
 
-impl KeyedEquality {
-    pub(super) fn new(column: String, literals: BTreeSet<String>, rows_by_key: Count) -> Self {
+impl KeyedConjunct {
+    pub(super) fn new(column: String, decider: Decider, rows_by_key: Count) -> Self {
         Self {
             column,
-            literals,
+            decider,
             cached: None,
             rows_by_key,
         }
     }
 
     /// The rows of `batch` kept, or `None` when its column is not read as dictionary keys of
-    /// strings (the caller then compares the values themselves).
+    /// strings or its dictionary cannot be decided by key (the caller then compares the values
+    /// themselves).
     pub(super) fn evaluate(
         &mut self,
         batch: &RecordBatch,
@@ -158,20 +277,15 @@ impl KeyedEquality {
                 && std::ptr::eq(cached.offsets().as_ptr(), values.offsets().as_ptr())
         });
         if !same {
-            let keep = values
-                .iter()
-                .map(|v| v.is_some_and(|v| self.literals.contains(v)))
-                .collect();
+            let keep = self.decider.decide(keys.values())?;
             self.cached = Some(Decisions {
                 dictionary: keys.values().clone(),
                 keep,
             });
         }
-        let keep = self
-            .cached
-            .as_ref()
-            .map(|c| c.keep.as_slice())
-            .unwrap_or(&[]);
+        let Some(keep) = self.cached.as_ref().and_then(|c| c.keep.as_deref()) else {
+            return Ok(None);
+        };
         let codes = keys.keys().values();
         // A key out of the dictionary (only under a NULL row) keeps nothing.
         let mut kept = BooleanBuffer::collect_bool(codes.len(), |i| {

@@ -40,7 +40,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowPredicate, RowFilter};
 
 use super::access_plan::ScanUnit;
-use super::dictionary_keys::{KeyedEquality, keyed_equality};
+use super::dictionary_keys::{KeyedConjunct, keyed_conjunct};
 use super::read::{OutputPlan, columns_read};
 use super::reduce::{TopRows, probe_outputs, rows_kept};
 
@@ -105,9 +105,9 @@ pub(super) fn row_filter(
                 .collect();
             let outputs = evaluator(probed)?;
             let rank = rank(conjunct, unit, &outputs.projection);
-            let keyed = keyed_equality(conjunct, unit, plans).map(|(column, literals)| {
+            let keyed = keyed_conjunct(conjunct, unit, plans, schema).map(|(column, decider)| {
                 dictionary_columns.push(column.clone());
-                KeyedEquality::new(column, literals, metrics.rows_by_key.clone())
+                KeyedConjunct::new(column, decider, metrics.rows_by_key.clone())
             });
             Some((
                 rank,
@@ -203,7 +203,7 @@ struct ConjunctPredicate {
     conjunct: Arc<dyn PhysicalExpr>,
     outputs: OutputEvaluator,
     /// How it is decided by dictionary key, when its column is read as keys.
-    keyed: Option<KeyedEquality>,
+    keyed: Option<KeyedConjunct>,
 }
 
 impl ConjunctPredicate {
