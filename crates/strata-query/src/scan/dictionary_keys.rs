@@ -10,9 +10,8 @@
 //! ('<literal>', …)` (or equalities on one output joined by OR, as DataFusion writes short `IN`
 //! lists) is decided by looking each dictionary value up among the literals. Any other conjunct
 //! over one string output built of comparisons, `LIKE`, `IN`, `NOT`, casts, literals and
-//! immutable functions (`timestamp >= '…'`, `upper(method) = 'GET'`) is evaluated once over the
-//! dictionary's values: out of time order, a range over the time column's 10M strings is then a
-//! range over its few tens of thousands of distinct seconds. Either applies in a unit when the
+//! immutable functions (`level >= 'WARN'`, `upper(method) = 'GET'`) is evaluated once over the
+//! dictionary's values, then looked up by key as an equality is. Either applies in a unit when the
 //! output is a string column passed through unchanged (no cast, no remainder values to
 //! overlay, as `GROUP BY` counts by key require), every data page of the column in the unit's
 //! row groups is dictionary encoded (a chunk that fell back to plain values would be turned
