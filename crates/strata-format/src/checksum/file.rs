@@ -40,8 +40,11 @@ pub fn write_checksums(
     let mut hasher = twox_hash::XxHash64::with_seed(0);
     let mut crcs = Vec::with_capacity(starts.len());
     let data = content.reader().map_err(|e| FormatError::io(path, e))?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, data);
-    let mut buffer = vec![0u8; 1 << 20];
+    // Buffers of at most the file's size: a transaction's part is often a few KB, for which
+    // allocating and zeroing two MiB is wasted work.
+    let chunk = usize::try_from(len).unwrap_or(usize::MAX).clamp(1, 1 << 20);
+    let mut reader = std::io::BufReader::with_capacity(chunk, data);
+    let mut buffer = vec![0u8; chunk];
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(len);
         let mut crc = crc32fast::Hasher::new();
