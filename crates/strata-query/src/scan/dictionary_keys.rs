@@ -6,12 +6,10 @@
 //! column as keys and deciding each dictionary value once, the filter becomes a table lookup
 //! per row, and no string is built for the rows it drops.
 //!
-//! Two kinds of conjunct take this path. `<string output> = '<literal>'` or `<string output> IN
-//! ('<literal>', …)` (or equalities on one output joined by OR, as DataFusion writes short `IN`
-//! lists) is decided by looking each dictionary value up among the literals. Any other conjunct
-//! over one string output built of comparisons, `LIKE`, `IN`, `NOT`, casts, literals and
-//! immutable functions (`level >= 'WARN'`, `upper(method) = 'GET'`) is evaluated once over the
-//! dictionary's values, then looked up by key as an equality is. Either applies in a unit when the
+//! A conjunct over one string output built of comparisons, `LIKE`, `IN`, `NOT`, casts, literals
+//! and immutable functions (`user = 'x'`, `method IN ('GET', 'PUT')`, `level >= 'WARN'`,
+//! `upper(method) = 'GET'`) is evaluated once over the dictionary's values, then each row is
+//! looked up by its key. It takes this path in a unit when the
 //! output is a string column passed through unchanged (no cast, no remainder values to
 //! overlay, as `GROUP BY` counts by key require), every data page of the column in the unit's
 //! row groups is dictionary encoded (a chunk that fell back to plain values would be turned
@@ -26,7 +24,6 @@
 //! chunk; the cache holds the dictionary itself, so its buffers cannot be freed and their
 //! address reused by another chunk's dictionary while the cached decisions stand.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, new_null_array};
@@ -39,42 +36,14 @@ use datafusion::logical_expr::Volatility;
 use datafusion::physical_expr::expressions::{
     BinaryExpr, CastExpr, Column, InListExpr, LikeExpr, Literal, NotExpr,
 };
-use datafusion::physical_expr::utils::{Guarantee, LiteralGuarantee, collect_columns};
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::metrics::Count;
 use parquet::basic::Encoding;
 use parquet::file::metadata::ColumnChunkMetaData;
 
 use super::access_plan::ScanUnit;
-use super::prune::only_equalities;
 use super::read::{OutputPlan, dictionary_source};
-
-/// The string literals a conjunct accepts and the scan output it compares them with, for
-/// `output = 'literal'` (either side), `output IN ('literal', …)` and ORs of those on one output:
-/// the conjunct's literal guarantee, when the conjunct says nothing more (as
-/// `prune::filter_is_exact` decides).
-fn equality_literals(conjunct: &Arc<dyn PhysicalExpr>) -> Option<(usize, BTreeSet<String>)> {
-    let [guarantee] = &LiteralGuarantee::analyze(conjunct)[..] else {
-        return None;
-    };
-    let name = guarantee.column.name();
-    let columns = collect_columns(conjunct);
-    let [column] = columns.iter().collect::<Vec<_>>()[..] else {
-        return None;
-    };
-    if guarantee.guarantee != Guarantee::In
-        || column.name() != name
-        || !only_equalities(conjunct, name)
-    {
-        return None;
-    }
-    let literals = guarantee
-        .literals
-        .iter()
-        .map(|v| v.try_as_str().flatten().map(str::to_owned))
-        .collect::<Option<BTreeSet<String>>>()?;
-    Some((column.index(), literals))
-}
 
 /// Whether every data page of `chunk` is dictionary encoded (Parquet's page encoding
 /// statistics, kept by the reader as a mask of the data pages' encodings).
@@ -114,7 +83,7 @@ fn single_string_expression(
         .ok()?
         .data;
     let field = Arc::new(field.as_ref().clone().with_nullable(true));
-    Some((column.index(), Decider::Expression { expression, field }))
+    Some((column.index(), Decider { expression, field }))
 }
 
 /// Whether `expr` gives each value one answer, whatever the rows around it: comparisons,
@@ -142,10 +111,7 @@ pub(super) fn keyed_conjunct(
     plans: &[OutputPlan],
     schema: &SchemaRef,
 ) -> Option<(String, Decider)> {
-    let (output, decider) = match equality_literals(conjunct) {
-        Some((output, literals)) => (output, Decider::Literals(literals)),
-        None => single_string_expression(conjunct, schema)?,
-    };
+    let (output, decider) = single_string_expression(conjunct, schema)?;
     let entry = &unit.part.entry;
     let column = dictionary_source(entry, plans.get(output)?)?;
     for plan in plans {
@@ -175,35 +141,18 @@ pub(super) fn keyed_conjunct(
         .then(|| (column.to_owned(), decider))
 }
 
-/// How a value of the dictionary is decided.
-pub(super) enum Decider {
-    /// Kept when it is one of these.
-    Literals(BTreeSet<String>),
-    /// Kept when the conjunct, rewritten to read its output as the only column (of `field`'s
-    /// type), is true for it.
-    Expression {
-        expression: Arc<dyn PhysicalExpr>,
-        field: FieldRef,
-    },
+/// How a value of the dictionary is decided: the conjunct, rewritten to read its output as the
+/// only column (of `field`'s type), is true for it.
+pub(super) struct Decider {
+    expression: Arc<dyn PhysicalExpr>,
+    field: FieldRef,
 }
 
 impl Decider {
     /// Whether each value of `values` (a dictionary's strings) is kept; `None` when a NULL would
     /// be kept too, which rows without a key cannot be told apart for here.
     fn decide(&self, values: &ArrayRef) -> Result<Option<Vec<bool>>, ArrowError> {
-        let (expression, field) = match self {
-            Decider::Literals(literals) => {
-                let Some(strings) = values.as_string_opt::<i32>() else {
-                    return Ok(None);
-                };
-                let keep = strings
-                    .iter()
-                    .map(|v| v.is_some_and(|v| literals.contains(v)))
-                    .collect();
-                return Ok(Some(keep));
-            }
-            Decider::Expression { expression, field } => (expression, field),
-        };
+        let Decider { expression, field } = self;
         let typed = cast(values, field.data_type())?;
         let null = new_null_array(field.data_type(), 1);
         let with_null = concat(&[typed.as_ref(), null.as_ref()])?;
