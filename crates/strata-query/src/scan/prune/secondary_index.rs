@@ -67,21 +67,22 @@ pub(in crate::scan) fn index_rows(
             continue;
         };
         let limit = narrowing_limit(entry.rows);
-        let mut listed = Some(Vec::new());
+        let mut rows = Vec::new();
+        let mut too_many = false;
         for value in &values {
-            let Some(rows) = listed.as_mut() else {
-                break;
-            };
             let left = limit.saturating_sub(rows.len() as u64);
             match KeyCache::shared().index_rows_at_most(table_dir, file, entry.rows, value, left)? {
                 Some(found) => rows.extend(found),
-                None => listed = None,
+                None => {
+                    too_many = true;
+                    break;
+                }
             }
         }
         // Too many rows to narrow by: the part is read as without this index.
-        let Some(mut rows) = listed.filter(|rows| rows.len() as u64 <= limit) else {
+        if too_many || rows.len() as u64 > limit {
             continue;
-        };
+        }
         rows.sort_unstable();
         rows.dedup();
         kept = Some(match kept {
