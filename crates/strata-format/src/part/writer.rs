@@ -99,6 +99,30 @@ pub struct PartWriter {
     index_columns: Vec<(crate::indexes::IndexSetting, Vec<ArrayRef>)>,
 }
 
+/// Rows of a batch from which its text is indexed on a thread of its own while the batch is
+/// encoded (below it, a thread costs more than it saves).
+const PARALLEL_TEXT_INDEX_ROWS: usize = 16 * 1024;
+
+/// Adds the `text_columns` of `batch` to `text_index`.
+fn index_text(
+    text_columns: &[String],
+    text_index: &mut TextIndexBuilder,
+    batch: &RecordBatch,
+    tmp_path: &Path,
+) -> Result<(), FormatError> {
+    for (index, name) in text_columns.iter().enumerate() {
+        let damaged = |message| FormatError::Damaged {
+            path: tmp_path.to_path_buf(),
+            message,
+        };
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| damaged(format!("rows written without the text column {name}")))?;
+        text_index.push(index, column.as_ref()).map_err(damaged)?;
+    }
+    Ok(())
+}
+
 /// A column's profile while its part is written.
 struct ProfileBuilder {
     name: String,
@@ -238,17 +262,32 @@ impl PartWriter {
                 })?;
             slices.push(column.clone());
         }
-        for (index, name) in self.text_columns.iter().enumerate() {
-            let damaged = |message| FormatError::Damaged {
-                path: self.tmp_path.clone(),
-                message,
-            };
-            let column = batch
-                .column_by_name(name)
-                .ok_or_else(|| damaged(format!("rows written without the text column {name}")))?;
-            self.text_index
-                .push(index, column.as_ref())
-                .map_err(damaged)?;
+        let text_columns = &self.text_columns;
+        let text_index = &mut self.text_index;
+        let tmp_path = &self.tmp_path;
+        let writer = &mut self.writer;
+        let mut write = |batch: &RecordBatch| {
+            writer.write(batch).map_err(|source| FormatError::Parquet {
+                path: tmp_path.clone(),
+                source,
+            })
+        };
+        if text_columns.is_empty() || batch.num_rows() < PARALLEL_TEXT_INDEX_ROWS {
+            index_text(text_columns, text_index, batch, tmp_path)?;
+            write(batch)?;
+        } else {
+            // Tokenizing and compressing are each about half a full-text part's writing: on
+            // two threads, a part is written in about the time of the larger.
+            std::thread::scope(|scope| {
+                let indexing =
+                    scope.spawn(|| index_text(text_columns, text_index, batch, tmp_path));
+                let written = write(batch);
+                let indexed = match indexing.join() {
+                    Ok(result) => result,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+                written.and(indexed)
+            })?;
         }
         for profile in &mut self.profiles {
             let Some(column) = batch.columns().get(profile.index) else {
@@ -267,12 +306,6 @@ impl PartWriter {
             }
             profile.values += (column.len() - column.null_count()) as u64;
         }
-        self.writer
-            .write(batch)
-            .map_err(|source| FormatError::Parquet {
-                path: self.tmp_path.clone(),
-                source,
-            })?;
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
