@@ -200,22 +200,44 @@ impl Document {
 
     fn push_object(&mut self, object: &Map<String, Value>) {
         for (key, value) in object {
-            let key = self.push_str(key);
-            let slot = match value {
-                Value::Object(inner) if !inner.is_empty() => {
-                    self.entries.push(Entry::Open(key));
-                    self.push_object(inner);
-                    self.entries.push(Entry::Close);
-                    continue;
-                }
-                Value::String(s) => Slot::String(self.push_str(s)),
-                Value::Number(n) => self.push_number(n.as_str()),
-                Value::Bool(b) => Slot::Bool(*b),
-                Value::Null => Slot::Null,
-                Value::Array(_) | Value::Object(_) => Slot::Json(self.push_str(&value.to_string())),
-            };
-            self.entries.push(Entry::Leaf(key, slot));
+            self.push_value(key, value);
         }
+    }
+
+    /// Appends `value` under `key` to the innermost open object (the top level of a document
+    /// built from nothing), as [`Document::from_object`] would hold it. The caller keeps the keys
+    /// of an object unique.
+    pub fn push_value(&mut self, key: &str, value: &Value) {
+        let key = self.push_str(key);
+        let slot = match value {
+            Value::Object(inner) if !inner.is_empty() => {
+                self.entries.push(Entry::Open(key));
+                self.push_object(inner);
+                self.entries.push(Entry::Close);
+                return;
+            }
+            Value::String(s) => Slot::String(self.push_str(s)),
+            Value::Number(n) => self.push_number(n.as_str()),
+            Value::Bool(b) => Slot::Bool(*b),
+            Value::Null => Slot::Null,
+            Value::Array(_) | Value::Object(_) => Slot::Json(self.push_str(&value.to_string())),
+        };
+        self.entries.push(Entry::Leaf(key, slot));
+    }
+
+    /// Appends a string under `key`, as [`Document::push_value`] does a JSON string, without
+    /// the string being a `Value` first (a log pipeline's fields are slices of its line).
+    pub fn push_string(&mut self, key: &str, value: &str) {
+        let key = self.push_str(key);
+        let slot = Slot::String(self.push_str(value));
+        self.entries.push(Entry::Leaf(key, slot));
+    }
+
+    /// Appends an integer under `key`, as [`Document::push_value`] does a JSON number of
+    /// the integer's text.
+    pub fn push_int(&mut self, key: &str, value: i64) {
+        let key = self.push_str(key);
+        self.entries.push(Entry::Leaf(key, Slot::Int(value)));
     }
 }
 

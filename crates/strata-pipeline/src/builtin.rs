@@ -14,11 +14,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
-use serde_json::Value;
-
 use crate::spec::{DEFAULT_TIME_FIELD, PipelineSpec, TimeDeclaration};
 use crate::timestamp::{Precision, TimeFormat, TimeSpec, Zone};
-use crate::{Extractor, FieldType, Pipeline, PipelineError, TimeField};
+use crate::{Extractor, FieldType, FieldValue, Pipeline, PipelineError, TimeField};
 
 /// Names of the built-in pipelines, for help and errors.
 pub const BUILTIN_NAMES: &[&str] = &["combined", "nginx", "apache", "common", "json", "text"];
@@ -85,27 +83,40 @@ pub(crate) fn split_request(request: &str) -> Option<(&str, &str, Option<&str>)>
 
 /// Replaces a `request` field that splits ([`split_request`]) by its `method`, `path` and
 /// `protocol` fields.
-pub(crate) fn split_request_field(fields: &mut crate::Fields<'_>) {
+pub(crate) fn split_request_field<'a>(fields: &mut crate::Fields<'a>) {
     let Some(index) = fields.iter().position(|(name, _)| name == "request") else {
         return;
     };
-    let Value::String(request) = &fields[index].1 else {
+    let FieldValue::Text(request) = &fields[index].1 else {
         return;
     };
-    let Some((method, path, protocol)) = split_request(request) else {
-        return;
+    // A regex's group is a slice of the line, and so are its parts.
+    let split = match request.clone() {
+        Cow::Borrowed(request) => request_fields(request),
+        Cow::Owned(request) => request_fields(&request).map(|split| {
+            split
+                .into_iter()
+                .map(|(name, value)| (Cow::Owned(name.into_owned()), value.into_owned()))
+                .collect()
+        }),
     };
+    if let Some(split) = split {
+        fields.splice(index..=index, split);
+    }
+}
+
+/// The `method`, `path` and `protocol` fields of a request that splits.
+fn request_fields(request: &str) -> Option<crate::Fields<'_>> {
+    let (method, path, protocol) = split_request(request)?;
+    let text = |part| FieldValue::Text(Cow::Borrowed(part));
     let mut split = vec![
-        (Cow::Borrowed("method"), Value::String(method.to_owned())),
-        (Cow::Borrowed("path"), Value::String(path.to_owned())),
+        (Cow::Borrowed("method"), text(method)),
+        (Cow::Borrowed("path"), text(path)),
     ];
     if let Some(protocol) = protocol {
-        split.push((
-            Cow::Borrowed("protocol"),
-            Value::String(protocol.to_owned()),
-        ));
+        split.push((Cow::Borrowed("protocol"), text(protocol)));
     }
-    fields.splice(index..=index, split);
+    Some(split)
 }
 
 fn split_requests(mut pipeline: Pipeline) -> Arc<Pipeline> {

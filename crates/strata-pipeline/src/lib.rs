@@ -101,7 +101,45 @@ pub struct Pipeline {
 }
 
 /// A line's fields as its extractor found them: in name order, each name once.
-type Fields<'a> = Vec<(Cow<'a, str>, Value)>;
+type Fields<'a> = Vec<(Cow<'a, str>, FieldValue<'a>)>;
+
+/// A field's value on its way to the document: text (mostly a slice of the line, so that a
+/// parsed line costs no allocation per field), a converted scalar, or a JSON line's value.
+#[derive(Debug, Clone, PartialEq)]
+enum FieldValue<'a> {
+    Text(Cow<'a, str>),
+    Int(i64),
+    Bool(bool),
+    Json(Value),
+}
+
+impl FieldValue<'_> {
+    /// The value of a JSON line's field (its strings are text like any extractor's).
+    fn of_json(value: Value) -> FieldValue<'static> {
+        match value {
+            Value::String(s) => FieldValue::Text(Cow::Owned(s)),
+            other => FieldValue::Json(other),
+        }
+    }
+
+    fn into_owned(self) -> FieldValue<'static> {
+        match self {
+            FieldValue::Text(text) => FieldValue::Text(Cow::Owned(text.into_owned())),
+            FieldValue::Int(i) => FieldValue::Int(i),
+            FieldValue::Bool(b) => FieldValue::Bool(b),
+            FieldValue::Json(value) => FieldValue::Json(value),
+        }
+    }
+
+    fn push_to(&self, document: &mut Document, key: &str) {
+        match self {
+            FieldValue::Text(text) => document.push_string(key, text),
+            FieldValue::Int(i) => document.push_int(key, *i),
+            FieldValue::Bool(b) => document.push_value(key, &Value::Bool(*b)),
+            FieldValue::Json(value) => document.push_value(key, value),
+        }
+    }
+}
 
 /// One line's document.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,7 +228,7 @@ impl Pipeline {
             Extractor::Json => match parse_document_tree(line) {
                 Ok(object) => object
                     .into_iter()
-                    .map(|(k, v)| (Cow::Owned(k), v))
+                    .map(|(k, v)| (Cow::Owned(k), FieldValue::of_json(v)))
                     .collect(),
                 Err(e) => return Some(self.unparsed(&text, ingest_time, e.to_string())),
             },
@@ -201,7 +239,9 @@ impl Pipeline {
                         .capture_names()
                         .zip(captures.iter())
                         .filter_map(|(name, group)| Some((name?, group?.as_str())))
-                        .map(|(name, value)| (Cow::Borrowed(name), Value::String(value.to_owned())))
+                        .map(|(name, value)| {
+                            (Cow::Borrowed(name), FieldValue::Text(Cow::Borrowed(value)))
+                        })
                         .collect();
                     if self.split_request {
                         builtin::split_request_field(&mut fields);
@@ -217,21 +257,21 @@ impl Pipeline {
                     .into_iter()
                     .collect::<BTreeMap<String, String>>()
                     .into_iter()
-                    .map(|(name, value)| (Cow::Owned(name), Value::String(value)))
+                    .map(|(name, value)| (Cow::Owned(name), FieldValue::Text(Cow::Owned(value))))
                     .collect(),
                 None => return Some(self.no_match(&text, ingest_time)),
             },
             Extractor::Text => match (detect_time(&text), &self.time) {
                 (Some(found), Some(time)) => vec![(
                     Cow::Borrowed(time.field.as_str()),
-                    Value::String(found.to_owned()),
+                    FieldValue::Text(Cow::Owned(found)),
                 )],
                 _ => Vec::new(),
             },
         };
         Some(match self.convert(fields, &text, ingest_time) {
-            Ok(object) => Processed {
-                document: Document::from_object(&object),
+            Ok(document) => Processed {
+                document,
                 unparsed: None,
             },
             Err(reason) => self.unparsed(&text, ingest_time, reason),
@@ -266,82 +306,99 @@ impl Pipeline {
     }
 
     /// Applies "no value" texts, types, the time field, renames, drops and `keep_message` to
-    /// `fields` (in name order, each name once); the error names the first field that does not
-    /// convert.
-    fn convert(
-        &self,
-        fields: Fields<'_>,
-        text: &str,
+    /// `fields` (in name order, each name once) and builds the document, its keys in name order
+    /// (of two fields renamed to one name, the later is kept, as a map would); the error names
+    /// the first field that does not convert.
+    fn convert<'a>(
+        &'a self,
+        fields: Fields<'a>,
+        text: &'a str,
         ingest_time: DateTime<Utc>,
-    ) -> Result<Map<String, Value>, String> {
-        let mut object = Map::new();
+    ) -> Result<Document, String> {
+        let mut out: Vec<(Cow<'a, str>, FieldValue<'a>)> = Vec::with_capacity(fields.len() + 2);
         for (name, value) in fields {
-            let name = name.as_ref();
-            if self.drop.contains(name) {
+            if self.drop.contains(name.as_ref()) {
                 continue;
             }
             let value = match value {
-                Value::String(s) if self.null_values.contains(&s) => continue,
-                Value::String(s) => match self.types.get(name) {
+                FieldValue::Text(s) if self.null_values.iter().any(|n| *n == *s) => continue,
+                FieldValue::Text(s) => match self.types.get(name.as_ref()) {
+                    None | Some(FieldType::String) => FieldValue::Text(s),
                     Some(field_type) => convert_text(&s, *field_type)
                         .map_err(|why| format!("field '{name}': '{s}' is not {why}"))?,
-                    None => Value::String(s),
                 },
                 other => other,
             };
             let value = match &self.time {
                 Some(time) if time.field == name => {
-                    let text = match &value {
-                        Value::String(s) => s.clone(),
-                        Value::Number(n) => n.to_string(),
-                        other => {
+                    let instant = match &value {
+                        FieldValue::Text(s) => time.spec.read(s),
+                        FieldValue::Int(i) => time.spec.read(&i.to_string()),
+                        FieldValue::Json(Value::Number(n)) => time.spec.read(&n.to_string()),
+                        FieldValue::Bool(b) => {
+                            return Err(format!("field '{name}': {b} is not a time"));
+                        }
+                        FieldValue::Json(other) => {
                             return Err(format!("field '{name}': {other} is not a time"));
                         }
-                    };
-                    let instant = time
-                        .spec
-                        .read(&text)
-                        .map_err(|why| format!("field '{name}': {why}"))?;
-                    Value::String(time.spec.write(instant))
+                    }
+                    .map_err(|why| format!("field '{name}': {why}"))?;
+                    FieldValue::Text(Cow::Owned(time.spec.write(instant)))
                 }
                 _ => value,
             };
-            object.insert(self.stored_name(name).to_owned(), value);
+            let stored = match self.rename.get(name.as_ref()) {
+                Some(renamed) => Cow::Borrowed(renamed.as_str()),
+                None => name,
+            };
+            out.push((stored, value));
         }
         if let Some(time) = &self.time {
             let stored = self.stored_name(&time.field);
-            if !self.drop.contains(&time.field) && !object.contains_key(stored) {
-                object.insert(
-                    stored.to_owned(),
-                    Value::String(write_time(ingest_time, time.spec.precision)),
-                );
+            if !self.drop.contains(&time.field) && !out.iter().any(|(name, _)| name == stored) {
+                out.push((
+                    Cow::Borrowed(stored),
+                    FieldValue::Text(Cow::Owned(write_time(ingest_time, time.spec.precision))),
+                ));
             }
         }
         if self.keep_message {
-            object.insert(MESSAGE_FIELD.to_owned(), Value::String(text.to_owned()));
+            out.push((
+                Cow::Borrowed(MESSAGE_FIELD),
+                FieldValue::Text(Cow::Borrowed(text)),
+            ));
         }
-        Ok(object)
+        // Stable, so that of equal names the later stays last, and is the one kept.
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut document = Document::default();
+        for (index, (name, value)) in out.iter().enumerate() {
+            if out.get(index + 1).is_some_and(|(next, _)| next == name) {
+                continue;
+            }
+            value.push_to(&mut document, name);
+        }
+        Ok(document)
     }
 }
 
-fn convert_text(text: &str, field_type: FieldType) -> Result<Value, &'static str> {
+fn convert_text(text: &str, field_type: FieldType) -> Result<FieldValue<'static>, &'static str> {
     match field_type {
-        FieldType::String => Ok(Value::String(text.to_owned())),
+        FieldType::String => Ok(FieldValue::Text(Cow::Owned(text.to_owned()))),
         FieldType::Int => text
             .trim()
             .parse::<i64>()
-            .map(Value::from)
+            .map(FieldValue::Int)
             .map_err(|_| "an integer"),
         FieldType::Float => text
             .trim()
             .parse::<f64>()
             .ok()
             .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
+            .map(|n| FieldValue::Json(Value::Number(n)))
             .ok_or("a finite number"),
         FieldType::Bool => match text.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" => Ok(Value::Bool(true)),
-            "false" | "0" | "no" => Ok(Value::Bool(false)),
+            "true" | "1" | "yes" => Ok(FieldValue::Bool(true)),
+            "false" | "0" | "no" => Ok(FieldValue::Bool(false)),
             _ => Err("true or false"),
         },
     }

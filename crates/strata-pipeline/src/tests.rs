@@ -272,6 +272,34 @@ fn json_pipelines_convert_top_level_fields() {
     );
 }
 
+/// A document's keys are in name order after renames; of fields stored under one name the later
+/// in name order is kept, and `keep_message` overrides a field called `message` (as inserting
+/// into a map in that order would).
+#[test]
+fn stored_names_in_order_and_the_later_of_one_name_kept() {
+    let pipelines = declared(
+        r#"
+        [pipelines.renamed]
+        json = true
+        time = { field = "t", format = "iso8601" }
+        rename = { a = "b", zz = "c" }
+        keep_message = true
+        "#,
+    )
+    .unwrap();
+    let renamed = pipelines.get("renamed").unwrap();
+    let line = r#"{"zz": true, "message": "m", "b": 2, "a": 1, "d": [1, {"y": 2}]}"#;
+    let processed = renamed.process(line.as_bytes(), now()).unwrap();
+    assert!(processed.unparsed.is_none());
+    assert_eq!(
+        processed.document.to_json_text(),
+        format!(
+            r#"{{"b":2,"c":true,"d":[1,{{"y":2}}],"message":{},"t":"2026-11-26T08:30:15.000Z"}}"#,
+            serde_json::to_string(line).unwrap()
+        )
+    );
+}
+
 #[test]
 fn bad_definitions_name_the_pipeline_and_the_problem() {
     let error = |text: &str| declared(text).unwrap_err().to_string();
