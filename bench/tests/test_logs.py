@@ -70,6 +70,7 @@ def test_log_benchmark_with_text_postings_gives_the_same_answers(tmp_path):
     assert manifest["settings"]["text_postings"] is True
     assert all(part["text_index"]["postings"] for part in manifest["parts"])
     assert all(part["text_index"]["postings"]["token_blocks"] for part in manifest["parts"])
+    assert all(part["text_index"]["postings"]["filters_omitted"] for part in manifest["parts"])
     structured = json.loads((work / "strata" / "access" / "manifest.json").read_text())
     assert structured["settings"]["sort_key"] == ["user", "path", "status", "timestamp"]
     keywords = results["systems"]["strata"]["full-text"]["queries"][1]

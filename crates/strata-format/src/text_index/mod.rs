@@ -2,14 +2,17 @@
 //! each granule of its rows, a split-block bloom filter (Parquet's own `Sbbf`) of the tokens
 //! (`strata_text::for_each_token`) of the granule's values.
 //!
-//! Layout, little-endian: `"STRATATX"`, `u32` version (1; 2 when postings follow the filters),
-//! `u32` granule rows, `u64` rows, `u16` columns; per column: `u16` path length, the encoded path
-//! (UTF-8), `u32` granules, and per granule `u32` length and that many bytes of `Sbbf::write`
-//! output (thrift header and bitset; length 0: the granule has no token). The manifest entry
-//! carries the whole file's XXH64, which a reader checks before it trusts a byte of a version-1
-//! file. A version-2 file continues with the postings of every column ([`postings`]); its
-//! manifest entry also carries the XXH64 of the filters and of the postings dictionary, so that a
-//! query reads and checks those and only the bitmaps it needs.
+//! Layout, little-endian: `"STRATATX"`, `u32` version (1; 2 and 3 when postings follow the
+//! filters; 4 when postings follow without filters), `u32` granule rows, `u64` rows, `u16`
+//! columns; per column: `u16` path length, the encoded path (UTF-8), `u32` granules (0 in a
+//! version-4 file), and per granule `u32` length and that many bytes of `Sbbf::write` output
+//! (thrift header and bitset; length 0: the granule has no token). The manifest entry carries
+//! the whole file's XXH64, which a reader checks before it trusts a byte of a version-1 file. A
+//! file of version 2 to 4 continues with the postings of every column ([`postings`]); its
+//! manifest entry also carries the XXH64 of the bytes before them and of the postings
+//! dictionary, so that a query reads and checks those and only the bitmaps it needs. Since
+//! version 4 a part with postings has no filters: its postings decide every search of its
+//! columns, so the filters were never read.
 //!
 //! Invariant: a column is indexed in a part only when every value of its path in that part is in
 //! its typed string column (none in the remainder), so a granule whose filter lacks a token holds
@@ -77,6 +80,8 @@ pub struct TextIndexBuilder {
 /// One indexed column's filters while its part is written.
 struct ColumnFilters {
     path: String,
+    /// Whether the file keeps bloom filters: not beside postings (file version 4).
+    keeps_filters: bool,
     /// Rows pushed so far.
     rows: u64,
     /// Sealed granules, each encoded as the file stores it (`u32` length, bytes).
@@ -92,8 +97,11 @@ struct ColumnFilters {
 impl ColumnFilters {
     /// Encodes the filter of the granule being filled and starts the next one.
     fn seal(&mut self) -> Result<(), String> {
-        self.granules += 1;
         self.rows_in_granule = 0;
+        if !self.keeps_filters {
+            return Ok(());
+        }
+        self.granules += 1;
         if self.tokens.is_empty() {
             self.encoded.extend_from_slice(&0u32.to_le_bytes());
             return Ok(());
@@ -169,6 +177,7 @@ impl TextIndexBuilder {
                 .into_iter()
                 .map(|path| ColumnFilters {
                     path,
+                    keeps_filters: !postings || DictionaryLayout::default().keeps_filters(),
                     rows: 0,
                     encoded: Vec::new(),
                     granules: 0,
@@ -182,7 +191,10 @@ impl TextIndexBuilder {
     }
 
     #[cfg(test)]
-    fn with_layout(self, layout: DictionaryLayout) -> Self {
+    fn with_layout(mut self, layout: DictionaryLayout) -> Self {
+        for column in &mut self.columns {
+            column.keeps_filters = column.postings.is_none() || layout.keeps_filters();
+        }
         TextIndexBuilder { layout, ..self }
     }
 
@@ -214,11 +226,12 @@ impl TextIndexBuilder {
                         })?;
                         postings.add_row(part_row)?;
                         let granule_start = part_row - filters.rows_in_granule as u32;
+                        let keeps_filters = filters.keeps_filters;
                         let mut failed = None;
                         strata_text::for_each_token(strings.value(row), |token| {
                             match postings.add_token(part_row, token, granule_start) {
-                                Ok(true) => tokens.insert(token),
-                                Ok(false) => {}
+                                Ok(true) if keeps_filters => tokens.insert(token),
+                                Ok(_) => {}
                                 Err(e) => failed = Some(e),
                             }
                         });
@@ -493,12 +506,15 @@ impl TextIndex {
 
     /// For each granule of `column` (an encoded path): whether `may_match` says it may hold a
     /// match, given a test of whether a token may be in the granule. None: the column is not
-    /// indexed in this part.
+    /// indexed in this part, or the part keeps postings without filters (which decide instead).
     pub fn granules_that_may_match(
         &self,
         column: &str,
         may_match: &dyn Fn(&TokenTest) -> bool,
     ) -> Result<Option<Vec<bool>>, FormatError> {
+        if self.section.as_ref().is_some_and(|s| s.filters_omitted) {
+            return Ok(None);
+        }
         let Some((_, filters)) = self
             .filters()?
             .columns
@@ -693,11 +709,13 @@ mod tests {
     #[test]
     fn postings_hold_each_tokens_rows_and_prove_their_bytes() {
         // As written (blocks of 128 tokens: one here), in blocks of 2 (a prefix's tokens span
-        // blocks), one token a block, and in the dictionary itself (files of version 2).
+        // blocks), one token a block, after bloom filters (files of version 3), and in the
+        // dictionary itself (files of version 2).
         for layout in [
             DictionaryLayout::default(),
             DictionaryLayout::Blocks(2),
             DictionaryLayout::Blocks(1),
+            DictionaryLayout::BlocksAfterFilters(2),
             DictionaryLayout::EveryToken,
         ] {
             postings_in_layout(layout);
@@ -723,24 +741,32 @@ mod tests {
         builder.push(0, column.slice(11, 19).as_ref()).unwrap();
         let entry = builder.finish(&parts, "p.parquet").unwrap().unwrap();
         let section = entry.postings.clone().unwrap();
-        // Its filters are those of the index without postings, byte for byte (but the version).
-        let plain = write_text_index(&parts, "q.parquet", &[("message".into(), column)], 8)
-            .unwrap()
-            .unwrap();
+        assert_eq!(section.file_version(), layout.file_version());
         let with_postings = fs::read(parts.join(&entry.file)).unwrap();
-        let without = fs::read(parts.join(&plain.file)).unwrap();
-        assert_eq!(
-            with_postings[12..section.filter_bytes as usize],
-            without[12..]
-        );
+        assert_eq!(with_postings[8..12], layout.file_version().to_le_bytes());
         let index = TextIndex::read(dir.path(), &entry).unwrap();
-        // The filters are there as without postings.
+        assert_eq!(index.rows().unwrap(), 30);
         let query = TextQuery::parse(r#""connection reset""#).unwrap();
         let kept = index
             .granules_that_may_match("message", &|contains| query.may_match(contains))
-            .unwrap()
             .unwrap();
-        assert_eq!(kept, [true, false, false, false]);
+        if layout.keeps_filters() {
+            // The filters are those of the index without postings, byte for byte (but the
+            // version), and answer as they do.
+            let plain = write_text_index(&parts, "q.parquet", &[("message".into(), column)], 8)
+                .unwrap()
+                .unwrap();
+            let without = fs::read(parts.join(&plain.file)).unwrap();
+            assert_eq!(
+                with_postings[12..section.filter_bytes as usize],
+                without[12..]
+            );
+            assert_eq!(kept.unwrap(), [true, false, false, false]);
+        } else {
+            // Only the header and the column's path (and its 0 granules) precede the postings.
+            assert_eq!(section.filter_bytes, 8 + 4 + 4 + 8 + 2 + 2 + 7 + 4);
+            assert!(kept.is_none());
+        }
         let postings = index.postings().unwrap();
         assert!(postings.has_column("message") && !postings.has_column("other"));
         for (query, exact) in [
@@ -798,16 +824,13 @@ mod tests {
             .to_string();
         assert!(error.contains("XXH64"), "{error}");
         assert_eq!(check_text_index(dir.path(), &entry).len(), 1);
-        // One in the filters when they are first asked for (a query the postings decide never
-        // reads them).
+        // One in the header (or the filters) when they are first asked for (a query the
+        // postings decide never reads them).
         let mut bytes = original.clone();
         bytes[20] ^= 1;
         fs::write(&path, &bytes).unwrap();
         let index = TextIndex::read(dir.path(), &entry).unwrap();
-        let error = index
-            .granules_that_may_match("message", &|_| true)
-            .unwrap_err()
-            .to_string();
+        let error = index.rows().unwrap_err().to_string();
         assert!(error.contains("filters' XXH64"), "{error}");
         // One in the last token's block (or, without blocks, its bitmap, which comes last)
         // when a query reads it.
@@ -822,7 +845,9 @@ mod tests {
             .to_string();
         let damaged = match layout {
             DictionaryLayout::EveryToken => "postings at byte",
-            DictionaryLayout::Blocks(_) => "token block at byte",
+            DictionaryLayout::BlocksAfterFilters(_) | DictionaryLayout::Blocks(_) => {
+                "token block at byte"
+            }
         };
         assert!(error.contains(damaged), "{layout:?}: {error}");
         assert_eq!(check_text_index(dir.path(), &entry).len(), 1);

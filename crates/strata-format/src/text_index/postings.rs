@@ -1,8 +1,9 @@
 //! Token postings (ADR 0019, "Postings, when a table asks for them"): for each indexed column of
 //! a part, every token's rows as a roaring bitmap, and the rows holding a value at all. They
-//! follow the bloom filters in the same `.text` file when the table has `text_postings` set.
+//! follow the file's header (and, in files of versions 2 and 3, its bloom filters) in the same
+//! `.text` file when the table has `text_postings` set.
 //!
-//! Layout, after the filters (see the module above and docs/format.md): each bitmap in the
+//! Layout, after the header (see the module above and docs/format.md): each bitmap in the
 //! portable roaring format, back to back; then the dictionary, little-endian: `u16` columns; per
 //! column: `u16` path length, the path, the location of its present-rows bitmap, `u32` tokens,
 //! and per token (sorted bytewise, no repeats) `u16` length, the token, its bitmap's location. A
@@ -38,39 +39,52 @@ pub struct PostingsSection {
     pub dictionary_offset: u64,
     pub dictionary_bytes: u64,
     pub dictionary_xxh64: String,
-    /// The dictionary indexes blocks of tokens (file version 3); false in a version-2 file,
-    /// whose dictionary lists every token.
+    /// The dictionary indexes blocks of tokens (file versions 3 and 4); false in a version-2
+    /// file, whose dictionary lists every token.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub token_blocks: bool,
+    /// No bloom filters precede the postings, only the file's header and its columns' paths
+    /// (file version 4): the postings decide every search of their columns, so filters would
+    /// never be read. False in files of versions 2 and 3.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub filters_omitted: bool,
 }
 
 impl PostingsSection {
     /// The version of the text index file this section is in.
     pub(super) fn file_version(&self) -> u32 {
-        match self.token_blocks {
-            true => DictionaryLayout::default().file_version(),
-            false => DictionaryLayout::EveryToken.file_version(),
-        }
+        // A block's token count is in the dictionary; only the layout's kind matters here.
+        let layout = match (self.token_blocks, self.filters_omitted) {
+            (false, _) => DictionaryLayout::EveryToken,
+            (true, false) => DictionaryLayout::BlocksAfterFilters(BLOCK_TOKENS),
+            (true, true) => DictionaryLayout::Blocks(BLOCK_TOKENS),
+        };
+        layout.file_version()
     }
 }
 
-/// How a postings dictionary lists a column's tokens.
+/// How a file with postings is laid out: the versions written so far (each still read).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum DictionaryLayout {
-    /// Every token and its bitmap's location, in the dictionary (file version 2, written before
-    /// 2026-11-28's blocks; read still).
+    /// Bloom filters, then every token and its bitmap's location in the dictionary (file
+    /// version 2, written before 2026-11-28's blocks).
     EveryToken,
-    /// The tokens in blocks of this many after the bitmaps, and the first token and location of
-    /// each block in the dictionary (file version 3).
+    /// Bloom filters, then the tokens in blocks of this many after the bitmaps and the first
+    /// token and location of each block in the dictionary (file version 3).
+    BlocksAfterFilters(usize),
+    /// Version 3 without the bloom filters (file version 4, written since 2026-11-28).
     Blocks(usize),
 }
+
+/// Tokens per block of the dictionary's layout as written.
+const BLOCK_TOKENS: usize = 128;
 
 impl Default for DictionaryLayout {
     /// Blocks of 128 tokens: a lookup reads one block of about 4 KB (a token and its location
     /// are about 30 bytes), and the dictionary read when a part is opened holds one entry per
     /// block rather than one per token (12 MB for the 400,000 tokens of 10M log lines).
     fn default() -> Self {
-        DictionaryLayout::Blocks(128)
+        DictionaryLayout::Blocks(BLOCK_TOKENS)
     }
 }
 
@@ -78,8 +92,14 @@ impl DictionaryLayout {
     pub(super) fn file_version(self) -> u32 {
         match self {
             DictionaryLayout::EveryToken => 2,
-            DictionaryLayout::Blocks(_) => 3,
+            DictionaryLayout::BlocksAfterFilters(_) => 3,
+            DictionaryLayout::Blocks(_) => 4,
         }
+    }
+
+    /// Whether bloom filters precede the postings.
+    pub(super) fn keeps_filters(self) -> bool {
+        !matches!(self, DictionaryLayout::Blocks(_))
     }
 }
 
@@ -201,7 +221,9 @@ pub(super) fn write_postings(
                 }
                 continue;
             }
-            DictionaryLayout::Blocks(tokens) => tokens.max(1),
+            DictionaryLayout::BlocksAfterFilters(tokens) | DictionaryLayout::Blocks(tokens) => {
+                tokens.max(1)
+            }
         };
         let blocks = entries.chunks(block_tokens);
         dictionary.extend_from_slice(&(blocks.len() as u32).to_le_bytes());
@@ -229,6 +251,7 @@ pub(super) fn write_postings(
         dictionary_bytes: dictionary.len() as u64,
         dictionary_xxh64,
         token_blocks: layout != DictionaryLayout::EveryToken,
+        filters_omitted: !layout.keeps_filters(),
     })
 }
 
