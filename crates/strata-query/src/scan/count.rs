@@ -164,6 +164,10 @@ pub(super) fn split_covered(
     postings_decide: bool,
 ) -> (u64, Option<ScanUnit>) {
     let parquet = unit.part.metadata.metadata();
+    if unit.plan.len() != parquet.num_row_groups() {
+        // Not a plan of this file: nothing is counted here, and reading it says what is wrong.
+        return (0, Some(unit.clone()));
+    }
     let statistics = RowGroupStatistics {
         entry: &unit.part.entry,
         parquet: parquet.as_ref(),
@@ -209,11 +213,11 @@ pub(super) fn split_covered(
         .collect();
     // The rows of `ranges` of a row group the statistics cover that satisfy the filter: all of
     // them but deleted ones, or those of them the postings hold.
-    let satisfying = |rg: usize, ranges: &[Range<usize>]| -> u64 {
+    // `start`: the row group's first row in the part.
+    let satisfying = |rg: usize, start: u64, ranges: &[Range<usize>]| -> u64 {
         let Some(matching) = text_matching else {
             return rows_in(ranges) as u64 - deleted_in(rg, ranges);
         };
-        let start = group_starts.get(rg).copied().unwrap_or(0);
         let part_range =
             |r: &Range<usize>| (start + r.start as u64) as u32..(start + r.end as u64) as u32;
         let hits: u64 = ranges
@@ -238,15 +242,21 @@ pub(super) fn split_covered(
     let mut counted = 0u64;
     let mut rest = ParquetAccessPlan::new_none(unit.plan.len());
     let mut rest_rows = 0u64;
-    for (rg, access) in unit.plan.inner().iter().enumerate() {
+    let groups = unit
+        .plan
+        .inner()
+        .iter()
+        .zip(parquet.row_groups())
+        .zip(group_starts);
+    for (rg, ((access, group), start)) in groups.enumerate() {
         if !access.should_scan() {
             continue;
         }
-        let group_rows = parquet.row_group(rg).num_rows().max(0) as usize;
+        let group_rows = group.num_rows().max(0) as usize;
         let selected = selected_ranges(access, group_rows);
         let rows = rows_in(&selected) as u64 - deleted_in(rg, &selected);
         if !may_fail.get(rg).copied().unwrap_or(true) && no_nulls(rg) {
-            counted += satisfying(rg, &selected);
+            counted += satisfying(rg, start, &selected);
             continue;
         }
         // Not covered whole: the pages of a single-column filter may be.
@@ -269,7 +279,7 @@ pub(super) fn split_covered(
             continue;
         }
         let counted_here = intersect(&selected, &covered);
-        counted += satisfying(rg, &counted_here);
+        counted += satisfying(rg, start, &counted_here);
         let to_read = intersect(&selected, &complement(&covered, group_rows));
         if !to_read.is_empty() {
             rest_rows += rows_in(&to_read) as u64 - deleted_in(rg, &to_read);
