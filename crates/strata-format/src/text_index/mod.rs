@@ -210,6 +210,21 @@ impl TextIndexBuilder {
         let strings = values
             .as_string_opt::<i32>()
             .ok_or_else(|| format!("text column {} is not a string column", filters.path))?;
+        if let Some(postings) = &mut filters.postings
+            && !filters.keeps_filters
+        {
+            let first_row = u32::try_from(filters.rows).map_err(|_| {
+                format!(
+                    "text column {}: more than 2^32 rows in one part",
+                    filters.path
+                )
+            })?;
+            postings
+                .add_values(strings, first_row)
+                .map_err(|e| format!("text column {}: {e}", filters.path))?;
+            filters.rows += strings.len() as u64;
+            return Ok(());
+        }
         for row in 0..strings.len() {
             if strings.is_valid(row) {
                 let tokens = &mut filters.tokens;
@@ -226,12 +241,11 @@ impl TextIndexBuilder {
                         })?;
                         postings.add_row(part_row)?;
                         let granule_start = part_row - filters.rows_in_granule as u32;
-                        let keeps_filters = filters.keeps_filters;
                         let mut failed = None;
                         strata_text::for_each_token(strings.value(row), |token| {
                             match postings.add_token(part_row, token, granule_start) {
-                                Ok(true) if keeps_filters => tokens.insert(token),
-                                Ok(_) => {}
+                                Ok(true) => tokens.insert(token),
+                                Ok(false) => {}
                                 Err(e) => failed = Some(e),
                             }
                         });
@@ -704,6 +718,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("text column b has 0 rows"), "{error}");
+    }
+
+    #[test]
+    fn postings_filled_on_several_threads_are_those_filled_on_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<Option<String>> = (0..40_000)
+            .map(|i| {
+                (i % 7 != 3).then(|| format!("GET /item/{} {} user{} t{i}", i % 97, i % 5, i % 13))
+            })
+            .collect();
+        let column: ArrayRef = Arc::new(StringArray::from(values));
+        let build = |name: &str, batch: usize| {
+            let mut builder = TextIndexBuilder::new(vec!["message".into()], 8192, true);
+            let mut start = 0;
+            while start < column.len() {
+                let len = batch.min(column.len() - start);
+                builder.push(0, column.slice(start, len).as_ref()).unwrap();
+                start += len;
+            }
+            let parts = dir.path().join(name);
+            fs::create_dir_all(&parts).unwrap();
+            let entry = builder.finish(&parts, "p.parquet").unwrap().unwrap();
+            fs::read(parts.join(entry.file)).unwrap()
+        };
+        // One batch of 40,000 rows is filled by shard threads, batches of 1,000 on this one.
+        assert!(column.len() >= postings::PARALLEL_ROWS && 1_000 < postings::PARALLEL_ROWS);
+        assert_eq!(build("parallel", column.len()), build("serial", 1_000));
     }
 
     #[test]

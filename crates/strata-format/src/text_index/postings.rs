@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use arrow::array::{Array, StringArray};
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 use strata_text::TextQuery;
@@ -142,11 +143,36 @@ impl RowsBuilder {
     }
 }
 
+/// Each token's rows.
+type TokenRows = HashMap<String, RowsBuilder, foldhash::fast::RandomState>;
+
+/// Shards of a column's tokens, filled on threads of their own: looking every token of every
+/// line up in the part's token map is most of building postings.
+const SHARDS: usize = 2;
+
+/// Rows of a batch from which its shards are filled in parallel (below, one thread).
+pub(super) const PARALLEL_ROWS: usize = 16 * 1024;
+
+/// The shard of `token`.
+fn shard_of(token: &str) -> usize {
+    use std::hash::BuildHasher;
+    (foldhash::fast::FixedState::with_seed(0).hash_one(token) % SHARDS as u64) as usize
+}
+
 /// One column's postings while its part is written.
-#[derive(Default)]
 pub(super) struct PostingsBuilder {
     present: RowsBuilder,
-    tokens: HashMap<String, RowsBuilder, foldhash::fast::RandomState>,
+    /// Tokens by [`shard_of`].
+    shards: Vec<TokenRows>,
+}
+
+impl Default for PostingsBuilder {
+    fn default() -> Self {
+        PostingsBuilder {
+            present: RowsBuilder::default(),
+            shards: (0..SHARDS).map(|_| TokenRows::default()).collect(),
+        }
+    }
 }
 
 impl PostingsBuilder {
@@ -164,18 +190,86 @@ impl PostingsBuilder {
         token: &str,
         granule_start: u32,
     ) -> Result<bool, String> {
-        match self.tokens.get_mut(token) {
-            Some(rows) => {
-                let first_in_granule = rows.last.is_none_or(|last| last < granule_start);
-                rows.add(row)?;
-                Ok(first_in_granule)
+        let shard = self
+            .shards
+            .get_mut(shard_of(token))
+            .ok_or_else(|| format!("no postings shard for token {token:?}"))?;
+        add_to(shard, row, token).map(|last| last.is_none_or(|last| last < granule_start))
+    }
+
+    /// Records the values of `strings`, the part's rows from `first_row` on (NULL: no value),
+    /// each shard of tokens on a thread of its own for a batch of many rows.
+    pub(super) fn add_values(
+        &mut self,
+        strings: &StringArray,
+        first_row: u32,
+    ) -> Result<(), String> {
+        let rows = (0..strings.len()).filter(|&i| strings.is_valid(i));
+        for i in rows {
+            self.present.add(part_row(first_row, i)?)?;
+        }
+        let fill = |shard: usize, tokens: &mut TokenRows| -> Result<(), String> {
+            for i in (0..strings.len()).filter(|&i| strings.is_valid(i)) {
+                let row = part_row(first_row, i)?;
+                let mut failed = None;
+                strata_text::for_each_token(strings.value(i), |token| {
+                    if shard_of(token) == shard
+                        && let Err(e) = add_to(tokens, row, token)
+                    {
+                        failed = Some(e);
+                    }
+                });
+                if let Some(e) = failed {
+                    return Err(e);
+                }
             }
-            None => {
-                let mut rows = RowsBuilder::default();
-                rows.add(row)?;
-                self.tokens.insert(token.to_owned(), rows);
-                Ok(true)
+            Ok(())
+        };
+        if strings.len() < PARALLEL_ROWS {
+            for (shard, tokens) in self.shards.iter_mut().enumerate() {
+                fill(shard, tokens)?;
             }
+            return Ok(());
+        }
+        std::thread::scope(|scope| {
+            let filling: Vec<_> = self
+                .shards
+                .iter_mut()
+                .enumerate()
+                .map(|(shard, tokens)| scope.spawn(move || fill(shard, tokens)))
+                .collect();
+            filling
+                .into_iter()
+                .try_for_each(|thread| match thread.join() {
+                    Ok(result) => result,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+        })
+    }
+}
+
+/// The part row of row `index` of a batch starting at part row `first_row`.
+fn part_row(first_row: u32, index: usize) -> Result<u32, String> {
+    u32::try_from(index)
+        .ok()
+        .and_then(|index| first_row.checked_add(index))
+        .ok_or_else(|| "more than 2^32 rows in one part".to_owned())
+}
+
+/// Adds `row` to the rows of `token` in `tokens`; returns the row the token was last seen in
+/// before (None: a new token).
+fn add_to(tokens: &mut TokenRows, row: u32, token: &str) -> Result<Option<u32>, String> {
+    match tokens.get_mut(token) {
+        Some(rows) => {
+            let last = rows.last;
+            rows.add(row)?;
+            Ok(last)
+        }
+        None => {
+            let mut rows = RowsBuilder::default();
+            rows.add(row)?;
+            tokens.insert(token.to_owned(), rows);
+            Ok(None)
         }
     }
 }
@@ -197,7 +291,8 @@ pub(super) fn write_postings(
     for (path, postings) in columns {
         let mut present = Vec::new();
         append_bitmap(bytes, &mut present, postings.present.finish()?)?;
-        let mut tokens: Vec<(String, RowsBuilder)> = postings.tokens.into_iter().collect();
+        let mut tokens: Vec<(String, RowsBuilder)> =
+            postings.shards.into_iter().flatten().collect();
         tokens.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut entries = Vec::with_capacity(tokens.len());
         for (token, rows) in tokens {
