@@ -32,7 +32,8 @@ def test_booking_benchmark_runs_both_systems(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     systems = {(r["system"], r["clients"]) for r in results["runs"]}
-    assert systems == {(s, n) for s in ("strata", "postgres-rc", "postgres-serializable") for n in (1, 2)}
+    names = ("strata", "strata-serializable", "postgres-rc", "postgres-serializable")
+    assert systems == {(s, n) for s in names for n in (1, 2)}
     for run in results["runs"]:
         assert run["tps"] > 0 and run["transactions"] > 0, run
         assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"], run

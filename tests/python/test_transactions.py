@@ -1,8 +1,8 @@
 """Transactions over the PostgreSQL protocol (issue 14, ADR 0017), through the real binary and
 real clients: psycopg's transaction handling (BEGIN/COMMIT/ROLLBACK, 40001 and 25P02), psql's
 multi-statement strings, a lost-update test (concurrent increments of one counter in
-transactions retried on 40001, and in single statements, end at the exact count) and a
-Jepsen-style bank test (concurrent transfers between accounts, each with its row in a second
+transactions retried on 40001, and in single statements, end at the exact count), write skew
+(committed under REPEATABLE READ, refused under SERIALIZABLE) and a Jepsen-style bank test (concurrent transfers between accounts, each with its row in a second
 table, while readers check the total in their snapshots) with `kill -9` of the server mid-run.
 """
 import json
@@ -64,15 +64,12 @@ def test_a_block_reads_its_snapshot_and_its_own_changes(server):
     with pytest.raises(psycopg.errors.InFailedSqlTransaction):
         a.execute("SELECT 1")
     a.rollback()
-    # Read-only blocks refuse changes; SERIALIZABLE is refused rather than promised.
+    # Read-only blocks refuse changes.
     with psycopg.connect(server.dsn(), autocommit=True) as c:
         c.execute("BEGIN READ ONLY")
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             c.execute("DELETE FROM c")
         c.execute("ROLLBACK")
-        with pytest.raises(psycopg.errors.FeatureNotSupported):
-            c.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         # Changing tables' definitions is refused inside a block.
         c.execute("BEGIN")
         with pytest.raises(psycopg.errors.ActiveSqlTransaction):
@@ -95,6 +92,98 @@ def test_the_first_committer_wins(server):
     b.rollback()
     assert value(b, "SELECT data->>'n' FROM c") == "1"
     b.rollback()
+
+
+def on_call_doctors(server, table):
+    server.ingest(table, ndjson([{"id": 1, "on_call": True}, {"id": 2, "on_call": True}]),
+                  query="?key=id:integer")
+
+
+def take_off_call(conn, table, doctor):
+    """The write-skew transaction: a doctor goes off call if another is still on call."""
+    on_call = value(conn, f"SELECT count(*) FROM {table} WHERE data.on_call = true")
+    assert on_call == 2
+    conn.execute(f"UPDATE {table} SET data = jsonb_set(data, '{{on_call}}', 'false') "
+                 f"WHERE data.id = {doctor}")
+
+
+def test_serializable_refuses_write_skew_that_repeatable_read_allows(server):
+    levels = {
+        "rr": psycopg.IsolationLevel.REPEATABLE_READ,
+        "ser": psycopg.IsolationLevel.SERIALIZABLE,
+    }
+    for table, level in levels.items():
+        on_call_doctors(server, table)
+        a = psycopg.connect(server.dsn())
+        b = psycopg.connect(server.dsn())
+        a.isolation_level = b.isolation_level = level
+        take_off_call(a, table, 1)
+        take_off_call(b, table, 2)
+        a.commit()
+        if level == psycopg.IsolationLevel.REPEATABLE_READ:
+            # Snapshot isolation: both commit, and nobody is on call.
+            b.commit()
+            assert value(b, f"SELECT count(*) FROM {table} WHERE data.on_call = true") == 0
+        else:
+            with pytest.raises(psycopg.errors.SerializationFailure) as failure:
+                b.commit()
+            assert "read/write dependencies" in str(failure.value)
+            b.rollback()
+            # Run again, it sees a's change and keeps the last doctor on call.
+            assert value(b, f"SELECT count(*) FROM {table} WHERE data.on_call = true") == 1
+        b.rollback()
+        a.close()
+        b.close()
+
+    # A point read by key reads only its document: changes of other keys do not fail it.
+    with psycopg.connect(server.dsn(), autocommit=True) as c, \
+            psycopg.connect(server.dsn(), autocommit=True) as other:
+        c.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        assert value(c, "SELECT data FROM ser WHERE data.id = 2")["on_call"] is True
+        other.execute("UPDATE ser SET data = jsonb_set(data, '{on_call}', 'true') WHERE data.id = 1")
+        c.execute("UPDATE ser SET data = jsonb_set(data, '{note}', '\"x\"') WHERE data.id = 2")
+        c.execute("COMMIT")
+        # A read-only block commits whatever changed since it began.
+        c.execute("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY")
+        assert value(c, "SELECT count(*) FROM ser") == 2
+        other.execute("DELETE FROM ser WHERE data.id = 1")
+        c.execute("COMMIT")
+
+        # The level can be set before the block's first query, not after it.
+        c.execute("BEGIN")
+        c.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        assert value(c, "SELECT count(*) FROM ser") == 1
+        with pytest.raises(psycopg.errors.ActiveSqlTransaction):
+            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        c.execute("ROLLBACK")
+
+        # The session's default level (what PgJDBC's setTransactionIsolation sends).
+        c.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        c.execute("BEGIN")
+        assert value(c, "SELECT count(*) FROM ser") == 1
+        other.execute("INSERT INTO ser VALUES (%s)", (json.dumps({"id": 3, "on_call": True}),))
+        c.execute("INSERT INTO ser VALUES (%s)", (json.dumps({"id": 4, "on_call": True}),))
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            c.execute("COMMIT")
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    # The default level from the connection's startup options (libpq's PGOPTIONS, as the
+    # booking benchmark sets it for pgbench), and from SET.
+    for options, setting in (
+        ("-c default_transaction_isolation=serializable", None),
+        ("", "SET default_transaction_isolation = 'serializable'"),
+    ):
+        with psycopg.connect(server.dsn(), options=options) as c, \
+                psycopg.connect(server.dsn(), autocommit=True) as other:
+            if setting:
+                c.execute(setting)
+                c.commit()
+            assert value(c, "SELECT count(*) FROM ser") >= 2
+            other.execute("DELETE FROM ser WHERE data.id = 3")
+            c.execute("DELETE FROM ser WHERE data.id = 2")
+            with pytest.raises(psycopg.errors.SerializationFailure):
+                c.commit()
+            other.execute("INSERT INTO ser VALUES (%s)", (json.dumps({"id": 3, "on_call": True}),))
 
 
 def test_savepoints_undo_part_of_a_block_and_recover_it_from_an_error(server):

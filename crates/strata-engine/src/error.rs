@@ -120,6 +120,13 @@ pub enum EngineError {
         "could not serialize access due to concurrent update: table {table}, key {key} was changed by another commit after this transaction began"
     )]
     WriteConflict { table: String, key: String },
+    /// A `SERIALIZABLE` transaction read something of `table` (`read`: the table, or one key)
+    /// that another commit changed after the transaction's snapshot, and it writes: committing
+    /// it could make an order no serial execution has (SQLSTATE 40001: retry the transaction).
+    #[error(
+        "could not serialize access due to read/write dependencies among transactions: table {table}: {read} was changed by another commit after this SERIALIZABLE transaction read it"
+    )]
+    ReadConflict { table: String, read: String },
     /// The mirror of the data directory (object storage under `strata serve`) failed or refused
     /// a change of `table`; `conflict`: another writer changed what it changed (retry).
     #[error("table {table}: {message}")]

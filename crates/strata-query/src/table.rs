@@ -31,7 +31,7 @@ use crate::scan::{
     PartMetadataCache, PointSource, ScanOutput, StrataScanExec, read_documents,
     read_documents_by_key,
 };
-use crate::transaction::TransactionTables;
+use crate::transaction::{TableRead, TransactionTables};
 use crate::udf::json_field;
 
 /// Field metadata naming the Strata table a `data` column belongs to.
@@ -500,7 +500,11 @@ impl DataDirSchema {
         }
         // A transaction's table is its snapshot, or its private view once it changed it.
         let table = match &self.transaction {
-            Some(transaction) => transaction.table(&read.table, self).await?,
+            Some(transaction) => {
+                transaction
+                    .table(&read.table, self, TableRead::ByKey)
+                    .await?
+            }
             None => StrataTable::open(
                 &self.data_dir,
                 &read.table,
@@ -520,6 +524,10 @@ impl DataDirSchema {
             .as_ref()
             .filter(|key| key.path == encoded_path);
         let Some(setting) = keyed else {
+            // A secondary index finds the documents a predicate matches: a read of the table.
+            if let Some(transaction) = &self.transaction {
+                transaction.read_keys(&read.table, None)?;
+            }
             return indexed_point_read(&table, read, value, &encoded_path).await;
         };
         if table.manifest.parts.iter().any(|part| part.keys.is_none()) {
@@ -536,6 +544,9 @@ impl DataDirSchema {
                 batches: Vec::new(),
             }));
         };
+        if let Some(transaction) = &self.transaction {
+            transaction.read_keys(&read.table, Some(std::slice::from_ref(&key)))?;
+        }
         // The table's read lease keeps its parts on disk until the rows are read.
         let batch = read_documents_by_key(&table.point_source(), &key, &schema).await?;
         Ok(Some(point_result(schema, batch)))
@@ -593,7 +604,11 @@ impl SchemaProvider for DataDirSchema {
             return Ok(None);
         }
         if let Some(transaction) = &self.transaction {
-            let Some(table) = transaction.table(name, self).await.map_err(external)? else {
+            let Some(table) = transaction
+                .table(name, self, TableRead::Planned)
+                .await
+                .map_err(external)?
+            else {
                 return Ok(None);
             };
             if let Ok(mut registry) = self.registry.write() {

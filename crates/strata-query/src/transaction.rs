@@ -13,16 +13,24 @@
 //! fails with a write conflict (SQLSTATE 40001) when another commit changed one of the keys
 //! since the snapshot; dropping a transaction rolls it back (nothing was written).
 //!
-//! Isolation: snapshot isolation (PostgreSQL's `REPEATABLE READ`), with first-committer-wins on
-//! keys. Write skew is possible: it is not `SERIALIZABLE`.
+//! Isolation: snapshot isolation (PostgreSQL's `REPEATABLE READ`) by default, with
+//! first-committer-wins on keys; write skew is possible there. A transaction made
+//! [`Transaction::set_serializable`] also records what it reads — a table read through a
+//! planned query as a whole, a document read by key as its key ([`TableRead`]) — and its commit
+//! fails with 40001 when another commit changed any of it since the snapshot (optimistic
+//! validation, ADR 0017 "SERIALIZABLE"): the transactions that commit are then equivalent to
+//! running one at a time in commit order.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use datafusion::catalog::{CatalogProvider, CatalogProviderList, MemoryCatalogProvider};
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{DataFrame, SessionContext};
-use strata_engine::transaction::{CommitSummary, PrivateView, TableChanges, TableWrite};
+use strata_engine::transaction::{
+    CommitSummary, PrivateView, TableChanges, TableReads, TableWrite,
+};
 use strata_engine::{DataDir, EngineError, OnConflict, ReadLease};
 use strata_format::Manifest;
 use strata_json::KeyValue;
@@ -47,9 +55,21 @@ struct PinnedTable {
     /// Held from before the snapshot was read: its files stay readable to the end.
     lease: Option<Arc<ReadLease>>,
     changes: TableChanges,
+    /// What a `SERIALIZABLE` transaction read of the table (empty otherwise).
+    reads: TableReads,
     /// The private view of the changes, staged when the table is read after a change; None
     /// when there are no changes or they changed since.
     view: Option<StagedView>,
+}
+
+/// How a statement reads a table it asks [`TransactionTables::table`] for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableRead {
+    /// Through a planned query: what it reads depends on the whole table.
+    Planned,
+    /// By key: the reader records the key it reads ([`TransactionTables::read_keys`]), or the
+    /// whole table when it reads otherwise after all.
+    ByKey,
 }
 
 struct StagedView {
@@ -66,6 +86,10 @@ pub struct TransactionTables {
     /// Pinned when the transaction begins (a block), or when first used (a single statement's
     /// transaction, and tables created after a block began).
     tables: Mutex<BTreeMap<String, PinnedTable>>,
+    /// Reads are recorded and checked at commit (see the module docs).
+    serializable: AtomicBool,
+    /// A statement read or changed a table: the isolation level can no longer change.
+    used: AtomicBool,
 }
 
 impl std::fmt::Debug for TransactionTables {
@@ -98,7 +122,29 @@ impl TransactionTables {
             data_dir: data_dir.clone(),
             snapshots: snapshots.clone(),
             tables: Mutex::new(tables),
+            serializable: AtomicBool::new(false),
+            used: AtomicBool::new(false),
         })
+    }
+
+    /// Records that the transaction read `keys` of `table` (None: the whole table), when it is
+    /// `SERIALIZABLE`.
+    pub(crate) fn read_keys(
+        &self,
+        table: &str,
+        keys: Option<&[KeyValue]>,
+    ) -> Result<(), EngineError> {
+        if !self.serializable.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(pinned) = self.pinned(&mut tables, table)? {
+            match keys {
+                None => pinned.reads.whole = true,
+                Some(keys) => pinned.reads.keys.extend(keys.iter().cloned()),
+            }
+        }
+        Ok(())
     }
 
     /// The pinned `name` in `tables`, pinned now when it was not yet (None: no such table).
@@ -119,17 +165,23 @@ impl TransactionTables {
         Ok(tables.get_mut(name))
     }
 
-    /// The table `name` as this transaction reads it (None: no such table in its snapshot).
+    /// The table `name` as this transaction reads it (None: no such table in its snapshot),
+    /// recording a read of the whole table when `read` is [`TableRead::Planned`].
     pub(crate) async fn table(
         &self,
         name: &str,
         schema: &DataDirSchema,
+        read: TableRead,
     ) -> Result<Option<StrataTable>, EngineError> {
+        self.used.store(true, Ordering::Relaxed);
         let stage = {
             let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
             let Some(pinned) = self.pinned(&mut tables, name)? else {
                 return Ok(None);
             };
+            if read == TableRead::Planned && self.serializable.load(Ordering::Relaxed) {
+                pinned.reads.whole = true;
+            }
             match &pinned.view {
                 _ if pinned.changes.is_empty() => {
                     let snapshot = (
@@ -193,6 +245,7 @@ impl TransactionTables {
 
     /// Applies `change` to `table`'s changes: all of it, or (on error) none.
     fn apply(&self, table: &str, change: StatementChange) -> Result<u64, QueryError> {
+        self.used.store(true, Ordering::Relaxed);
         let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
         let pinned = self
             .pinned(&mut tables, table)?
@@ -252,13 +305,14 @@ impl TransactionTables {
         let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
         tables
             .iter()
-            .filter(|(_, p)| !p.changes.is_empty())
+            .filter(|(_, p)| !p.changes.is_empty() || !p.reads.is_empty())
             .map(|(name, p)| {
                 (
                     name.clone(),
                     TableWrite {
                         snapshot: p.snapshot.clone(),
                         changes: p.changes.clone(),
+                        reads: p.reads.clone(),
                     },
                 )
             })
@@ -281,6 +335,7 @@ fn pin_table(
         paths,
         lease,
         changes: TableChanges::default(),
+        reads: TableReads::default(),
         view: None,
     }))
 }
@@ -381,6 +436,26 @@ impl Transaction {
     /// The transaction's tables: its snapshot with its own changes.
     pub(crate) fn schema(&self) -> &DataDirSchema {
         &self.schema
+    }
+
+    /// Makes the transaction `SERIALIZABLE` (see the module docs), or snapshot isolation
+    /// again; only before it read or changed a table (PostgreSQL's 25001 otherwise).
+    pub fn set_serializable(&self, serializable: bool) -> Result<(), QueryError> {
+        if self.tables.used.load(Ordering::Relaxed) {
+            return Err(QueryError::Statement {
+                sqlstate: ACTIVE_SQL_TRANSACTION,
+                message: "SET TRANSACTION ISOLATION LEVEL must be called before any query".into(),
+            });
+        }
+        self.tables
+            .serializable
+            .store(serializable, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether the transaction is `SERIALIZABLE`.
+    pub fn is_serializable(&self) -> bool {
+        self.tables.serializable.load(Ordering::Relaxed)
     }
 
     /// `SAVEPOINT name`: remembers the transaction's changes now. A name set again hides the
@@ -668,6 +743,8 @@ impl Transaction {
         table: &str,
         keys: Vec<KeyValue>,
     ) -> Result<BTreeSet<KeyValue>, QueryError> {
+        // Whether a key is present decides what the statement writes: a read of the key.
+        self.tables.read_keys(table, Some(&keys))?;
         let snapshot = self.tables.snapshot_of(table)?;
         let data_dir = self.tables.data_dir.clone();
         let table = table.to_owned();
@@ -693,7 +770,6 @@ impl Transaction {
     }
 }
 
-/// Whether `error` is a write conflict: the transaction may succeed when run again.
 /// The position of the newest savepoint called `name`.
 fn find_savepoint(
     savepoints: &[(String, BTreeMap<String, TableChanges>)],
@@ -708,6 +784,11 @@ fn find_savepoint(
         })
 }
 
+/// Whether `error` is a serialization failure (a write conflict, or a `SERIALIZABLE`
+/// transaction's read conflict): the transaction may succeed when run again.
 pub fn is_write_conflict(error: &QueryError) -> bool {
-    matches!(error, QueryError::Engine(EngineError::WriteConflict { .. }))
+    matches!(
+        error,
+        QueryError::Engine(EngineError::WriteConflict { .. } | EngineError::ReadConflict { .. })
+    )
 }

@@ -55,7 +55,9 @@ pub fn of_engine_error(error: &EngineError) -> &'static str {
         | EngineError::TextIndexMismatch { .. }
         | EngineError::SortKeyMismatch { .. } => INVALID_PARAMETER,
         EngineError::DuplicateKey { .. } => UNIQUE_VIOLATION,
-        EngineError::WriteConflict { .. } => SERIALIZATION_FAILURE,
+        EngineError::WriteConflict { .. } | EngineError::ReadConflict { .. } => {
+            SERIALIZATION_FAILURE
+        }
         EngineError::AllRejected { .. } => DATA_EXCEPTION,
         _ => INTERNAL_ERROR,
     }

@@ -480,6 +480,7 @@ mod tests {
                 .or_insert_with(|| TableWrite {
                     snapshot: Arc::new(data_dir.manifest(table).unwrap()),
                     changes: TableChanges::default(),
+                    reads: Default::default(),
                 });
             write
                 .changes

@@ -31,7 +31,7 @@ pub mod intent;
 pub mod logged;
 pub mod view;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
@@ -71,13 +71,34 @@ impl TableChanges {
     }
 }
 
-/// What a transaction writes to one table, and the snapshot it read it in.
+/// What a `SERIALIZABLE` transaction read of one table, checked when it commits (see
+/// [`commit`]): nothing of it may have changed since the snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableReads {
+    /// The transaction read the table through a query (a scan, a predicate): any row written
+    /// or deleted since the snapshot could have changed what it saw, phantoms included.
+    pub whole: bool,
+    /// Keys the transaction read by key (point reads, key joins): only a change of these
+    /// matters.
+    pub keys: BTreeSet<KeyValue>,
+}
+
+impl TableReads {
+    pub fn is_empty(&self) -> bool {
+        !self.whole && self.keys.is_empty()
+    }
+}
+
+/// What a transaction writes to one table (and, when `SERIALIZABLE`, read of it), and the
+/// snapshot it read it in.
 #[derive(Debug, Clone)]
 pub struct TableWrite {
     /// The table as the transaction's snapshot has it. Its files must still be readable: the
     /// transaction holds a read lease on the table from before it read this manifest.
     pub snapshot: Arc<Manifest>,
     pub changes: TableChanges,
+    /// Empty under snapshot isolation, and for tables a `SERIALIZABLE` transaction only wrote.
+    pub reads: TableReads,
 }
 
 /// What a commit did.
@@ -104,9 +125,12 @@ pub fn snapshot_guard() -> RwLockReadGuard<'static, ()> {
     visibility().read().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Commits a transaction's writes (see the module docs). Tables without changes are skipped;
-/// every changed table must exist. On [`EngineError::WriteConflict`] or any other error nothing
-/// is committed.
+/// Commits a transaction's writes (see the module docs). Tables without changes are skipped
+/// unless the transaction read them ([`TableWrite::reads`]); every changed or read table must
+/// exist. On [`EngineError::WriteConflict`], [`EngineError::ReadConflict`] or any other error
+/// nothing is committed. A transaction that changes nothing commits nothing and checks nothing:
+/// it read one snapshot, which is the state after a prefix of the commits, so it fits in their
+/// order whatever it read.
 ///
 /// Transactions committing at the same moment in this process are committed together
 /// ([`group`]): one part and one manifest commit per table for all of them.
@@ -116,22 +140,24 @@ pub fn commit(
     data_dir: &DataDir,
     writes: &BTreeMap<String, TableWrite>,
 ) -> Result<CommitSummary, EngineError> {
-    let changed: BTreeMap<String, TableWrite> = writes
-        .iter()
-        .filter(|(_, write)| !write.changes.is_empty())
-        .map(|(table, write)| (table.clone(), write.clone()))
-        .collect();
-    if changed.is_empty() {
+    if writes.values().all(|write| write.changes.is_empty()) {
         return Ok(CommitSummary::default());
     }
-    group::submit(data_dir, changed)
+    let checked: BTreeMap<String, TableWrite> = writes
+        .iter()
+        .filter(|(_, write)| !write.changes.is_empty() || !write.reads.is_empty())
+        .map(|(table, write)| (table.clone(), write.clone()))
+        .collect();
+    group::submit(data_dir, checked)
 }
 
 /// Commits several transactions' writes together, in order: each is checked for write
-/// conflicts against the tables as they are and against the keys of the transactions before it
-/// in the batch (which it cannot have seen: they were not committed when it began); those that
-/// pass are written as one part per table and committed in one manifest commit per table (and
-/// one intent record for several tables). Returns each transaction's outcome, in order.
+/// conflicts (and read conflicts, [`TableReads`]) against the tables as they are and against the
+/// keys of the transactions before it in the batch (which it cannot have seen: they were not
+/// committed when it began); those that pass are written as one part per table and committed in
+/// one manifest commit per table (and one intent record for several tables). Tables only read
+/// are locked too, so that nothing commits into them between their check and the commit.
+/// Returns each transaction's outcome, in order.
 pub(crate) fn commit_batch(
     data_dir: &DataDir,
     batch: &[BTreeMap<String, TableWrite>],
@@ -161,7 +187,7 @@ pub(crate) fn commit_batch(
     for writes in batch {
         match accept(data_dir, writes, &mut current, &merged) {
             Ok(summary) => {
-                for (table, write) in writes {
+                for (table, write) in writes.iter().filter(|(_, w)| !w.changes.is_empty()) {
                     let into = merged.entry(table).or_default();
                     into.keyed.extend(write.changes.keyed.clone());
                     into.appended.extend(write.changes.appended.iter().cloned());
@@ -204,19 +230,30 @@ fn accept<'a>(
             current.insert(table, data_dir.manifest(table)?);
         }
         let manifest = &current[table];
-        if let Some(earlier) = merged.get(table)
-            && let Some(key) = write
+        if let Some(earlier) = merged.get(table) {
+            if let Some(key) = write
                 .changes
                 .keyed
                 .keys()
                 .find(|key| earlier.keyed.contains_key(*key))
-        {
-            return Err(EngineError::WriteConflict {
-                table: table.clone(),
-                key: key.to_string(),
-            });
+            {
+                return Err(EngineError::WriteConflict {
+                    table: table.clone(),
+                    key: key.to_string(),
+                });
+            }
+            if let Some(read) = read_changed_in_batch(&write.reads, earlier) {
+                return Err(EngineError::ReadConflict {
+                    table: table.clone(),
+                    read,
+                });
+            }
         }
         check_conflicts(table, &table_dir, &write.snapshot, manifest, &write.changes)?;
+        check_reads(table, &table_dir, &write.snapshot, manifest, &write.reads)?;
+        if write.changes.is_empty() {
+            continue;
+        }
         summary.tables.push(table.clone());
         summary.written += write.changes.documents().count() as u64;
         summary.deleted += write.changes.keyed.values().filter(|d| d.is_none()).count() as u64;
@@ -312,6 +349,17 @@ pub(crate) struct StagedTable {
     pub(crate) manifest: Manifest,
 }
 
+/// Whether `current` lists the same parts with the same deletions as `snapshot`.
+fn same_parts(snapshot: &Manifest, current: &Manifest) -> bool {
+    snapshot.version == current.version
+        && snapshot.parts.len() == current.parts.len()
+        && snapshot
+            .parts
+            .iter()
+            .zip(&current.parts)
+            .all(|(a, b)| a.file == b.file && a.deletes == b.deletes)
+}
+
 /// Fails when a key written by the transaction no longer lives where `snapshot` had it.
 fn check_conflicts(
     table: &str,
@@ -320,20 +368,102 @@ fn check_conflicts(
     current: &Manifest,
     changes: &TableChanges,
 ) -> Result<(), EngineError> {
-    let unchanged = snapshot.version == current.version
-        && snapshot.parts.len() == current.parts.len()
-        && snapshot
+    let keys: Vec<KeyValue> = changes.keyed.keys().cloned().collect();
+    match changed_key(table, table_dir, snapshot, current, &keys)? {
+        None => Ok(()),
+        Some(key) => Err(EngineError::WriteConflict {
+            table: table.to_owned(),
+            key: key.to_string(),
+        }),
+    }
+}
+
+/// Fails when something a `SERIALIZABLE` transaction read of the table changed since
+/// `snapshot`: any row, when it read the table through a query; one of its keys, when it read
+/// by key.
+fn check_reads(
+    table: &str,
+    table_dir: &Path,
+    snapshot: &Manifest,
+    current: &Manifest,
+    reads: &TableReads,
+) -> Result<(), EngineError> {
+    let conflict = |read: String| EngineError::ReadConflict {
+        table: table.to_owned(),
+        read,
+    };
+    if reads.whole && rows_changed(snapshot, current) {
+        return Err(conflict("a row it read through a query".into()));
+    }
+    let keys: Vec<KeyValue> = reads.keys.iter().cloned().collect();
+    match changed_key(table, table_dir, snapshot, current, &keys)? {
+        None => Ok(()),
+        Some(key) => Err(conflict(format!("key {key}"))),
+    }
+}
+
+/// What of `reads` the earlier transactions of a batch changed (`earlier`: their changes to the
+/// table); None when nothing.
+fn read_changed_in_batch(reads: &TableReads, earlier: &TableChanges) -> Option<String> {
+    if reads.whole && !earlier.is_empty() {
+        return Some("a row it read through a query".into());
+    }
+    reads
+        .keys
+        .iter()
+        .find(|key| earlier.keyed.contains_key(*key))
+        .map(|key| format!("key {key}"))
+}
+
+/// Whether a row of the table was written or deleted between `snapshot` and `current`. Merges
+/// move rows without changing them: a part that is new since the snapshot counts only when it
+/// holds a row written after it (`PartEntry::newest_write`; unknown counts), a part of both
+/// only when its deletions changed, and a merge that dropped a row deleted since the snapshot
+/// shows in the count of live rows. A merge that also took newer rows reads as a change: a
+/// false conflict costs a retry, never an anomaly.
+fn rows_changed(snapshot: &Manifest, current: &Manifest) -> bool {
+    if same_parts(snapshot, current) {
+        return false;
+    }
+    let before: std::collections::HashMap<&str, &strata_format::PartEntry> = snapshot
+        .parts
+        .iter()
+        .map(|part| (part.file.as_str(), part))
+        .collect();
+    let new_rows_or_deletions = current
+        .parts
+        .iter()
+        .any(|part| match before.get(&*part.file) {
+            Some(old) => old.deletes != part.deletes,
+            None => part
+                .newest_write
+                .is_none_or(|written| written > snapshot.version),
+        });
+    let live_rows = |manifest: &Manifest| -> u64 {
+        manifest
             .parts
             .iter()
-            .zip(&current.parts)
-            .all(|(a, b)| a.file == b.file && a.deletes == b.deletes);
-    if changes.keyed.is_empty() || unchanged {
-        return Ok(());
+            .map(strata_format::PartEntry::live_rows)
+            .sum()
+    };
+    new_rows_or_deletions || live_rows(snapshot) != live_rows(current)
+}
+
+/// The first of `keys` that no longer lives where `snapshot` had it (written, deleted or
+/// inserted since by another commit); None when none.
+fn changed_key(
+    table: &str,
+    table_dir: &Path,
+    snapshot: &Manifest,
+    current: &Manifest,
+    keys: &[KeyValue],
+) -> Result<Option<KeyValue>, EngineError> {
+    if keys.is_empty() || same_parts(snapshot, current) {
+        return Ok(None);
     }
-    let keys: Vec<KeyValue> = changes.keyed.keys().cloned().collect();
     let locate = |manifest: &Manifest| -> Result<Vec<Option<(String, u64)>>, EngineError> {
         let mut found = vec![None; keys.len()];
-        for hit in live_key_rows(table, table_dir, manifest, &keys)? {
+        for hit in live_key_rows(table, table_dir, manifest, keys)? {
             found[hit.key] = Some((hit.part, hit.row));
         }
         Ok(found)
@@ -359,13 +489,7 @@ fn check_conflicts(
             }
             _ => true,
         });
-    match conflict {
-        None => Ok(()),
-        Some(index) => Err(EngineError::WriteConflict {
-            table: table.to_owned(),
-            key: keys[index].to_string(),
-        }),
-    }
+    Ok(conflict.and_then(|index| keys.get(index).cloned()))
 }
 
 /// Writes the part of the new documents and the deletion vectors of the rows they replace or
@@ -507,7 +631,14 @@ mod tests {
         changes
             .keyed
             .insert(KeyValue::Integer(id), Some(document.to_owned()));
-        BTreeMap::from([(table.to_owned(), TableWrite { snapshot, changes })])
+        BTreeMap::from([(
+            table.to_owned(),
+            TableWrite {
+                snapshot,
+                changes,
+                reads: TableReads::default(),
+            },
+        )])
     }
 
     #[test]
@@ -538,6 +669,220 @@ mod tests {
         assert_eq!(
             exported(&data_dir, "a"),
             [r#"{"id":1,"v":1}"#, r#"{"id":2,"v":3}"#]
+        );
+    }
+
+    /// `table` now, its files kept (as a transaction keeps them) by a lease pushed on `leases`.
+    fn leased(
+        data_dir: &DataDir,
+        table: &str,
+        leases: &mut Vec<crate::ReadLease>,
+    ) -> Arc<Manifest> {
+        leases.extend(data_dir.read_lease(table).unwrap());
+        Arc::new(data_dir.manifest(table).unwrap())
+    }
+
+    /// A write of `id` to `table` at `snapshot` by a transaction that read `reads` there.
+    fn write_after_reading(
+        snapshot: &Arc<Manifest>,
+        table: &str,
+        id: i64,
+        reads: TableReads,
+    ) -> BTreeMap<String, TableWrite> {
+        let mut changes = TableChanges::default();
+        changes.keyed.insert(
+            KeyValue::Integer(id),
+            Some(format!(r#"{{"id":{id},"on_call":false}}"#)),
+        );
+        BTreeMap::from([(
+            table.to_owned(),
+            TableWrite {
+                snapshot: snapshot.clone(),
+                changes,
+                reads,
+            },
+        )])
+    }
+
+    fn whole() -> TableReads {
+        TableReads {
+            whole: true,
+            keys: BTreeSet::new(),
+        }
+    }
+
+    #[test]
+    fn write_skew_commits_under_snapshot_isolation_and_fails_when_the_reads_are_checked() {
+        // Two doctors on call; each transaction sees both on call and takes one off.
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        let mut leases = Vec::new();
+        let doctors = [r#"{"id":1,"on_call":true}"#, r#"{"id":2,"on_call":true}"#];
+        keyed_table(&data_dir, "si", &doctors);
+        keyed_table(&data_dir, "ser", &doctors);
+        for (table, reads) in [("si", TableReads::default()), ("ser", whole())] {
+            let snapshot = leased(&data_dir, table, &mut leases);
+            let first = write_after_reading(&snapshot, table, 1, reads.clone());
+            let second = write_after_reading(&snapshot, table, 2, reads);
+            commit(&data_dir, &first).unwrap();
+            let outcome = commit(&data_dir, &second);
+            match table {
+                "si" => assert!(outcome.is_ok(), "{outcome:?}"),
+                _ => assert!(
+                    matches!(&outcome, Err(EngineError::ReadConflict { table, .. }) if table == "ser"),
+                    "{outcome:?}"
+                ),
+            }
+        }
+        assert!(
+            exported(&data_dir, "si")
+                .iter()
+                .all(|d| d.contains("false"))
+        );
+        assert_eq!(
+            exported(&data_dir, "ser"),
+            [r#"{"id":1,"on_call":false}"#, r#"{"id":2,"on_call":true}"#]
+        );
+    }
+
+    #[test]
+    fn a_key_read_conflicts_only_with_a_change_of_that_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        let mut leases = Vec::new();
+        let lines = [r#"{"id":1}"#, r#"{"id":2}"#, r#"{"id":3}"#];
+        keyed_table(&data_dir, "t", &lines);
+        let reads_key_3 = TableReads {
+            whole: false,
+            keys: BTreeSet::from([KeyValue::Integer(3)]),
+        };
+        // Another commit changes key 2: the read of key 3 stands.
+        let snapshot = leased(&data_dir, "t", &mut leases);
+        commit(&data_dir, &upsert(&data_dir, "t", 2, r#"{"id":2,"v":1}"#)).unwrap();
+        commit(
+            &data_dir,
+            &write_after_reading(&snapshot, "t", 1, reads_key_3.clone()),
+        )
+        .unwrap();
+        // Another commit deletes key 3: the read of it conflicts.
+        let snapshot = leased(&data_dir, "t", &mut leases);
+        crate::delete_keys(&data_dir, "t", vec![KeyValue::Integer(3)]).unwrap();
+        let outcome = commit(
+            &data_dir,
+            &write_after_reading(&snapshot, "t", 1, reads_key_3),
+        );
+        assert!(
+            matches!(&outcome, Err(EngineError::ReadConflict { read, .. }) if read == "key 3"),
+            "{outcome:?}"
+        );
+        // An absent key read stands while other keys change, and conflicts once inserted.
+        let before_insert = leased(&data_dir, "t", &mut leases);
+        commit(&data_dir, &upsert(&data_dir, "t", 4, r#"{"id":4}"#)).unwrap();
+        let reads_key_5 = TableReads {
+            whole: false,
+            keys: BTreeSet::from([KeyValue::Integer(5)]),
+        };
+        commit(
+            &data_dir,
+            &write_after_reading(&before_insert, "t", 1, reads_key_5.clone()),
+        )
+        .unwrap();
+        let before_insert = leased(&data_dir, "t", &mut leases);
+        commit(&data_dir, &upsert(&data_dir, "t", 5, r#"{"id":5}"#)).unwrap();
+        let outcome = commit(
+            &data_dir,
+            &write_after_reading(&before_insert, "t", 1, reads_key_5),
+        );
+        assert!(
+            matches!(outcome, Err(EngineError::ReadConflict { .. })),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_merge_since_the_snapshot_is_no_change_but_a_deletion_it_folded_in_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        let mut leases = Vec::new();
+        keyed_table(&data_dir, "t", &[r#"{"id":1}"#, r#"{"id":2}"#]);
+        commit(&data_dir, &upsert(&data_dir, "t", 3, r#"{"id":3}"#)).unwrap();
+        let parts = |d: &DataDir| d.manifest("t").unwrap().parts.len();
+        assert_eq!(parts(&data_dir), 2);
+
+        let snapshot = leased(&data_dir, "t", &mut leases);
+        crate::merge_parts(&data_dir, "t", &crate::MergeOptions::default()).unwrap();
+        assert_eq!(
+            parts(&data_dir),
+            1,
+            "the test needs a merge after the snapshot"
+        );
+        commit(&data_dir, &write_after_reading(&snapshot, "t", 1, whole())).unwrap();
+
+        // A deletion since the snapshot, then a merge that drops the deleted row.
+        commit(&data_dir, &upsert(&data_dir, "t", 4, r#"{"id":4}"#)).unwrap();
+        let snapshot = leased(&data_dir, "t", &mut leases);
+        crate::delete_keys(&data_dir, "t", vec![KeyValue::Integer(2)]).unwrap();
+        crate::merge_parts(&data_dir, "t", &crate::MergeOptions::default()).unwrap();
+        assert_eq!(parts(&data_dir), 1);
+        let outcome = commit(&data_dir, &write_after_reading(&snapshot, "t", 1, whole()));
+        assert!(
+            matches!(outcome, Err(EngineError::ReadConflict { .. })),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_table_only_read_is_checked_and_a_transaction_that_writes_nothing_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        let mut leases = Vec::new();
+        keyed_table(&data_dir, "a", &[r#"{"id":1}"#]);
+        keyed_table(&data_dir, "b", &[r#"{"id":1}"#]);
+        let read_b = |snapshot_a: &Arc<Manifest>, snapshot_b: &Arc<Manifest>, writes_a: bool| {
+            let mut writes = write_after_reading(snapshot_a, "a", 1, TableReads::default());
+            if !writes_a {
+                writes.clear();
+            }
+            writes.insert(
+                "b".to_owned(),
+                TableWrite {
+                    snapshot: snapshot_b.clone(),
+                    changes: TableChanges::default(),
+                    reads: whole(),
+                },
+            );
+            writes
+        };
+        let a = leased(&data_dir, "a", &mut leases);
+        let b = leased(&data_dir, "b", &mut leases);
+        commit(&data_dir, &upsert(&data_dir, "b", 2, r#"{"id":2}"#)).unwrap();
+        // Read-only: it saw a consistent snapshot, nothing to check.
+        assert_eq!(
+            commit(&data_dir, &read_b(&a, &b, false)).unwrap(),
+            CommitSummary::default()
+        );
+        let outcome = commit(&data_dir, &read_b(&a, &b, true));
+        assert!(
+            matches!(&outcome, Err(EngineError::ReadConflict { table, .. }) if table == "b"),
+            "{outcome:?}"
+        );
+        // Read at the table as it is now, the write goes in and only `a` is reported changed.
+        let b = leased(&data_dir, "b", &mut leases);
+        let summary = commit(&data_dir, &read_b(&a, &b, true)).unwrap();
+        assert_eq!(summary.tables, ["a"]);
+
+        // In one batch, a transaction that read `b` after one that writes it conflicts.
+        let a = leased(&data_dir, "a", &mut leases);
+        let b = leased(&data_dir, "b", &mut leases);
+        let batch = vec![
+            upsert(&data_dir, "b", 3, r#"{"id":3}"#),
+            read_b(&a, &b, true),
+        ];
+        let outcomes = commit_batch(&data_dir, &batch);
+        assert!(outcomes[0].is_ok());
+        assert!(
+            matches!(&outcomes[1], Err(EngineError::ReadConflict { table, .. }) if table == "b"),
+            "{outcomes:?}"
         );
     }
 

@@ -37,7 +37,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use super::prepared::{self, Command, PreparedStatements};
-use super::transactions::{Block, Control, TransactionSlot, control_of};
+use super::transactions::{Block, Control, TransactionSlot, control_of, serializable_by_options};
 use crate::{Shared, sqlstate};
 
 /// The running statement of each connection, by its (process id, secret key).
@@ -459,9 +459,17 @@ impl StrataStatements {
     /// `BEGIN`, `COMMIT`, `ROLLBACK` and the rest (see `super::transactions`).
     async fn control(&self, slot: &TransactionSlot, control: Control) -> PgWireResult<Response> {
         match control {
-            Control::Begin { read_only } => match slot.current() {
+            Control::Begin {
+                read_only,
+                serializable,
+            } => match slot.current() {
                 None => {
-                    slot.open(self.begin_transaction()?, read_only);
+                    let transaction = self.begin_transaction()?;
+                    let serializable = serializable.unwrap_or(slot.serializable_by_default());
+                    transaction
+                        .set_serializable(serializable)
+                        .map_err(query_error)?;
+                    slot.open(transaction, read_only);
                     Ok(Response::TransactionStart(Tag::new("BEGIN")))
                 }
                 // PostgreSQL warns and carries on.
@@ -487,7 +495,32 @@ impl StrataStatements {
                 slot.end();
                 Ok(Response::TransactionEnd(Tag::new("ROLLBACK")))
             }
-            Control::SetTransaction => Ok(Response::Execution(Tag::new("SET"))),
+            Control::SetTransaction {
+                session: true,
+                serializable,
+            } => {
+                if let Some(serializable) = serializable {
+                    slot.set_serializable_by_default(serializable);
+                }
+                Ok(Response::Execution(Tag::new("SET")))
+            }
+            Control::SetTransaction {
+                session: false,
+                serializable,
+            } => match (slot.current(), serializable) {
+                (Some(Err(())), _) => Err(in_failed_transaction()),
+                (Some(Ok((transaction, _))), Some(serializable)) => {
+                    match transaction.set_serializable(serializable) {
+                        Ok(()) => Ok(Response::Execution(Tag::new("SET"))),
+                        Err(e) => {
+                            slot.fail();
+                            Err(query_error(e))
+                        }
+                    }
+                }
+                // Outside a block PostgreSQL only warns; the access mode is not kept.
+                _ => Ok(Response::Execution(Tag::new("SET"))),
+            },
             Control::Savepoint(name) => match slot.current() {
                 None => Err(no_transaction_block("SAVEPOINT")),
                 Some(Err(())) => Err(in_failed_transaction()),
@@ -626,9 +659,14 @@ fn query_error(error: strata_query::QueryError) -> PgWireError {
 /// The transaction block of `client`'s connection (created idle on first use; dropped, and
 /// an open transaction rolled back, when the connection ends).
 fn slot_of<C: ClientInfo>(client: &C) -> Arc<TransactionSlot> {
-    client
-        .session_extensions()
-        .get_or_insert_with(TransactionSlot::default)
+    client.session_extensions().get_or_insert_with(|| {
+        let slot = TransactionSlot::default();
+        let options = client.metadata().get("options");
+        if let Some(serializable) = options.and_then(|o| serializable_by_options(o)) {
+            slot.set_serializable_by_default(serializable);
+        }
+        slot
+    })
 }
 
 /// The connection's SQL-level prepared statements.

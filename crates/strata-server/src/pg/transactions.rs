@@ -16,16 +16,21 @@
 //! control statement will leave: idle after `COMMIT`/`ROLLBACK`, whether or not they fail (a
 //! failed `COMMIT` ends the block in PostgreSQL too), and in a block again after `ROLLBACK TO`.
 //!
-//! Isolation: every block runs at snapshot isolation (PostgreSQL's `REPEATABLE READ`), whatever
-//! level it asks for except `SERIALIZABLE`, which is refused (0A000) rather than promised; a
-//! commit whose keys another commit changed since the snapshot fails with 40001 and ends the
-//! block, so clients retry.
+//! Isolation: a block runs at snapshot isolation (PostgreSQL's `REPEATABLE READ`) whatever
+//! level it asks for, except `SERIALIZABLE` (by `BEGIN`, by `SET TRANSACTION` before the block's
+//! first query, or as the connection's default by `SET SESSION CHARACTERISTICS AS TRANSACTION`),
+//! whose reads are checked at commit too (`strata_query::Transaction::set_serializable`). A
+//! commit whose keys (or, serializable, whose reads) another commit changed since the snapshot
+//! fails with 40001 and ends the block, so clients retry. Statements outside a block run at
+//! snapshot isolation, each retried by the server on a write conflict.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    Set, Statement, TransactionAccessMode, TransactionIsolationLevel, TransactionMode,
+    ContextModifier, Set, Statement, TransactionAccessMode, TransactionIsolationLevel,
+    TransactionMode,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use strata_query::Transaction;
@@ -33,23 +38,30 @@ use strata_query::Transaction;
 /// A transaction-control statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
-    /// `BEGIN` / `START TRANSACTION`, read-only or not.
-    Begin { read_only: bool },
+    /// `BEGIN` / `START TRANSACTION`, read-only or not; `serializable`: whether it asked for
+    /// `SERIALIZABLE` (Some(false): another level), None when it named no level.
+    Begin {
+        read_only: bool,
+        serializable: Option<bool>,
+    },
     /// `COMMIT` / `END`.
     Commit,
     /// `ROLLBACK` / `ABORT`.
     Rollback,
-    /// `SET TRANSACTION …` (levels other than `SERIALIZABLE` are accepted and run as snapshot
-    /// isolation).
-    SetTransaction,
+    /// `SET TRANSACTION …`, or with `session` `SET SESSION CHARACTERISTICS AS TRANSACTION …`;
+    /// `serializable` as for `Begin` (levels other than `SERIALIZABLE` run as snapshot
+    /// isolation; the access mode is not kept).
+    SetTransaction {
+        session: bool,
+        serializable: Option<bool>,
+    },
     /// `SAVEPOINT name`.
     Savepoint(String),
     /// `ROLLBACK TO [SAVEPOINT] name`.
     RollbackTo(String),
     /// `RELEASE [SAVEPOINT] name`.
     Release(String),
-    /// What Strata does not do inside a transaction, with the reason: `SERIALIZABLE`, chained
-    /// transactions.
+    /// What Strata does not do inside a transaction, with the reason: chained transactions.
     Unsupported(String),
 }
 
@@ -90,10 +102,13 @@ pub fn control_of(sql: &str) -> Option<Control> {
         return None;
     };
     Some(match *statement {
-        Statement::StartTransaction { modes, .. } => match modes_of(&modes) {
-            Ok(read_only) => Control::Begin { read_only },
-            Err(why) => Control::Unsupported(why),
-        },
+        Statement::StartTransaction { modes, .. } => {
+            let (read_only, serializable) = modes_of(&modes);
+            Control::Begin {
+                read_only,
+                serializable,
+            }
+        }
         Statement::Commit { chain: true, .. } | Statement::Rollback { chain: true, .. } => {
             Control::Unsupported("AND CHAIN is not supported".into())
         }
@@ -105,12 +120,79 @@ pub fn control_of(sql: &str) -> Option<Control> {
         Statement::Savepoint { name } => Control::Savepoint(identifier(&name)),
         Statement::ReleaseSavepoint { name } => Control::Release(identifier(&name)),
         Statement::Rollback { .. } => Control::Rollback,
-        Statement::Set(Set::SetTransaction { modes, .. }) => match modes_of(&modes) {
-            Ok(_) => Control::SetTransaction,
-            Err(why) => Control::Unsupported(why),
+        Statement::Set(Set::SetTransaction { modes, session, .. }) => Control::SetTransaction {
+            session,
+            serializable: modes_of(&modes).1,
         },
+        Statement::Set(Set::SingleAssignment {
+            scope: None | Some(ContextModifier::Session),
+            variable,
+            values,
+            ..
+        }) if variable.to_string().eq_ignore_ascii_case(DEFAULT_ISOLATION) => {
+            let [value] = &values[..] else {
+                return None;
+            };
+            let value = value.to_string();
+            Control::SetTransaction {
+                session: true,
+                serializable: Some(serializable_level(value.trim_matches('\''))?),
+            }
+        }
         _ => return None,
     })
+}
+
+/// The setting of the isolation level blocks begin at.
+const DEFAULT_ISOLATION: &str = "default_transaction_isolation";
+
+/// Whether `level` (a value of `default_transaction_isolation`) is `serializable`; None when it
+/// is not a level.
+fn serializable_level(level: &str) -> Option<bool> {
+    match level.trim().to_ascii_lowercase().as_str() {
+        "serializable" => Some(true),
+        "repeatable read" | "read committed" | "read uncommitted" => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether a connection's startup `options` (libpq's `PGOPTIONS`: `-c name=value` or
+/// `--name=value`, blanks escaped by a backslash) make `default_transaction_isolation`
+/// serializable; None when they do not set it.
+pub fn serializable_by_options(options: &str) -> Option<bool> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.extend(chars.next()),
+            c if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    words.extend((!word.is_empty()).then_some(word));
+    let mut serializable = None;
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        let setting = match word.as_str() {
+            "-c" => words.next().map(String::as_str),
+            other => other
+                .strip_prefix("--")
+                .or_else(|| other.strip_prefix("-c")),
+        };
+        if let Some((name, value)) = setting.and_then(|s| s.split_once('='))
+            && name
+                .replace('-', "_")
+                .eq_ignore_ascii_case(DEFAULT_ISOLATION)
+        {
+            serializable = serializable_level(value).or(serializable);
+        }
+    }
+    serializable
 }
 
 /// A name as PostgreSQL reads it: folded to lower case unless quoted.
@@ -164,25 +246,21 @@ pub fn deallocate_of(sql: &str) -> Option<Option<String>> {
     Some(Some(name))
 }
 
-/// Whether `modes` ask for a read-only transaction; an error for `SERIALIZABLE`.
-fn modes_of(modes: &[TransactionMode]) -> Result<bool, String> {
+/// Whether `modes` ask for a read-only transaction, and whether for `SERIALIZABLE` (None: no
+/// level named).
+fn modes_of(modes: &[TransactionMode]) -> (bool, Option<bool>) {
     let mut read_only = false;
+    let mut serializable = None;
     for mode in modes {
         match mode {
-            TransactionMode::IsolationLevel(TransactionIsolationLevel::Serializable) => {
-                return Err(
-                    "SERIALIZABLE is not supported: Strata's transactions run at snapshot \
-                     isolation (REPEATABLE READ), which allows write skew; ask for REPEATABLE \
-                     READ"
-                        .into(),
-                );
+            TransactionMode::IsolationLevel(level) => {
+                serializable = Some(*level == TransactionIsolationLevel::Serializable);
             }
-            TransactionMode::IsolationLevel(_) => {}
             TransactionMode::AccessMode(TransactionAccessMode::ReadOnly) => read_only = true,
             TransactionMode::AccessMode(TransactionAccessMode::ReadWrite) => read_only = false,
         }
     }
-    Ok(read_only)
+    (read_only, serializable)
 }
 
 /// The state of one connection's transaction block.
@@ -206,9 +284,20 @@ pub enum Block {
 #[derive(Default)]
 pub struct TransactionSlot {
     block: Mutex<Block>,
+    /// Blocks begin `SERIALIZABLE` unless they ask otherwise (`SET SESSION CHARACTERISTICS`).
+    serializable_by_default: AtomicBool,
 }
 
 impl TransactionSlot {
+    pub fn serializable_by_default(&self) -> bool {
+        self.serializable_by_default.load(Ordering::Relaxed)
+    }
+
+    pub fn set_serializable_by_default(&self, serializable: bool) {
+        self.serializable_by_default
+            .store(serializable, Ordering::Relaxed);
+    }
+
     pub fn in_block(&self) -> bool {
         !matches!(*self.lock(), Block::Idle)
     }
@@ -298,22 +387,33 @@ mod tests {
 
     #[test]
     fn control_statements_are_recognised() {
-        assert_eq!(
-            control_of("begin"),
-            Some(Control::Begin { read_only: false })
-        );
+        let begin = |read_only, serializable| {
+            Some(Control::Begin {
+                read_only,
+                serializable,
+            })
+        };
+        assert_eq!(control_of("begin"), begin(false, None));
         assert_eq!(
             control_of("START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
-            Some(Control::Begin { read_only: true })
+            begin(true, Some(false))
         );
         assert_eq!(
             control_of("BEGIN ISOLATION LEVEL READ COMMITTED;"),
-            Some(Control::Begin { read_only: false })
+            begin(false, Some(false))
         );
-        assert!(matches!(
+        assert_eq!(
             control_of("BEGIN ISOLATION LEVEL SERIALIZABLE"),
-            Some(Control::Unsupported(why)) if why.contains("SERIALIZABLE")
-        ));
+            begin(false, Some(true))
+        );
+        assert_eq!(
+            control_of("begin transaction read only isolation level serializable"),
+            begin(true, Some(true))
+        );
+        assert_eq!(
+            control_of("COMMIT AND CHAIN"),
+            Some(Control::Unsupported("AND CHAIN is not supported".into()))
+        );
         assert_eq!(control_of("COMMIT"), Some(Control::Commit));
         assert_eq!(control_of("end transaction"), Some(Control::Commit));
         assert_eq!(control_of("ROLLBACK WORK"), Some(Control::Rollback));
@@ -337,8 +437,47 @@ mod tests {
         assert_eq!(control_of("release b"), Some(Control::Release("b".into())));
         assert_eq!(
             control_of("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"),
-            Some(Control::SetTransaction)
+            Some(Control::SetTransaction {
+                session: false,
+                serializable: Some(false)
+            })
         );
+        assert_eq!(
+            control_of("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+            Some(Control::SetTransaction {
+                session: false,
+                serializable: Some(true)
+            })
+        );
+        assert_eq!(
+            control_of("SET TRANSACTION READ ONLY"),
+            Some(Control::SetTransaction {
+                session: false,
+                serializable: None
+            })
+        );
+        assert_eq!(
+            control_of("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+            Some(Control::SetTransaction {
+                session: true,
+                serializable: Some(true)
+            })
+        );
+        assert_eq!(
+            control_of("SET default_transaction_isolation = 'serializable'"),
+            Some(Control::SetTransaction {
+                session: true,
+                serializable: Some(true)
+            })
+        );
+        assert_eq!(
+            control_of("set session default_transaction_isolation to 'read committed'"),
+            Some(Control::SetTransaction {
+                session: true,
+                serializable: Some(false)
+            })
+        );
+        assert_eq!(control_of("SET default_transaction_isolation = 'x'"), None);
         assert_eq!(control_of("SELECT 1"), None);
         assert_eq!(control_of("SET datestyle = 'ISO'"), None);
         assert_eq!(control_of("abort_me"), None);
@@ -349,5 +488,26 @@ mod tests {
         );
         assert_eq!(deallocate_of("DEALLOCATE Stmt"), Some(Some("stmt".into())));
         assert_eq!(deallocate_of("SELECT 1"), None);
+    }
+
+    #[test]
+    fn startup_options_set_the_default_isolation() {
+        let cases = [
+            ("-c default_transaction_isolation=serializable", Some(true)),
+            ("--default-transaction-isolation=SERIALIZABLE", Some(true)),
+            (
+                "-cdefault_transaction_isolation=serializable -c statement_timeout=0",
+                Some(true),
+            ),
+            (
+                "-c default_transaction_isolation=repeatable\\ read",
+                Some(false),
+            ),
+            ("-c statement_timeout=5s", None),
+            ("", None),
+        ];
+        for (options, expected) in cases {
+            assert_eq!(serializable_by_options(options), expected, "{options}");
+        }
     }
 }
