@@ -166,6 +166,15 @@ def test_serializable_refuses_write_skew_that_repeatable_read_allows(server):
         with pytest.raises(psycopg.errors.SerializationFailure):
             c.execute("COMMIT")
         assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        # SHOW tells the level (what PgJDBC's getTransactionIsolation reads), over the extended
+        # protocol here: snapshot isolation is PostgreSQL's repeatable read.
+        assert value(c, "SHOW default_transaction_isolation") == "serializable"
+        c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        assert value(c, "SHOW TRANSACTION ISOLATION LEVEL") == "repeatable read"
+        c.execute("COMMIT")
+        c.execute("BEGIN")
+        assert value(c, "SHOW transaction_isolation") == "serializable"
+        c.execute("COMMIT")
 
     # The default level from the connection's startup options (libpq's PGOPTIONS, as the
     # booking benchmark sets it for pgbench), and from SET.

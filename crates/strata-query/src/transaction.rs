@@ -453,6 +453,11 @@ impl Transaction {
         Ok(())
     }
 
+    /// Whether the transaction is `SERIALIZABLE`.
+    pub fn is_serializable(&self) -> bool {
+        self.tables.serializable.load(Ordering::Relaxed)
+    }
+
     /// `SAVEPOINT name`: remembers the transaction's changes now. A name set again hides the
     /// older one until the newer is released, as in PostgreSQL.
     pub fn savepoint(&self, name: &str) {

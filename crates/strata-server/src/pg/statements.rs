@@ -161,7 +161,9 @@ impl QueryParser for StrataParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        if let Some(description) = strata_query::returning_description(sql) {
+        if let Some(description) = strata_query::returning_description(sql)
+            .or_else(|| super::transactions::isolation_description(sql))
+        {
             // Runs at Execute as other changes do; described (Describe's row description) by a
             // query with the RETURNING list's columns and no rows.
             let described = self
@@ -333,7 +335,7 @@ impl StrataStatements {
         format: &Format,
     ) -> PgWireResult<Response> {
         if let Some(control) = control_of(sql) {
-            return self.control(slot, control).await;
+            return self.control(slot, control, format).await;
         }
         match slot.current() {
             None => {
@@ -457,8 +459,33 @@ impl StrataStatements {
     }
 
     /// `BEGIN`, `COMMIT`, `ROLLBACK` and the rest (see `super::transactions`).
-    async fn control(&self, slot: &TransactionSlot, control: Control) -> PgWireResult<Response> {
+    async fn control(
+        &self,
+        slot: &TransactionSlot,
+        control: Control,
+        format: &Format,
+    ) -> PgWireResult<Response> {
         match control {
+            Control::ShowIsolation { default } => {
+                let serializable = match slot.transaction() {
+                    Some((transaction, _)) if !default => transaction.is_serializable(),
+                    _ => slot.serializable_by_default(),
+                };
+                let column = super::transactions::isolation_column(default);
+                let value = super::transactions::isolation_name(serializable);
+                let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+                    arrow::datatypes::Field::new(column, arrow::datatypes::DataType::Utf8, true),
+                ]));
+                let values: arrow::array::ArrayRef =
+                    Arc::new(arrow::array::StringArray::from(vec![value]));
+                let batch = arrow::array::RecordBatch::try_new(schema.clone(), vec![values])
+                    .map_err(|e| statement_error(sqlstate::INTERNAL_ERROR, e.to_string()))?;
+                let result = strata_query::QueryResult {
+                    schema,
+                    batches: vec![batch],
+                };
+                Ok(Response::Query(rows_response(&result, format, &[])?))
+            }
             Control::Begin {
                 read_only,
                 serializable,

@@ -61,6 +61,9 @@ pub enum Control {
     RollbackTo(String),
     /// `RELEASE [SAVEPOINT] name`.
     Release(String),
+    /// `SHOW TRANSACTION ISOLATION LEVEL` / `SHOW transaction_isolation` (the block's level, or
+    /// the level a block would begin at), or with `default` `SHOW default_transaction_isolation`.
+    ShowIsolation { default: bool },
     /// What Strata does not do inside a transaction, with the reason: chained transactions.
     Unsupported(String),
 }
@@ -84,6 +87,7 @@ pub fn control_of(sql: &str) -> Option<Control> {
             | "SAVEPOINT"
             | "RELEASE"
             | "SET"
+            | "SHOW"
     ) {
         return None;
     }
@@ -120,6 +124,16 @@ pub fn control_of(sql: &str) -> Option<Control> {
         Statement::Savepoint { name } => Control::Savepoint(identifier(&name)),
         Statement::ReleaseSavepoint { name } => Control::Release(identifier(&name)),
         Statement::Rollback { .. } => Control::Rollback,
+        Statement::ShowVariable { variable } => {
+            let name: Vec<String> = variable.iter().map(|i| i.value.to_lowercase()).collect();
+            match name.join(" ").as_str() {
+                "transaction isolation level" | "transaction_isolation" => {
+                    Control::ShowIsolation { default: false }
+                }
+                DEFAULT_ISOLATION => Control::ShowIsolation { default: true },
+                _ => return None,
+            }
+        }
         Statement::Set(Set::SetTransaction { modes, session, .. }) => Control::SetTransaction {
             session,
             serializable: modes_of(&modes).1,
@@ -141,6 +155,35 @@ pub fn control_of(sql: &str) -> Option<Control> {
         }
         _ => return None,
     })
+}
+
+/// A query with no rows whose one column describes what `SHOW` of an isolation level answers
+/// (for the extended protocol's Describe); None for other statements.
+pub fn isolation_description(sql: &str) -> Option<String> {
+    match control_of(sql)? {
+        Control::ShowIsolation { default } => Some(format!(
+            "SELECT CAST(NULL AS VARCHAR) AS {} WHERE false",
+            isolation_column(default)
+        )),
+        _ => None,
+    }
+}
+
+/// The column `SHOW` of an isolation level answers in (PostgreSQL's names).
+pub fn isolation_column(default: bool) -> &'static str {
+    match default {
+        true => DEFAULT_ISOLATION,
+        false => "transaction_isolation",
+    }
+}
+
+/// The name PostgreSQL gives the level a block runs at: snapshot isolation is its
+/// `repeatable read` (whatever weaker level was asked for).
+pub fn isolation_name(serializable: bool) -> &'static str {
+    match serializable {
+        true => "serializable",
+        false => "repeatable read",
+    }
 }
 
 /// The setting of the isolation level blocks begin at.
@@ -478,6 +521,20 @@ mod tests {
             })
         );
         assert_eq!(control_of("SET default_transaction_isolation = 'x'"), None);
+        for show in [
+            "SHOW TRANSACTION ISOLATION LEVEL",
+            "show transaction_isolation",
+        ] {
+            assert_eq!(
+                control_of(show),
+                Some(Control::ShowIsolation { default: false })
+            );
+        }
+        assert_eq!(
+            control_of("SHOW default_transaction_isolation;"),
+            Some(Control::ShowIsolation { default: true })
+        );
+        assert_eq!(control_of("SHOW search_path"), None);
         assert_eq!(control_of("SELECT 1"), None);
         assert_eq!(control_of("SET datestyle = 'ISO'"), None);
         assert_eq!(control_of("abort_me"), None);
