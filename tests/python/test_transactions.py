@@ -437,3 +437,30 @@ def test_bank_transfers_keep_the_total_across_kill_9(tmp_path):
     finally:
         if server.proc and server.proc.poll() is None:
             server.kill()
+
+
+def test_a_block_left_idle_past_the_timeout_is_rolled_back_and_its_connection_closed(tmp_path):
+    config = "[limits]\nidle_in_transaction_timeout_secs = 0.5\n"
+    with Server(tmp_path / "db", config=config) as server:
+        server.ingest("t", ndjson([{"id": 1}]), query="?key=id:integer")
+        idle = psycopg.connect(server.dsn())
+        busy = psycopg.connect(server.dsn())
+        outside = psycopg.connect(server.dsn(), autocommit=True)
+        idle.execute("INSERT INTO t VALUES (%s)", (json.dumps({"id": 2}),))
+        # A block whose statements keep coming stays open past the timeout.
+        for _ in range(8):
+            assert value(busy, "SELECT count(*) FROM t") == 1
+            time.sleep(0.2)
+        busy.rollback()
+        time.sleep(1.5)
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+            idle.execute("SELECT 1")
+        # The server closed the connection: the client finds it so at its next use.
+        with pytest.raises((psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)):
+            idle.rollback()
+            idle.execute("SELECT 1")
+        assert idle.closed
+        # Its insert was rolled back; a connection idle outside a block is left alone.
+        assert value(outside, "SELECT count(*) FROM t") == 1
+        busy.close()
+        outside.close()

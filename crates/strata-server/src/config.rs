@@ -109,6 +109,11 @@ pub struct Limits {
     pub max_concurrent_queries: usize,
     /// A statement running longer is cancelled (SQLSTATE 57014).
     pub query_timeout_secs: f64,
+    /// A PostgreSQL-protocol transaction block idle (no statement running) longer is rolled back
+    /// and its connection closed at its next statement (SQLSTATE 25P03), so that it stops
+    /// holding its snapshot's files; 0 (the default, as PostgreSQL's
+    /// `idle_in_transaction_session_timeout`) never.
+    pub idle_in_transaction_timeout_secs: f64,
     /// Memory all running statements together may hold before aggregations and sorts spill to
     /// disk; what cannot spill fails with SQLSTATE 53200 and the server goes on.
     pub query_memory_bytes: usize,
@@ -125,6 +130,7 @@ impl Default for Limits {
             max_connections: 256,
             max_concurrent_queries: 16,
             query_timeout_secs: 300.0,
+            idle_in_transaction_timeout_secs: 0.0,
             query_memory_bytes: strata_query::DEFAULT_MEMORY_LIMIT,
             background_nice: 10,
         }

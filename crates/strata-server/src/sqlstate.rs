@@ -23,6 +23,7 @@ pub const INVALID_PASSWORD: &str = "28P01";
 pub const UNIQUE_VIOLATION: &str = "23505";
 pub const SERIALIZATION_FAILURE: &str = "40001";
 pub const IN_FAILED_TRANSACTION: &str = "25P02";
+pub const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: &str = "25P03";
 /// A savepoint statement outside a transaction block.
 pub const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
 pub const READ_ONLY_TRANSACTION: &str = "25006";

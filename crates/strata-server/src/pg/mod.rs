@@ -25,6 +25,7 @@ use crate::sqlstate;
 use login::{SCRAM_ITERATIONS, Startup, Trust, Users};
 use pgwire::error::ErrorInfo;
 use statements::{CancelRegistry, StrataStatements};
+use transactions::OpenSlots;
 
 mod login;
 mod parameters;
@@ -42,6 +43,28 @@ pub async fn serve(
 ) {
     let connections = Arc::new(Semaphore::new(shared.config.limits.max_connections));
     let mut sessions = tokio::task::JoinSet::new();
+    let idle_timeout = shared.config.limits.idle_in_transaction_timeout_secs;
+    if idle_timeout > 0.0 {
+        let timeout = std::time::Duration::from_secs_f64(idle_timeout);
+        // Looked at four times per timeout (at most once a second): a block ends at most a
+        // quarter of the timeout late.
+        let period = (timeout / 4).clamp(
+            std::time::Duration::from_millis(50),
+            std::time::Duration::from_secs(1),
+        );
+        let (slots, shutdown) = (handlers.slots.clone(), shared.shutdown.clone());
+        sessions.spawn(async move {
+            let mut ticks = tokio::time::interval(period);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = ticks.tick() => {
+                        slots.sweep(timeout);
+                    }
+                }
+            }
+        });
+    }
     loop {
         let accepted = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
@@ -164,6 +187,8 @@ pub struct Handlers {
     /// covers planning; [`CancelRegistry`] covers the rows too).
     connections: Arc<ConnectionManager>,
     cancel: Arc<CancelRegistry>,
+    /// Every connection's transaction block (see `transactions::OpenSlots`).
+    slots: Arc<OpenSlots>,
 }
 
 impl Handlers {
@@ -176,16 +201,19 @@ impl Handlers {
         let users =
             (!shared.config.users.is_empty()).then(|| Arc::new(Users::new(&shared.config.users)));
         let cancel = Arc::new(CancelRegistry::default());
+        let slots = Arc::new(OpenSlots::default());
         let statements = StrataStatements::new(
             Arc::new(DfSessionService::new(context)),
             shared,
             cancel.clone(),
+            slots.clone(),
         );
         Ok(Arc::new(Handlers {
             statements: Arc::new(statements),
             users,
             connections: Arc::new(ConnectionManager::new()),
             cancel,
+            slots,
         }))
     }
 }

@@ -37,7 +37,9 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use super::prepared::{self, Command, PreparedStatements};
-use super::transactions::{Block, Control, TransactionSlot, control_of, serializable_by_options};
+use super::transactions::{
+    Block, Control, OpenSlots, TransactionSlot, control_of, serializable_by_options,
+};
 use crate::{Shared, sqlstate};
 
 /// The running statement of each connection, by its (process id, secret key).
@@ -81,6 +83,8 @@ struct Running {
     started: Instant,
     ok: bool,
     _slot: OwnedSemaphorePermit,
+    /// The connection's transaction block, idle again when the statement ends.
+    connection: Arc<TransactionSlot>,
 }
 
 impl Drop for Running {
@@ -97,6 +101,7 @@ impl Drop for Running {
             running.remove(&self.key);
         }
         drop(running);
+        self.connection.statement_ended();
         self.shared
             .metrics
             .observe_query(self.started.elapsed(), self.ok);
@@ -216,6 +221,8 @@ pub struct StrataStatements {
     parser: Arc<StrataParser>,
     shared: Arc<Shared>,
     registry: Arc<CancelRegistry>,
+    /// Every connection's transaction block, for the idle-in-transaction sweep.
+    slots: Arc<OpenSlots>,
     /// Which prepared statements are point reads, by their text (see [`PointReads`]).
     point_reads: PointReads,
 }
@@ -249,6 +256,7 @@ impl StrataStatements {
         inner: Arc<DfSessionService>,
         shared: Arc<Shared>,
         registry: Arc<CancelRegistry>,
+        slots: Arc<OpenSlots>,
     ) -> Self {
         let parser = Arc::new(StrataParser {
             inner: inner.query_parser(),
@@ -258,8 +266,29 @@ impl StrataStatements {
             parser,
             shared,
             registry,
+            slots,
             point_reads: PointReads::default(),
         }
+    }
+
+    /// The transaction block of `client`'s connection (created idle on first use, and
+    /// registered for the idle-in-transaction sweep; dropped, and an open transaction rolled
+    /// back, when the connection ends).
+    fn slot_of<C: ClientInfo>(&self, client: &C) -> Arc<TransactionSlot> {
+        let mut created = false;
+        let slot = client.session_extensions().get_or_insert_with(|| {
+            created = true;
+            let slot = TransactionSlot::default();
+            let options = client.metadata().get("options");
+            if let Some(serializable) = options.and_then(|o| serializable_by_options(o)) {
+                slot.set_serializable_by_default(serializable);
+            }
+            slot
+        });
+        if created {
+            self.slots.register(&slot);
+        }
+        slot
     }
 
     /// The portal's statement answered as a point read (`strata_query::point_read`), or None
@@ -516,7 +545,7 @@ impl StrataStatements {
                     Ok(Response::TransactionEnd(Tag::new("COMMIT")))
                 }
                 Block::Failed { .. } => Ok(Response::TransactionEnd(Tag::new("ROLLBACK"))),
-                Block::Idle => Ok(Response::TransactionEnd(Tag::new("COMMIT"))),
+                Block::Idle | Block::Expired => Ok(Response::TransactionEnd(Tag::new("COMMIT"))),
             },
             Control::Rollback => {
                 slot.end();
@@ -588,6 +617,17 @@ impl StrataStatements {
     }
 
     async fn begin<C: ClientInfo>(&self, client: &C) -> PgWireResult<Running> {
+        let connection = self.slot_of(client);
+        if connection.take_expired() {
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".into(),
+                sqlstate::IDLE_IN_TRANSACTION_SESSION_TIMEOUT.into(),
+                "terminating connection due to idle-in-transaction timeout \
+                 (limits.idle_in_transaction_timeout_secs): its block was rolled back"
+                    .into(),
+            ))));
+        }
+        connection.statement_started();
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.shared.query_timeout();
         let slot = tokio::time::timeout_at(
@@ -618,6 +658,7 @@ impl StrataStatements {
             started,
             ok: false,
             _slot: slot,
+            connection,
         })
     }
 }
@@ -681,19 +722,6 @@ fn in_failed_transaction() -> PgWireError {
 
 fn query_error(error: strata_query::QueryError) -> PgWireError {
     statement_error(sqlstate::of_query_error(&error), error.to_string())
-}
-
-/// The transaction block of `client`'s connection (created idle on first use; dropped, and
-/// an open transaction rolled back, when the connection ends).
-fn slot_of<C: ClientInfo>(client: &C) -> Arc<TransactionSlot> {
-    client.session_extensions().get_or_insert_with(|| {
-        let slot = TransactionSlot::default();
-        let options = client.metadata().get("options");
-        if let Some(serializable) = options.and_then(|o| serializable_by_options(o)) {
-            slot.set_serializable_by_default(serializable);
-        }
-        slot
-    })
 }
 
 /// The connection's SQL-level prepared statements.
@@ -847,8 +875,8 @@ fn guard_responses(responses: Vec<Response>, mut running: Running, json: &[bool]
 
 /// Tells pgwire the transaction status a control statement leaves before it runs
 /// ([`super::transactions::status_before`]).
-fn align_status<C: ClientInfo>(client: &mut C, sql: &str) {
-    if let Some(status) = super::transactions::status_before(&slot_of(client), sql) {
+fn align_status<C: ClientInfo>(statements: &StrataStatements, client: &mut C, sql: &str) {
+    if let Some(status) = super::transactions::status_before(&statements.slot_of(client), sql) {
         client.set_transaction_status(status);
     }
 }
@@ -866,7 +894,7 @@ impl SimpleQueryHandler for StrataStatements {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        align_status(client, &query.query);
+        align_status(self, client, &query.query);
         self._on_query(client, query).await
     }
 
@@ -878,7 +906,7 @@ impl SimpleQueryHandler for StrataStatements {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let running = self.begin(client).await?;
-        let slot = slot_of(client);
+        let slot = self.slot_of(client);
         let statements = strata_query::split_statements(query);
         if statements.len() > 1
             || slot.in_block()
@@ -954,7 +982,7 @@ impl ExtendedQueryHandler for StrataStatements {
             client.portal_store().get_portal(name)
         {
             let sql = portal.statement.statement.0.clone();
-            align_status(client, &sql);
+            align_status(self, client, &sql);
         }
         self._on_execute(client, message).await
     }
@@ -973,7 +1001,7 @@ impl ExtendedQueryHandler for StrataStatements {
     {
         let running = self.begin(client).await?;
         let sql = &portal.statement.statement.0;
-        let slot = slot_of(client);
+        let slot = self.slot_of(client);
         let in_block = slot.in_block() || control_of(sql).is_some();
         // A point read is a query: not parsed again to be told apart from a change.
         let point_read = !in_block && self.point_reads.get(sql).is_some();

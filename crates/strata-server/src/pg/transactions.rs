@@ -16,6 +16,12 @@
 //! control statement will leave: idle after `COMMIT`/`ROLLBACK`, whether or not they fail (a
 //! failed `COMMIT` ends the block in PostgreSQL too), and in a block again after `ROLLBACK TO`.
 //!
+//! A block left idle longer than `limits.idle_in_transaction_timeout_secs` (PostgreSQL's
+//! `idle_in_transaction_session_timeout`) is rolled back by the server's sweep
+//! ([`OpenSlots::sweep`]), which lets go of its snapshot's read leases (merged-away parts can
+//! then be deleted) and its changes; the connection's next statement fails with 25P03 and the
+//! connection closes, as in PostgreSQL.
+//!
 //! Isolation: a block runs at snapshot isolation (PostgreSQL's `REPEATABLE READ`) whatever
 //! level it asks for, except `SERIALIZABLE` (by `BEGIN`, by `SET TRANSACTION` before the block's
 //! first query, or as the connection's default by `SET SESSION CHARACTERISTICS AS TRANSACTION`),
@@ -25,7 +31,8 @@
 //! snapshot isolation, each retried by the server on a write conflict.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
@@ -306,6 +313,32 @@ fn modes_of(modes: &[TransactionMode]) -> (bool, Option<bool>) {
     (read_only, serializable)
 }
 
+/// Every connection's slot, for the sweep that rolls back blocks left idle.
+#[derive(Default)]
+pub struct OpenSlots {
+    slots: Mutex<Vec<Weak<TransactionSlot>>>,
+}
+
+impl OpenSlots {
+    pub fn register(&self, slot: &Arc<TransactionSlot>) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.retain(|slot| slot.strong_count() > 0);
+        slots.push(Arc::downgrade(slot));
+    }
+
+    /// Rolls back every block idle for `timeout` or longer; returns how many.
+    pub fn sweep(&self, timeout: Duration) -> usize {
+        let open: Vec<Arc<TransactionSlot>> = {
+            let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+            slots.retain(|slot| slot.strong_count() > 0);
+            slots.iter().filter_map(Weak::upgrade).collect()
+        };
+        open.iter()
+            .filter(|slot| slot.expire_if_idle(timeout))
+            .count()
+    }
+}
+
 /// The state of one connection's transaction block.
 #[derive(Default)]
 pub enum Block {
@@ -321,12 +354,18 @@ pub enum Block {
         transaction: Arc<Transaction>,
         read_only: bool,
     },
+    /// The block was left idle too long and rolled back: the connection ends at its next
+    /// statement.
+    Expired,
 }
 
 /// One connection's block (see the module docs).
 #[derive(Default)]
 pub struct TransactionSlot {
     block: Mutex<Block>,
+    /// When the connection's last statement ended; None while one runs (and before the first).
+    /// Taken before `block` when both are.
+    idle_since: Mutex<Option<Instant>>,
     /// Blocks begin `SERIALIZABLE` unless they ask otherwise (`SET SESSION CHARACTERISTICS`).
     serializable_by_default: AtomicBool,
 }
@@ -342,14 +381,56 @@ impl TransactionSlot {
     }
 
     pub fn in_block(&self) -> bool {
-        !matches!(*self.lock(), Block::Idle)
+        matches!(*self.lock(), Block::Open { .. } | Block::Failed { .. })
+    }
+
+    /// A statement of the connection starts: the block is not idle while it runs.
+    pub fn statement_started(&self) {
+        *self.idle() = None;
+    }
+
+    /// The connection's statement ended (its last row sent, or it failed).
+    pub fn statement_ended(&self) {
+        *self.idle() = Some(Instant::now());
+    }
+
+    /// Rolls the block back when it has been idle for `timeout` (see the module docs); true
+    /// when it did.
+    fn expire_if_idle(&self, timeout: Duration) -> bool {
+        let idle = self.idle();
+        if !idle.is_some_and(|since| since.elapsed() >= timeout) {
+            return false;
+        }
+        let mut block = self.lock();
+        if !matches!(*block, Block::Open { .. } | Block::Failed { .. }) {
+            return false;
+        }
+        // Dropping the transaction rolls it back and gives its read leases back.
+        *block = Block::Expired;
+        true
+    }
+
+    /// Whether the block expired (the slot is idle again afterwards).
+    pub fn take_expired(&self) -> bool {
+        let mut block = self.lock();
+        if matches!(*block, Block::Expired) {
+            *block = Block::Idle;
+            return true;
+        }
+        false
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The open transaction and whether it is read-only; Err(()) when the block failed; None
     /// when there is no block.
     pub fn current(&self) -> Option<Result<(Arc<Transaction>, bool), ()>> {
         match &*self.lock() {
-            Block::Idle => None,
+            Block::Idle | Block::Expired => None,
             Block::Open {
                 transaction,
                 read_only,
@@ -365,7 +446,7 @@ impl TransactionSlot {
     /// The block's transaction, open or failed, with whether it is read-only.
     pub fn transaction(&self) -> Option<(Arc<Transaction>, bool)> {
         match &*self.lock() {
-            Block::Idle => None,
+            Block::Idle | Block::Expired => None,
             Block::Open {
                 transaction,
                 read_only,
@@ -545,6 +626,24 @@ mod tests {
         );
         assert_eq!(deallocate_of("DEALLOCATE Stmt"), Some(Some("stmt".into())));
         assert_eq!(deallocate_of("SELECT 1"), None);
+    }
+
+    #[test]
+    fn an_expired_block_is_told_once_and_a_slot_without_a_block_never_expires() {
+        // Blocks that expire hold a transaction: tests/python/test_transactions.py covers them.
+        let slots = OpenSlots::default();
+        let slot = Arc::new(TransactionSlot::default());
+        slots.register(&slot);
+        slot.statement_ended();
+        assert_eq!(slots.sweep(Duration::ZERO), 0);
+        assert!(!slot.in_block() && !slot.take_expired());
+        *slot.lock() = Block::Expired;
+        assert!(!slot.in_block() && slot.current().is_none());
+        assert!(slot.take_expired() && !slot.take_expired());
+        assert!(matches!(*slot.lock(), Block::Idle));
+        drop(slot);
+        assert_eq!(slots.sweep(Duration::ZERO), 0);
+        assert!(slots.slots.lock().unwrap().is_empty());
     }
 
     #[test]
