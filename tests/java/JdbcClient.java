@@ -54,6 +54,11 @@ public class JdbcClient {
                 rs.next();
                 System.out.println("savepoint " + rs.getLong(1));
             }
+            // The level as JDBC sets it (SET SESSION CHARACTERISTICS) and reads it back (SHOW).
+            conn.setTransactionIsolation(Connection.TRANSACTION_SERIALIZABLE);
+            System.out.println("isolation " + conn.getTransactionIsolation());
+            conn.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
+            System.out.println("isolation " + conn.getTransactionIsolation());
             try (Statement st = conn.createStatement()) {
                 st.executeQuery("SELECT * FROM no_such_table");
             } catch (java.sql.SQLException e) {

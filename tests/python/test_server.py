@@ -613,6 +613,9 @@ def test_pgjdbc(tmp_path):
         assert lines[1:8] == [f"prepared {run} 3:u3 6:u6 9:u2" for run in range(1, 8)], lines
         assert "table events" in lines
         assert "savepoint 1" in lines, lines
+        # SERIALIZABLE as set, and READ COMMITTED read back as what runs: snapshot isolation,
+        # PostgreSQL's REPEATABLE READ (java.sql.Connection's 8 and 4).
+        assert [line for line in lines if line.startswith("isolation")] == ["isolation 8", "isolation 4"], lines
         assert lines[-1] == "error 42P01", lines
 
 
