@@ -250,7 +250,7 @@ fn accept<'a>(
             }
         }
         check_conflicts(table, &table_dir, &write.snapshot, manifest, &write.changes)?;
-        check_reads(table, &table_dir, &write.snapshot, manifest, &write.reads)?;
+        check_reads(table, &table_dir, (&write.snapshot, manifest), write)?;
         if write.changes.is_empty() {
             continue;
         }
@@ -378,16 +378,16 @@ fn check_conflicts(
     }
 }
 
-/// Fails when something a `SERIALIZABLE` transaction read of the table changed since
-/// `snapshot`: any row, when it read the table through a query; one of its keys, when it read
-/// by key.
+/// Fails when something a `SERIALIZABLE` transaction read of the table changed between
+/// `snapshot` and `current`: any row, when it read the table through a query; one of its keys,
+/// when it read by key (keys it also wrote are [`check_conflicts`]'s: not looked up twice).
 fn check_reads(
     table: &str,
     table_dir: &Path,
-    snapshot: &Manifest,
-    current: &Manifest,
-    reads: &TableReads,
+    (snapshot, current): (&Manifest, &Manifest),
+    write: &TableWrite,
 ) -> Result<(), EngineError> {
+    let reads = &write.reads;
     let conflict = |read: String| EngineError::ReadConflict {
         table: table.to_owned(),
         read,
@@ -395,7 +395,12 @@ fn check_reads(
     if reads.whole && rows_changed(snapshot, current) {
         return Err(conflict("a row it read through a query".into()));
     }
-    let keys: Vec<KeyValue> = reads.keys.iter().cloned().collect();
+    let keys: Vec<KeyValue> = reads
+        .keys
+        .iter()
+        .filter(|key| !write.changes.keyed.contains_key(*key))
+        .cloned()
+        .collect();
     match changed_key(table, table_dir, snapshot, current, &keys)? {
         None => Ok(()),
         Some(key) => Err(conflict(format!("key {key}"))),
