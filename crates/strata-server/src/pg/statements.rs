@@ -618,6 +618,9 @@ impl StrataStatements {
 
     async fn begin<C: ClientInfo>(&self, client: &C) -> PgWireResult<Running> {
         let connection = self.slot_of(client);
+        // Running before the expiry is looked at: the sweep cannot end the block in between
+        // (the statement would then run outside it).
+        connection.statement_started();
         if connection.take_expired() {
             return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
                 "FATAL".into(),
@@ -627,18 +630,24 @@ impl StrataStatements {
                     .into(),
             ))));
         }
-        connection.statement_started();
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.shared.query_timeout();
-        let slot = tokio::time::timeout_at(
-            deadline,
-            self.shared.query_slots.clone().acquire_owned(),
-        )
-        .await
-        .map_err(|_| {
-            canceled("statement timeout (limits.query_timeout_secs) while waiting for a query slot")
-        })?
-        .map_err(|_| canceled("the server is shutting down"))?;
+        let claimed =
+            tokio::time::timeout_at(deadline, self.shared.query_slots.clone().acquire_owned())
+                .await;
+        let slot = match claimed {
+            Ok(Ok(slot)) => slot,
+            failed => {
+                // No statement ran: the block is idle again from now.
+                connection.statement_ended();
+                return Err(match failed {
+                    Err(_) => canceled(
+                        "statement timeout (limits.query_timeout_secs) while waiting for a query slot",
+                    ),
+                    _ => canceled("the server is shutting down"),
+                });
+            }
+        };
         let (pid, secret) = client.pid_and_secret_key();
         let key = (pid, secret.to_bytes().to_vec());
         let token = CancellationToken::new();
