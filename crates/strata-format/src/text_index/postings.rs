@@ -190,11 +190,8 @@ impl PostingsBuilder {
         token: &str,
         granule_start: u32,
     ) -> Result<bool, String> {
-        let shard = self
-            .shards
-            .get_mut(shard_of(token))
-            .ok_or_else(|| format!("no postings shard for token {token:?}"))?;
-        add_to(shard, row, token).map(|last| last.is_none_or(|last| last < granule_start))
+        add_to(shard_for(&mut self.shards, token)?, row, token)
+            .map(|last| last.is_none_or(|last| last < granule_start))
     }
 
     /// Records the values of `strings`, the part's rows from `first_row` on (NULL: no value),
@@ -208,29 +205,20 @@ impl PostingsBuilder {
         for i in rows {
             self.present.add(part_row(first_row, i)?)?;
         }
-        let fill = |shard: usize, tokens: &mut TokenRows| -> Result<(), String> {
-            for i in (0..strings.len()).filter(|&i| strings.is_valid(i)) {
-                let row = part_row(first_row, i)?;
-                let mut failed = None;
-                strata_text::for_each_token(strings.value(i), |token| {
-                    if shard_of(token) == shard
-                        && let Err(e) = add_to(tokens, row, token)
-                    {
-                        failed = Some(e);
-                    }
-                });
-                if let Some(e) = failed {
-                    return Err(e);
-                }
-            }
-            Ok(())
-        };
         if strings.len() < PARALLEL_ROWS {
-            for (shard, tokens) in self.shards.iter_mut().enumerate() {
-                fill(shard, tokens)?;
-            }
-            return Ok(());
+            // One thread: each value tokenized once, each token to its shard.
+            return each_token(strings, first_row, |row, token| {
+                add_to(shard_for(&mut self.shards, token)?, row, token).map(drop)
+            });
         }
+        let fill = |shard: usize, tokens: &mut TokenRows| {
+            each_token(strings, first_row, |row, token| {
+                match shard_of(token) == shard {
+                    true => add_to(tokens, row, token).map(drop),
+                    false => Ok(()),
+                }
+            })
+        };
         std::thread::scope(|scope| {
             let filling: Vec<_> = self
                 .shards
@@ -246,6 +234,35 @@ impl PostingsBuilder {
                 })
         })
     }
+}
+
+/// Calls `add` with the part row and each token of every value of `strings` (the part's rows
+/// from `first_row` on); the first error it returns is the answer.
+fn each_token(
+    strings: &StringArray,
+    first_row: u32,
+    mut add: impl FnMut(u32, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    for i in (0..strings.len()).filter(|&i| strings.is_valid(i)) {
+        let row = part_row(first_row, i)?;
+        let mut failed = None;
+        strata_text::for_each_token(strings.value(i), |token| {
+            if let Err(e) = add(row, token) {
+                failed.get_or_insert(e);
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// The shard of `shards` that holds `token`.
+fn shard_for<'a>(shards: &'a mut [TokenRows], token: &str) -> Result<&'a mut TokenRows, String> {
+    shards
+        .get_mut(shard_of(token))
+        .ok_or_else(|| format!("no postings shard for token {token:?}"))
 }
 
 /// The part row of row `index` of a batch starting at part row `first_row`.
