@@ -195,6 +195,27 @@ def test_serializable_refuses_write_skew_that_repeatable_read_allows(server):
             other.execute("INSERT INTO ser VALUES (%s)", (json.dumps({"id": 3, "on_call": True}),))
 
 
+def test_a_set_of_the_default_level_in_a_block_lasts_only_if_the_block_commits(server):
+    """PostgreSQL undoes a SET made in a transaction that rolls back; one in a failed block is
+    refused (25P02)."""
+    server.ingest("lvl", ndjson([{"id": 1}]), query="?key=id:integer")
+    with psycopg.connect(server.dsn(), autocommit=True) as c:
+        for end, kept in (("ROLLBACK", "repeatable read"), ("COMMIT", "serializable")):
+            c.execute("BEGIN")
+            c.execute("SET default_transaction_isolation = 'serializable'")
+            assert value(c, "SHOW default_transaction_isolation") == "serializable"
+            c.execute(end)
+            assert value(c, "SHOW default_transaction_isolation") == kept, end
+        c.execute("BEGIN")
+        c.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            c.execute("INSERT INTO lvl VALUES (%s)", (json.dumps({"id": 1}),))
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            c.execute("SET default_transaction_isolation = 'read committed'")
+        c.execute("COMMIT")  # of a failed block: a rollback
+        assert value(c, "SHOW default_transaction_isolation") == "serializable"
+
+
 def test_savepoints_undo_part_of_a_block_and_recover_it_from_an_error(server):
     """psycopg's nested transactions (SAVEPOINT, RELEASE, ROLLBACK TO): an inner block that
     raises undoes only its own changes; one whose statement failed is rolled back to its

@@ -310,11 +310,19 @@ impl Session {
 
     /// Plans and runs one statement, collecting its result.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
+        self.run_at(sql, false).await
+    }
+
+    /// [`Session::run`] for a client whose transactions are `SERIALIZABLE` (`serializable`,
+    /// the PostgreSQL connection's `default_transaction_isolation`): a statement that changes
+    /// documents then also has its reads validated at commit, and runs again after a read
+    /// conflict as after a write conflict (see [`Session::autocommit`]).
+    pub async fn run_at(&self, sql: &str, serializable: bool) -> Result<QueryResult, QueryError> {
         if let Some(result) = ddl::run(&self.context, sql)? {
             return Ok(result);
         }
         if changes_documents(sql) {
-            return self.autocommit(sql).await;
+            return self.autocommit(sql, serializable).await;
         }
         if let Some(read) = PointRead::parse(sql)
             && let PointValue::Literal(value) = &read.value
@@ -374,7 +382,16 @@ impl Session {
     /// Runs a statement that changes documents in a transaction of its own, run again (with a
     /// new snapshot) when another commit changed one of its keys meanwhile: what PostgreSQL's
     /// `READ COMMITTED` does for a single statement by re-checking the rows it waited for.
-    pub(crate) async fn autocommit(&self, sql: &str) -> Result<QueryResult, QueryError> {
+    ///
+    /// `serializable`: the transaction records its reads, and another commit that changed one
+    /// of them since the snapshot runs the statement again too. Nothing of a statement reaches
+    /// its client before its commit, so running it again on a newer snapshot is what a client
+    /// retrying PostgreSQL's 40001 would do, and the order of commits is a serial order.
+    pub(crate) async fn autocommit(
+        &self,
+        sql: &str,
+        serializable: bool,
+    ) -> Result<QueryResult, QueryError> {
         let mut attempt = 1;
         loop {
             let transaction = Transaction::begin(
@@ -383,6 +400,7 @@ impl Session {
                 self.key_joins.clone(),
                 false,
             )?;
+            transaction.set_serializable(serializable)?;
             let result = transaction.run(sql).await?;
             match transaction.commit().await {
                 Ok(_) => return Ok(result),

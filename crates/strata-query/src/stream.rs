@@ -24,7 +24,7 @@ impl Session {
     pub async fn stream(&self, sql: &str) -> Result<QueryStream, QueryError> {
         let changed = match crate::ddl::run(self.context(), sql)? {
             Some(result) => Some(result),
-            None if crate::changes_documents(sql) => Some(self.autocommit(sql).await?),
+            None if crate::changes_documents(sql) => Some(self.autocommit(sql, false).await?),
             None => None,
         };
         if let Some(result) = changed {

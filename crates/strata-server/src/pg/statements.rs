@@ -344,10 +344,19 @@ impl StrataStatements {
 
     /// A statement that changes tables or documents, outside a block, through `Session::run`, as
     /// over HTTP and the command line.
-    async fn change_table(&self, sql: &str, tag: &str, format: &Format) -> PgWireResult<Response> {
+    /// At the connection's default isolation (`slot`): `SERIALIZABLE` validates its reads too.
+    async fn change_table(
+        &self,
+        slot: &TransactionSlot,
+        sql: &str,
+        tag: &str,
+        format: &Format,
+    ) -> PgWireResult<Response> {
+        let serializable = slot.serializable_by_default();
         // The table's writer lock may be held by a merge: wait off the runtime's workers.
         let result = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(self.shared.session.run(sql))
+            tokio::runtime::Handle::current()
+                .block_on(self.shared.session.run_at(sql, serializable))
         });
         result
             .map_err(query_error)
@@ -427,7 +436,7 @@ impl StrataStatements {
         if slot.in_block() || control_of(statement).is_some() {
             self.in_block(slot, statement, &format).await
         } else if let Some(tag) = strata_query::table_change_tag(statement) {
-            self.change_table(statement, tag, &format).await
+            self.change_table(slot, statement, tag, &format).await
         } else {
             SimpleQueryHandler::do_query(&*self.inner, client, statement)
                 .await
@@ -534,27 +543,37 @@ impl StrataStatements {
             },
             Control::Commit => match slot.end() {
                 Block::Open { transaction, .. } => {
-                    let transaction = Arc::try_unwrap(transaction).map_err(|_| {
-                        statement_error(
+                    let Ok(transaction) = Arc::try_unwrap(transaction) else {
+                        slot.settle_default(false);
+                        return Err(statement_error(
                             sqlstate::INTERNAL_ERROR,
                             "the transaction is still in use by a statement".into(),
-                        )
-                    })?;
+                        ));
+                    };
                     // A failed commit ends the block too: nothing of it was committed.
-                    transaction.commit().await.map_err(query_error)?;
+                    let committed = transaction.commit().await;
+                    slot.settle_default(committed.is_ok());
+                    committed.map_err(query_error)?;
                     Ok(Response::TransactionEnd(Tag::new("COMMIT")))
                 }
-                Block::Failed { .. } => Ok(Response::TransactionEnd(Tag::new("ROLLBACK"))),
+                Block::Failed { .. } => {
+                    slot.settle_default(false);
+                    Ok(Response::TransactionEnd(Tag::new("ROLLBACK")))
+                }
                 Block::Idle | Block::Expired => Ok(Response::TransactionEnd(Tag::new("COMMIT"))),
             },
             Control::Rollback => {
                 slot.end();
+                slot.settle_default(false);
                 Ok(Response::TransactionEnd(Tag::new("ROLLBACK")))
             }
             Control::SetTransaction {
                 session: true,
                 serializable,
             } => {
+                if slot.is_failed() {
+                    return Err(in_failed_transaction());
+                }
                 if let Some(serializable) = serializable {
                     slot.set_serializable_by_default(serializable);
                 }
@@ -950,7 +969,7 @@ impl SimpleQueryHandler for StrataStatements {
         if let Some(tag) = strata_query::table_change_tag(query) {
             let response = guarded(
                 &running,
-                self.change_table(query, tag, &Format::UnifiedText),
+                self.change_table(&slot, query, tag, &Format::UnifiedText),
             )
             .await?;
             return Ok(guard_responses(vec![response], running, &[]));
@@ -1036,7 +1055,7 @@ impl ExtendedQueryHandler for StrataStatements {
                     .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?;
                 guarded(
                     &running,
-                    self.change_table(&bound, tag, &portal.result_column_format),
+                    self.change_table(&slot, &bound, tag, &portal.result_column_format),
                 )
                 .await?
             }

@@ -368,6 +368,9 @@ pub struct TransactionSlot {
     idle_since: Mutex<Option<Instant>>,
     /// Blocks begin `SERIALIZABLE` unless they ask otherwise (`SET SESSION CHARACTERISTICS`).
     serializable_by_default: AtomicBool,
+    /// The default before the open block first changed it: restored when the block rolls back,
+    /// as PostgreSQL undoes a `SET` of a transaction that does not commit.
+    default_before_block: Mutex<Option<bool>>,
 }
 
 impl TransactionSlot {
@@ -375,9 +378,32 @@ impl TransactionSlot {
         self.serializable_by_default.load(Ordering::Relaxed)
     }
 
+    /// Sets the connection's default level; inside a block, until the block ends: kept if it
+    /// commits, undone if it rolls back ([`TransactionSlot::settle_default`]).
     pub fn set_serializable_by_default(&self, serializable: bool) {
+        if self.in_block() {
+            let mut before = self.before_block();
+            before.get_or_insert(self.serializable_by_default());
+        }
         self.serializable_by_default
             .store(serializable, Ordering::Relaxed);
+    }
+
+    /// The block ended: its changes of the default level stay when it `committed`, and are
+    /// undone otherwise.
+    pub fn settle_default(&self, committed: bool) {
+        if let Some(before) = self.before_block().take()
+            && !committed
+        {
+            self.serializable_by_default
+                .store(before, Ordering::Relaxed);
+        }
+    }
+
+    fn before_block(&self) -> std::sync::MutexGuard<'_, Option<bool>> {
+        self.default_before_block
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn in_block(&self) -> bool {
@@ -407,6 +433,8 @@ impl TransactionSlot {
         }
         // Dropping the transaction rolls it back and gives its read leases back.
         *block = Block::Expired;
+        drop(block);
+        self.settle_default(false);
         true
     }
 
