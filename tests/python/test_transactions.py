@@ -214,6 +214,21 @@ def test_a_set_of_the_default_level_in_a_block_lasts_only_if_the_block_commits(s
             c.execute("SET default_transaction_isolation = 'read committed'")
         c.execute("COMMIT")  # of a failed block: a rollback
         assert value(c, "SHOW default_transaction_isolation") == "serializable"
+        # ROLLBACK TO a savepoint undoes what was SET after it; RELEASE keeps it.
+        show = "SHOW default_transaction_isolation"
+        c.execute("BEGIN")
+        c.execute("SAVEPOINT a")
+        c.execute("SET default_transaction_isolation = 'repeatable read'")
+        c.execute("SAVEPOINT b")
+        c.execute("SET default_transaction_isolation = 'serializable'")
+        c.execute("ROLLBACK TO SAVEPOINT b")
+        assert value(c, show) == "repeatable read"
+        c.execute("ROLLBACK TO SAVEPOINT a")
+        assert value(c, show) == "serializable"
+        c.execute("SET default_transaction_isolation = 'repeatable read'")
+        c.execute("RELEASE a")
+        c.execute("COMMIT")
+        assert value(c, show) == "repeatable read"
 
 
 def test_savepoints_undo_part_of_a_block_and_recover_it_from_an_error(server):

@@ -601,6 +601,7 @@ impl StrataStatements {
                 Some(Err(())) => Err(in_failed_transaction()),
                 Some(Ok((transaction, _))) => {
                     transaction.savepoint(&name);
+                    slot.savepoint_default(&name);
                     Ok(Response::Execution(Tag::new("SAVEPOINT")))
                 }
             },
@@ -608,7 +609,10 @@ impl StrataStatements {
                 None => Err(no_transaction_block("RELEASE SAVEPOINT")),
                 Some(Err(())) => Err(in_failed_transaction()),
                 Some(Ok((transaction, _))) => match transaction.release(&name) {
-                    Ok(()) => Ok(Response::Execution(Tag::new("RELEASE"))),
+                    Ok(()) => {
+                        slot.release_default(&name);
+                        Ok(Response::Execution(Tag::new("RELEASE")))
+                    }
                     Err(e) => {
                         slot.fail();
                         Err(query_error(e))
@@ -619,6 +623,7 @@ impl StrataStatements {
                 None => Err(no_transaction_block("ROLLBACK TO SAVEPOINT")),
                 Some((transaction, _)) => match transaction.rollback_to(&name) {
                     Ok(()) => {
+                        slot.rollback_default_to(&name);
                         slot.recover();
                         Ok(Response::Execution(Tag::new("ROLLBACK")))
                     }

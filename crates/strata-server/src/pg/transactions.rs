@@ -371,6 +371,8 @@ pub struct TransactionSlot {
     /// The default before the open block first changed it: restored when the block rolls back,
     /// as PostgreSQL undoes a `SET` of a transaction that does not commit.
     default_before_block: Mutex<Option<bool>>,
+    /// The default at each savepoint of the open block, oldest first: `ROLLBACK TO` restores it.
+    default_at_savepoints: Mutex<Vec<(String, bool)>>,
 }
 
 impl TransactionSlot {
@@ -392,12 +394,43 @@ impl TransactionSlot {
     /// The block ended: its changes of the default level stay when it `committed`, and are
     /// undone otherwise.
     pub fn settle_default(&self, committed: bool) {
+        self.savepoint_defaults().clear();
         if let Some(before) = self.before_block().take()
             && !committed
         {
             self.serializable_by_default
                 .store(before, Ordering::Relaxed);
         }
+    }
+
+    /// `SAVEPOINT name` was set: a `ROLLBACK TO` it restores the default level of now.
+    pub fn savepoint_default(&self, name: &str) {
+        let now = self.serializable_by_default();
+        self.savepoint_defaults().push((name.to_owned(), now));
+    }
+
+    /// `RELEASE name`: the savepoint and those set after it are gone.
+    pub fn release_default(&self, name: &str) {
+        let mut savepoints = self.savepoint_defaults();
+        if let Some(at) = savepoints.iter().rposition(|(n, _)| n == name) {
+            savepoints.truncate(at);
+        }
+    }
+
+    /// `ROLLBACK TO name`: the default level goes back to the savepoint's, which stays.
+    pub fn rollback_default_to(&self, name: &str) {
+        let mut savepoints = self.savepoint_defaults();
+        if let Some(at) = savepoints.iter().rposition(|(n, _)| n == name) {
+            self.serializable_by_default
+                .store(savepoints[at].1, Ordering::Relaxed);
+            savepoints.truncate(at + 1);
+        }
+    }
+
+    fn savepoint_defaults(&self) -> std::sync::MutexGuard<'_, Vec<(String, bool)>> {
+        self.default_at_savepoints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn before_block(&self) -> std::sync::MutexGuard<'_, Option<bool>> {
