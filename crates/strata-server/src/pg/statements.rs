@@ -342,9 +342,9 @@ impl StrataStatements {
         ))))
     }
 
-    /// A statement that changes tables or documents, outside a block, through `Session::run`, as
-    /// over HTTP and the command line.
-    /// At the connection's default isolation (`slot`): `SERIALIZABLE` validates its reads too.
+    /// A statement that changes tables or documents, outside a block, through `Session::run_at`
+    /// as over HTTP and the command line, at the connection's default isolation (`slot`):
+    /// `SERIALIZABLE` validates its reads too.
     async fn change_table(
         &self,
         slot: &TransactionSlot,

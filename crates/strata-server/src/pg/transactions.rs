@@ -420,11 +420,14 @@ impl TransactionSlot {
     /// `ROLLBACK TO name`: the default level goes back to the savepoint's, which stays.
     pub fn rollback_default_to(&self, name: &str) {
         let mut savepoints = self.savepoint_defaults();
-        if let Some(at) = savepoints.iter().rposition(|(n, _)| n == name) {
+        let Some(at) = savepoints.iter().rposition(|(n, _)| n == name) else {
+            return;
+        };
+        if let Some((_, level)) = savepoints.get(at) {
             self.serializable_by_default
-                .store(savepoints[at].1, Ordering::Relaxed);
-            savepoints.truncate(at + 1);
+                .store(*level, Ordering::Relaxed);
         }
+        savepoints.truncate(at + 1);
     }
 
     fn savepoint_defaults(&self) -> std::sync::MutexGuard<'_, Vec<(String, bool)>> {
