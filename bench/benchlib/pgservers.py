@@ -38,9 +38,12 @@ class StrataServer:
                 args += ["--key", key]
             subprocess.run([str(a) for a in args], check=True, capture_output=True)
         self.port, http_port = free_ports(2)
-        self.proc = subprocess.Popen([str(binary), "--data-dir", str(self.data_dir), "serve", "--pg",
-                                      f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{http_port}"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # The server's messages (merges, checkpoints, their failures) stay beside its data.
+        self.log = work / "strata-serve.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen([str(binary), "--data-dir", str(self.data_dir), "serve", "--pg",
+                                          f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{http_port}"],
+                                         stdout=subprocess.DEVNULL, stderr=log)
         wait_for_port(self.port, self.proc)
         self.user, self.database = "strata", "strata"
         self.dsn = f"host=127.0.0.1 port={self.port} user=strata dbname=strata"
@@ -49,9 +52,15 @@ class StrataServer:
         return int(self.execute(f"SELECT count(*) FROM {table}").strip())
 
     def execute(self, sql):
-        """Runs one statement through psql; returns its unaligned output."""
-        return subprocess.run(["psql", self.dsn, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
-                              capture_output=True, text=True, check=True).stdout
+        """Runs one statement through psql; returns its unaligned output (a failure names the
+        statement and what psql said)."""
+        proc = subprocess.run(["psql", self.dsn, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            server = self.log.read_text(errors="replace").splitlines()[-5:]
+            raise RuntimeError(f"psql failed ({proc.returncode}) on {sql!r}: {proc.stderr.strip()}; "
+                               f"the server's last messages ({self.log}): {server}")
+        return proc.stdout
 
     def stop(self):
         self.proc.terminate()
