@@ -199,13 +199,14 @@ def test_a_set_of_the_default_level_in_a_block_lasts_only_if_the_block_commits(s
     """PostgreSQL undoes a SET made in a transaction that rolls back; one in a failed block is
     refused (25P02)."""
     server.ingest("lvl", ndjson([{"id": 1}]), query="?key=id:integer")
+    show = "SHOW default_transaction_isolation"
     with psycopg.connect(server.dsn(), autocommit=True) as c:
         for end, kept in (("ROLLBACK", "repeatable read"), ("COMMIT", "serializable")):
             c.execute("BEGIN")
             c.execute("SET default_transaction_isolation = 'serializable'")
-            assert value(c, "SHOW default_transaction_isolation") == "serializable"
+            assert value(c, show) == "serializable"
             c.execute(end)
-            assert value(c, "SHOW default_transaction_isolation") == kept, end
+            assert value(c, show) == kept, end
         c.execute("BEGIN")
         c.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         with pytest.raises(psycopg.errors.UniqueViolation):
@@ -213,9 +214,8 @@ def test_a_set_of_the_default_level_in_a_block_lasts_only_if_the_block_commits(s
         with pytest.raises(psycopg.errors.InFailedSqlTransaction):
             c.execute("SET default_transaction_isolation = 'read committed'")
         c.execute("COMMIT")  # of a failed block: a rollback
-        assert value(c, "SHOW default_transaction_isolation") == "serializable"
+        assert value(c, show) == "serializable"
         # ROLLBACK TO a savepoint undoes what was SET after it; RELEASE keeps it.
-        show = "SHOW default_transaction_isolation"
         c.execute("BEGIN")
         c.execute("SAVEPOINT a")
         c.execute("SET default_transaction_isolation = 'repeatable read'")

@@ -35,10 +35,10 @@ fn file_hash(path: &Path) -> Result<u64, FormatError> {
     // A held file is hashed where it lies; a file on disk through a buffer no larger than the
     // file (a commit's small parts are hashed by every merge and checkpoint that reads them, and
     // a zeroed 1 MiB buffer each was the larger part of that cost).
-    if let Some(bytes) = crate::held::get(path) {
-        return Ok(twox_hash::XxHash64::oneshot(0, &bytes));
-    }
     let file = StoredFile::open(path).map_err(|e| FormatError::io(path, e))?;
+    if let StoredFile::Held(bytes) = &file {
+        return Ok(twox_hash::XxHash64::oneshot(0, bytes));
+    }
     let size = file.size().map_err(|e| FormatError::io(path, e))?;
     let mut reader = file.reader().map_err(|e| FormatError::io(path, e))?;
     let mut hasher = twox_hash::XxHash64::with_seed(0);
