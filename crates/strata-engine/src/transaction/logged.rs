@@ -337,6 +337,24 @@ fn keep_listed_undurable(root: &Path, table_dir: &Path, manifest: &Manifest) {
     }
 }
 
+/// Takes a held file that garbage collection deleted (a retired deletion vector, a folded part's
+/// file) off its table's undurable files: no manifest lists it any more, and a durable commit
+/// that looked for it to write it out would fail.
+pub(crate) fn forget_undurable(path: &Path) {
+    let Some(table_dir) = path.parent().and_then(Path::parent) else {
+        return;
+    };
+    let Some(root) = table_dir.parent() else {
+        return;
+    };
+    if let Some(state) = registry()
+        .get_mut(root)
+        .and_then(|logged| logged.tables.get_mut(table_dir))
+    {
+        state.undurable.remove(path);
+    }
+}
+
 /// The table's manifest on disk (not the live one), parsed but not validated.
 fn read_disk_manifest(table_dir: &Path) -> Result<Option<Manifest>, EngineError> {
     let path = table_dir.join(strata_format::manifest::MANIFEST_FILE);
@@ -582,6 +600,39 @@ mod tests {
         let replayed = replay_frames(&data_dir, &frames);
         assert_eq!(replayed.applied, 0);
         assert_eq!(exported_by_length(&data_dir, "a"), expected);
+    }
+
+    #[test]
+    fn a_superseded_held_vector_collected_before_a_checkpoint_is_not_written_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1}"#, r#"{"id":2}"#]);
+        let (wal, _) = open_wal(&data_dir);
+        register(&data_dir, wal);
+        let parts_dir = data_dir.table_dir("a").unwrap().join("parts");
+        // Replacements of the durable part's two rows, one commit each: the first one's deletion
+        // vector is superseded by the second's, retired while still held and not yet durable.
+        commit_upserts(&data_dir, &[("a", 1, r#"{"id":1,"v":1}"#)]);
+        commit_upserts(&data_dir, &[("a", 2, r#"{"id":2,"v":1}"#)]);
+        assert_eq!(data_dir.manifest("a").unwrap().retired.len(), 1);
+        // A background merge that finds nothing to merge still collects garbage: the retired
+        // vector no reader sees goes, and the commits after it must not look for it again.
+        let tiered = crate::merge::MergeOptions {
+            scope: crate::merge::MergeScope::Tiered,
+            ..Default::default()
+        };
+        crate::merge::merge_parts(&data_dir, "a", &tiered).unwrap();
+        commit_upserts(&data_dir, &[("a", 3, r#"{"id":3}"#)]);
+        assert_eq!(checkpoint(&data_dir).unwrap(), ["a"]);
+        assert!(
+            strata_format::held::names_in(&parts_dir).is_empty(),
+            "still held: {:?}",
+            strata_format::held::names_in(&parts_dir)
+        );
+        assert_eq!(
+            exported_by_length(&data_dir, "a"),
+            [r#"{"id":3}"#, r#"{"id":1,"v":1}"#, r#"{"id":2,"v":1}"#]
+        );
     }
 
     fn replay_frames(data_dir: &DataDir, frames: &[(u64, Vec<u8>)]) -> Replayed {
