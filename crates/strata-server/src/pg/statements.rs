@@ -225,29 +225,64 @@ pub struct StrataStatements {
     slots: Arc<OpenSlots>,
     /// Which prepared statements are point reads, by their text (see [`PointReads`]).
     point_reads: PointReads,
+    /// What each prepared statement is, by its text ([`StatementKind`]).
+    kinds: Memo<StatementKind>,
 }
 
-/// Statement texts recognised as point reads (`strata_query::point_read`) or not, so that a
-/// prepared statement is tokenised once, not at every execution. Bounded: emptied when full.
-#[derive(Default)]
-struct PointReads {
-    known: Mutex<HashMap<String, Option<Arc<strata_query::point_read::PointRead>>>>,
+/// What is told of a prepared statement by its text, kept per text so that a statement is
+/// parsed once, not at every execution. Bounded: emptied when full.
+struct Memo<V> {
+    known: Mutex<HashMap<String, V>>,
 }
 
-impl PointReads {
+impl<V> Default for Memo<V> {
+    fn default() -> Self {
+        Memo {
+            known: Mutex::default(),
+        }
+    }
+}
+
+impl<V: Clone> Memo<V> {
     const MAX_STATEMENTS: usize = 4096;
 
-    fn get(&self, sql: &str) -> Option<Arc<strata_query::point_read::PointRead>> {
+    fn get_or(&self, sql: &str, tell: impl FnOnce(&str) -> V) -> V {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(found) = known.get(sql) {
             return found.clone();
         }
-        let parsed = strata_query::point_read::PointRead::parse(sql).map(Arc::new);
+        let told = tell(sql);
         if known.len() >= Self::MAX_STATEMENTS {
             known.clear();
         }
-        known.insert(sql.to_owned(), parsed.clone());
-        parsed
+        known.insert(sql.to_owned(), told.clone());
+        told
+    }
+}
+
+/// Statement texts recognised as point reads (`strata_query::point_read`) or not.
+type PointReads = Memo<Option<Arc<strata_query::point_read::PointRead>>>;
+
+/// What a statement is, as far as choosing how to run it goes: transaction control, a change
+/// of a table (with its command tag), or neither. Parsing a statement to tell costs about what
+/// running a point read does, and a booking's statements were parsed three times each.
+#[derive(Clone)]
+struct StatementKind {
+    control: Option<Control>,
+    change_tag: Option<&'static str>,
+}
+
+impl StatementKind {
+    fn of(sql: &str) -> StatementKind {
+        let control = control_of(sql);
+        let change_tag = match control {
+            Some(_) => None,
+            None => strata_query::table_change_tag(sql),
+        };
+        StatementKind {
+            control,
+            change_tag,
+        }
     }
 }
 
@@ -268,6 +303,7 @@ impl StrataStatements {
             registry,
             slots,
             point_reads: PointReads::default(),
+            kinds: Memo::default(),
         }
     }
 
@@ -295,7 +331,8 @@ impl StrataStatements {
     /// when it is not one or must be planned.
     async fn point_read(&self, portal: &Portal<DfStatement>) -> PgWireResult<Option<Response>> {
         use strata_query::point_read::PointValue;
-        let Some(read) = self.point_reads.get(&portal.statement.statement.0) else {
+        let sql = &portal.statement.statement.0;
+        let Some(read) = self.point_reads.get_or(sql, point_read_of) else {
             return Ok(None);
         };
         let value = match &read.value {
@@ -366,20 +403,24 @@ impl StrataStatements {
     /// Runs `sql` for a connection whose transaction block is `slot` (see
     /// `super::transactions`): a control statement, or a statement of the open block. Without
     /// a block, the statement runs in a transaction of its own.
+    /// `kind` is what the statement is when already told (None: told here from `sql`).
     async fn in_block(
         &self,
         slot: &TransactionSlot,
         sql: &str,
         format: &Format,
+        kind: Option<StatementKind>,
     ) -> PgWireResult<Response> {
-        if let Some(control) = control_of(sql) {
+        let kind = kind.unwrap_or_else(|| StatementKind::of(sql));
+        if let Some(control) = kind.control {
             return self.control(slot, control, format).await;
         }
+        let change_tag = kind.change_tag;
         match slot.current() {
             None => {
                 let transaction = self.begin_transaction()?;
                 let response = self
-                    .in_transaction(&transaction, false, sql, format)
+                    .in_transaction(&transaction, false, sql, change_tag, format)
                     .await?;
                 transaction.commit().await.map_err(query_error)?;
                 Ok(response)
@@ -387,7 +428,7 @@ impl StrataStatements {
             Some(Err(())) => Err(in_failed_transaction()),
             Some(Ok((transaction, read_only))) => {
                 let result = self
-                    .in_transaction(&transaction, read_only, sql, format)
+                    .in_transaction(&transaction, read_only, sql, change_tag, format)
                     .await;
                 if result.is_err() {
                     slot.fail();
@@ -434,7 +475,7 @@ impl StrataStatements {
         };
         let format = Format::UnifiedText;
         if slot.in_block() || control_of(statement).is_some() {
-            self.in_block(slot, statement, &format).await
+            self.in_block(slot, statement, &format, None).await
         } else if let Some(tag) = strata_query::table_change_tag(statement) {
             self.change_table(slot, statement, tag, &format).await
         } else {
@@ -449,16 +490,17 @@ impl StrataStatements {
         tokio::task::block_in_place(|| self.shared.session.begin()).map_err(query_error)
     }
 
-    /// One statement of an open transaction: a change is buffered, a query reads the
-    /// transaction's snapshot and its own changes.
+    /// One statement of an open transaction: a change (`change_tag`: its command tag) is
+    /// buffered, a query reads the transaction's snapshot and its own changes.
     async fn in_transaction(
         &self,
         transaction: &strata_query::Transaction,
         read_only: bool,
         sql: &str,
+        change_tag: Option<&'static str>,
         format: &Format,
     ) -> PgWireResult<Response> {
-        if let Some(tag) = strata_query::table_change_tag(sql) {
+        if let Some(tag) = change_tag {
             if read_only {
                 return Err(statement_error(
                     sqlstate::READ_ONLY_TRANSACTION,
@@ -1035,22 +1077,27 @@ impl ExtendedQueryHandler for StrataStatements {
         let running = self.begin(client).await?;
         let sql = &portal.statement.statement.0;
         let slot = self.slot_of(client);
-        let in_block = slot.in_block() || control_of(sql).is_some();
-        // A point read is a query: not parsed again to be told apart from a change.
-        let point_read = !in_block && self.point_reads.get(sql).is_some();
-        let change = if point_read {
-            None
-        } else {
-            strata_query::table_change_tag(sql)
+        let template = self.kinds.get_or(sql, StatementKind::of);
+        let in_block = slot.in_block() || template.control.is_some();
+        let point_read = !in_block && self.point_reads.get_or(sql, point_read_of).is_some();
+        let change = match point_read {
+            true => None,
+            false => template.change_tag,
         };
         let response = match change {
             _ if in_block => {
                 let types = &portal.statement.parameter_types;
                 let bound = super::parameters::bind(sql, portal, types)
                     .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?;
+                // Bound parameters are values: they never make a change of another kind, nor
+                // a query a change. Only a control statement's setting or a statement the
+                // template could not be told from are told again from the bound text.
+                let told = portal.parameters.is_empty()
+                    || (template.control.is_none() && template.change_tag.is_some());
+                let kind = told.then(|| template.clone());
                 guarded(
                     &running,
-                    self.in_block(&slot, &bound, &portal.result_column_format),
+                    self.in_block(&slot, &bound, &portal.result_column_format, kind),
                 )
                 .await?
             }
@@ -1081,6 +1128,11 @@ impl ExtendedQueryHandler for StrataStatements {
         let mut responses = guard_responses(vec![response], running, &json);
         Ok(responses.pop().unwrap_or(Response::EmptyQuery))
     }
+}
+
+/// The point read `sql` is, if it is one (`strata_query::point_read`).
+fn point_read_of(sql: &str) -> Option<Arc<strata_query::point_read::PointRead>> {
+    strata_query::point_read::PointRead::parse(sql).map(Arc::new)
 }
 
 /// Which columns of a result hold JSON (answered with PostgreSQL's `json` type).

@@ -260,6 +260,20 @@ pub fn status_before(
     sql: &str,
 ) -> Option<pgwire::messages::response::TransactionStatus> {
     use pgwire::messages::response::TransactionStatus;
+    // Only a first statement that ends a block or rolls back to a savepoint changes what to
+    // report, and `control_of` tells those by their first word: every other statement (nearly
+    // all) is answered without tokenizing the text to find its first statement.
+    let first_word = sql
+        .trim_start_matches(|c: char| c.is_whitespace() || c == ';')
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default();
+    if !["COMMIT", "END", "ROLLBACK", "ABORT"]
+        .iter()
+        .any(|word| first_word.eq_ignore_ascii_case(word))
+    {
+        return None;
+    }
     let first = strata_query::split_statements(sql).into_iter().next()?;
     match control_of(&first)? {
         Control::Commit | Control::Rollback => Some(TransactionStatus::Idle),
@@ -690,6 +704,35 @@ mod tests {
         );
         assert_eq!(deallocate_of("DEALLOCATE Stmt"), Some(Some("stmt".into())));
         assert_eq!(deallocate_of("SELECT 1"), None);
+    }
+
+    #[test]
+    fn the_status_before_a_statement_is_told_by_its_first_statement() {
+        use pgwire::messages::response::TransactionStatus;
+        let slot = TransactionSlot::default();
+        for ending in [
+            "COMMIT",
+            "end transaction",
+            " ;; rollback;",
+            "ABORT",
+            "COMMIT; BEGIN",
+        ] {
+            assert_eq!(
+                status_before(&slot, ending),
+                Some(TransactionStatus::Idle),
+                "{ending}"
+            );
+        }
+        for other in [
+            "BEGIN",
+            "INSERT INTO t VALUES ('{\"a\":1}')",
+            "SELECT 1; COMMIT",
+            "-- COMMIT",
+            "ROLLBACK TO SAVEPOINT a",
+            "committed",
+        ] {
+            assert_eq!(status_before(&slot, other), None, "{other}");
+        }
     }
 
     #[test]
