@@ -623,13 +623,10 @@ fn read_dir_if_exists(dir: &Path) -> Result<Vec<fs::DirEntry>, EngineError> {
 
 /// Deletes the file at `path`, held in memory ([`strata_format::held`]) or on disk.
 fn remove_if_exists(path: &Path) -> Result<(), EngineError> {
-    if strata_format::held::remove(path) {
-        // Garbage now, though a live table may still count it among the files its next durable
-        // commit writes out: it must not look for it.
-        crate::transaction::logged::forget_undurable(path);
-        return Ok(());
-    }
-    match fs::remove_file(path) {
+    // Garbage now, though a live table may still count it among the files its next durable
+    // commit writes out: it must not look for it.
+    crate::transaction::logged::forget_undurable(path);
+    match strata_format::held::delete(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(EngineError::io(path, e)),

@@ -474,9 +474,10 @@ impl StrataStatements {
             }
         };
         let format = Format::UnifiedText;
-        if slot.in_block() || control_of(statement).is_some() {
-            self.in_block(slot, statement, &format, None).await
-        } else if let Some(tag) = strata_query::table_change_tag(statement) {
+        let kind = StatementKind::of(statement);
+        if slot.in_block() || kind.control.is_some() {
+            self.in_block(slot, statement, &format, Some(kind)).await
+        } else if let Some(tag) = kind.change_tag {
             self.change_table(slot, statement, tag, &format).await
         } else {
             SimpleQueryHandler::do_query(&*self.inner, client, statement)

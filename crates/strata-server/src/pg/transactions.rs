@@ -76,13 +76,17 @@ pub enum Control {
 }
 
 /// The transaction-control statement `sql` is (None: another statement).
+/// The statement's first word (its leading letters), as transaction control is told by it.
+fn first_word(sql: &str) -> &str {
+    sql.trim_start()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default()
+}
+
 pub fn control_of(sql: &str) -> Option<Control> {
     // Cheap test first: most statements are not transaction control.
-    let first = sql
-        .trim_start()
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .next()?
-        .to_ascii_uppercase();
+    let first = first_word(sql).to_ascii_uppercase();
     if !matches!(
         first.as_str(),
         "BEGIN"
@@ -263,14 +267,10 @@ pub fn status_before(
     // Only a first statement that ends a block or rolls back to a savepoint changes what to
     // report, and `control_of` tells those by their first word: every other statement (nearly
     // all) is answered without tokenizing the text to find its first statement.
-    let first_word = sql
-        .trim_start_matches(|c: char| c.is_whitespace() || c == ';')
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .next()
-        .unwrap_or_default();
+    let first = first_word(sql.trim_start_matches(|c: char| c.is_whitespace() || c == ';'));
     if !["COMMIT", "END", "ROLLBACK", "ABORT"]
         .iter()
-        .any(|word| first_word.eq_ignore_ascii_case(word))
+        .any(|word| first.eq_ignore_ascii_case(word))
     {
         return None;
     }
