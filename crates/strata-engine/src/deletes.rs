@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use strata_format::deletes::{
     DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
@@ -151,7 +152,10 @@ pub(crate) fn stage_deletions_named(
         entries.push((index, write_deletion_vector(table_dir, &file, &vector)?));
     }
     for (index, entry) in entries {
-        if let Some(old) = manifest.parts[index].deletes.replace(entry) {
+        if let Some(old) = Arc::make_mut(&mut manifest.parts[index])
+            .deletes
+            .replace(entry)
+        {
             retired.push(old.file);
         }
     }

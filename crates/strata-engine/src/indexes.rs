@@ -14,6 +14,8 @@
 //! Index names are unique in the data directory (PostgreSQL's are unique in a schema, and its
 //! `DROP INDEX` names no table), checked when an index is created.
 
+use std::sync::Arc;
+
 use strata_format::indexes::{IndexSetting, build_part_index, valid_index_name};
 
 use crate::error::EngineError;
@@ -77,7 +79,7 @@ impl DataDir {
         let mut parts_indexed = 0;
         for entry in &mut manifest.parts {
             if let Some(index) = build_part_index(&dir, entry, &setting)? {
-                entry.indexes.push(index);
+                Arc::make_mut(entry).indexes.push(index);
                 parts_indexed += 1;
             }
         }
@@ -106,7 +108,9 @@ impl DataDir {
             return Ok(false);
         }
         for entry in &mut manifest.parts {
-            entry.indexes.retain(|i| i.name != name);
+            if entry.indexes.iter().any(|i| i.name == name) {
+                Arc::make_mut(entry).indexes.retain(|i| i.name != name);
+            }
         }
         manifest.version += 1;
         crate::commit::commit_manifest(&mut manifest, &dir)?;

@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef};
 use arrow::compute::{SortOptions, interleave};
@@ -229,7 +230,7 @@ pub(crate) fn merge_locked(
 /// One round of merges: the groups of input parts and, for each, the parts written in its place
 /// (not yet listed in any manifest).
 struct Round {
-    groups: Vec<Vec<PartEntry>>,
+    groups: Vec<Vec<Arc<PartEntry>>>,
     outputs: Vec<Vec<PartEntry>>,
 }
 
@@ -277,14 +278,14 @@ impl Round {
     /// would come back in the outputs), and the settings the outputs were written with still
     /// hold.
     fn applies_to(&self, current: &Manifest, snapshot: &Manifest) -> bool {
-        let listed: std::collections::HashMap<&str, &PartEntry> =
+        let listed: std::collections::HashMap<&str, &Arc<PartEntry>> =
             current.parts.iter().map(|p| (p.file.as_str(), p)).collect();
         current.settings == snapshot.settings
-            && self
-                .groups
-                .iter()
-                .flatten()
-                .all(|p| listed.get(p.file.as_str()) == Some(&p))
+            && self.groups.iter().flatten().all(|p| {
+                listed
+                    .get(p.file.as_str())
+                    .is_some_and(|listed| Arc::ptr_eq(listed, p) || listed.as_ref() == p.as_ref())
+            })
     }
 
     /// Deletes the outputs of a round that will not commit (failures to delete leave garbage
@@ -321,10 +322,10 @@ impl Round {
                         .map(|input| input.newest_write)
                         .collect::<Option<Vec<u64>>>()
                         .and_then(|writes| writes.into_iter().max());
-                    for output in &mut outputs[g] {
+                    for mut output in std::mem::take(&mut outputs[g]) {
                         output.newest_write = newest;
+                        parts.push(Arc::new(output));
                     }
-                    parts.append(&mut outputs[g]);
                 }
                 Some(_) => {}
                 None => parts.push(part),
@@ -336,7 +337,7 @@ impl Round {
         let merged: Vec<String> = groups
             .iter()
             .flatten()
-            .flat_map(PartEntry::own_files)
+            .flat_map(|part| part.own_files())
             .collect();
         manifest.retire(merged, unix_now());
         manifest.version += 1;
@@ -350,8 +351,8 @@ const MAX_FOLDED_INPUTS: usize = 512;
 /// The parts of `parts` whose files are held in memory ([`strata_format::held`]).
 fn held_parts<'a>(
     table_dir: &'a Path,
-    parts: &'a [PartEntry],
-) -> impl Iterator<Item = &'a PartEntry> + 'a {
+    parts: &'a [Arc<PartEntry>],
+) -> impl Iterator<Item = &'a Arc<PartEntry>> + 'a {
     parts
         .iter()
         .filter(move |p| strata_format::held::is_held(&Manifest::part_path(table_dir, &p.file)))
@@ -367,7 +368,7 @@ pub(crate) fn fold_held_parts(
     table_dir: &Path,
     manifest: &mut Manifest,
 ) -> Result<usize, EngineError> {
-    let held: Vec<&PartEntry> = held_parts(table_dir, &manifest.parts).collect();
+    let held: Vec<&Arc<PartEntry>> = held_parts(table_dir, &manifest.parts).collect();
     let groups = group_parts(held.into_iter(), MAX_FOLDED_INPUTS);
     if groups.is_empty() {
         return Ok(0);
@@ -396,10 +397,10 @@ pub(crate) fn fold_held_parts(
 /// parts, [`MAX_MERGE_INPUT_COLUMNS`] columns and [`MAX_MERGED_PART_BYTES`] bytes: neighbours
 /// for [`MergeScope::All`], parts of one size tier (in table order) for [`MergeScope::Tiered`].
 fn plan_merges(
-    parts: &[PartEntry],
+    parts: &[Arc<PartEntry>],
     scope: MergeScope,
     settled: &HashSet<String>,
-) -> Vec<Vec<PartEntry>> {
+) -> Vec<Vec<Arc<PartEntry>>> {
     let candidate = |p: &PartEntry| {
         !settled.contains(&p.file)
             && match scope {
@@ -415,7 +416,7 @@ fn plan_merges(
                 .collect()
         }
         MergeScope::Tiered => {
-            let mut tiers: BTreeMap<u32, Vec<&PartEntry>> = BTreeMap::new();
+            let mut tiers: BTreeMap<u32, Vec<&Arc<PartEntry>>> = BTreeMap::new();
             for part in parts.iter().filter(|p| candidate(p)) {
                 tiers.entry(size_tier(part.bytes)).or_default().push(part);
             }
@@ -443,12 +444,12 @@ fn size_tier(bytes: u64) -> u32 {
 /// `max_inputs` parts); a part left alone is not merged, unless it has deleted rows: rewritten
 /// alone, it drops them for good.
 fn group_parts<'a>(
-    parts: impl Iterator<Item = &'a PartEntry>,
+    parts: impl Iterator<Item = &'a Arc<PartEntry>>,
     max_inputs: usize,
-) -> Vec<Vec<PartEntry>> {
+) -> Vec<Vec<Arc<PartEntry>>> {
     let mut groups = Vec::new();
-    let mut current: Vec<PartEntry> = Vec::new();
-    let close = |current: &mut Vec<PartEntry>, groups: &mut Vec<Vec<PartEntry>>| {
+    let mut current: Vec<Arc<PartEntry>> = Vec::new();
+    let close = |current: &mut Vec<Arc<PartEntry>>, groups: &mut Vec<Vec<Arc<PartEntry>>>| {
         if current.len() >= 2 || current.iter().any(|p| p.deletes.is_some()) {
             groups.push(std::mem::take(current));
         }
@@ -478,7 +479,7 @@ fn dictionary_columns(
     layout: &PartSchema,
     sort_key: &[String],
     hints: &ColumnHints,
-    group: &[PartEntry],
+    group: &[Arc<PartEntry>],
     footers: &[FooterColumns],
     values: &BTreeMap<&str, u64>,
     rows: u64,
@@ -517,7 +518,7 @@ fn merge_group(
     table: &str,
     table_dir: &Path,
     manifest: &Manifest,
-    group: &[PartEntry],
+    group: &[Arc<PartEntry>],
 ) -> Result<Option<PartEntry>, EngineError> {
     let sort_key = &manifest.settings.sort_key;
     let mut counts = Vec::new();
@@ -877,7 +878,7 @@ fn merge_by_reshredding(
     table: &str,
     table_dir: &Path,
     manifest: &Manifest,
-    group: &[PartEntry],
+    group: &[Arc<PartEntry>],
     options: &MergeOptions,
 ) -> Result<Vec<PartEntry>, EngineError> {
     let settings = &manifest.settings;
@@ -940,8 +941,8 @@ mod tests {
     use super::*;
     use strata_json::Kind;
 
-    fn part(file: &str, bytes: u64, columns: usize, full: bool) -> PartEntry {
-        PartEntry {
+    fn part(file: &str, bytes: u64, columns: usize, full: bool) -> Arc<PartEntry> {
+        Arc::new(PartEntry {
             file: file.to_owned(),
             rows: 1,
             bytes,
@@ -958,10 +959,10 @@ mod tests {
             newest_write: None,
             text_index: None,
             indexes: Vec::new(),
-        }
+        })
     }
 
-    fn files(groups: &[Vec<PartEntry>]) -> Vec<Vec<&str>> {
+    fn files(groups: &[Vec<Arc<PartEntry>>]) -> Vec<Vec<&str>> {
         groups
             .iter()
             .map(|g| g.iter().map(|p| p.file.as_str()).collect())
@@ -972,7 +973,7 @@ mod tests {
     fn merges_respect_inputs_columns_and_bytes() {
         let none = HashSet::new();
         // 20 narrow parts: groups of MAX_MERGE_INPUTS, then the rest.
-        let narrow: Vec<PartEntry> = (0..20)
+        let narrow: Vec<Arc<PartEntry>> = (0..20)
             .map(|i| part(&format!("n{i}"), 10, 50, true))
             .collect();
         let groups = plan_merges(&narrow, MergeScope::All, &none);
@@ -981,13 +982,13 @@ mod tests {
             [MAX_MERGE_INPUTS, 20 - MAX_MERGE_INPUTS]
         );
         // Wide parts: 600 columns each, so at most 6 per merge (3,600 of 4,096 columns).
-        let wide: Vec<PartEntry> = (0..8)
+        let wide: Vec<Arc<PartEntry>> = (0..8)
             .map(|i| part(&format!("w{i}"), 10, 600, true))
             .collect();
         let groups = plan_merges(&wide, MergeScope::All, &none);
         assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), [6, 2]);
         // Two inputs are always allowed, however wide.
-        let widest: Vec<PartEntry> = (0..3)
+        let widest: Vec<Arc<PartEntry>> = (0..3)
             .map(|i| part(&format!("x{i}"), 10, 5000, true))
             .collect();
         assert_eq!(plan_merges(&widest, MergeScope::All, &none).len(), 1);
@@ -1003,7 +1004,7 @@ mod tests {
         assert_eq!(files(&groups), [vec!["a", "b"], vec!["c", "d"]]);
         // The automatic merge takes only small parts that were not cut at the target, and only
         // once there are enough of them.
-        let mut small: Vec<PartEntry> = (0..AUTO_MERGE_MIN_PARTS)
+        let mut small: Vec<Arc<PartEntry>> = (0..AUTO_MERGE_MIN_PARTS)
             .map(|i| part(&format!("s{i}"), 10, 1, false))
             .collect();
         small.push(part("full", 10, 1, true));
@@ -1014,7 +1015,7 @@ mod tests {
         assert!(plan_merges(&small, MergeScope::Tiered, &none).is_empty());
         // Tiers: eight parts of one size tier are merged, seven of another are not, and parts of
         // different tiers are never merged together.
-        let mut tiered: Vec<PartEntry> = (0..AUTO_MERGE_MIN_PARTS)
+        let mut tiered: Vec<Arc<PartEntry>> = (0..AUTO_MERGE_MIN_PARTS)
             .map(|i| part(&format!("t0-{i}"), SMALLEST_TIER_BYTES / 2, 1, false))
             .collect();
         tiered.extend(

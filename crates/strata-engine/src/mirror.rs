@@ -37,7 +37,7 @@ pub trait Mirror: Send + Sync {
         &self,
         table: &str,
         table_dir: &Path,
-        parts: &[PartEntry],
+        parts: &[Arc<PartEntry>],
     ) -> Result<(), EngineError>;
 
     /// `table` was dropped locally: drop it on the mirror.
@@ -92,7 +92,7 @@ pub(crate) fn of(table_dir: &Path) -> Option<(String, Arc<dyn Mirror>)> {
 }
 
 /// Fetches the whole bytes of `parts` when `table_dir` is mirrored (a no-op otherwise).
-pub(crate) fn read_whole(table_dir: &Path, parts: &[PartEntry]) -> Result<(), EngineError> {
+pub(crate) fn read_whole(table_dir: &Path, parts: &[Arc<PartEntry>]) -> Result<(), EngineError> {
     match of(table_dir) {
         Some((table, mirror)) => mirror.read_whole(&table, table_dir, parts),
         None => Ok(()),

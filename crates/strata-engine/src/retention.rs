@@ -8,6 +8,8 @@
 //! are retired like a merge's inputs, so queries that started before keep reading them; garbage
 //! collection deletes them once no reader holds a lease.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use strata_format::PartEntry;
@@ -61,7 +63,7 @@ pub fn drop_expired(
 
 /// The files of the parts older than the table's TTL.
 fn expired_parts(
-    parts: &[PartEntry],
+    parts: &[Arc<PartEntry>],
     settings: &strata_format::TableSettings,
     now: u64,
 ) -> Vec<String> {

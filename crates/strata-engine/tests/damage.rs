@@ -232,7 +232,7 @@ fn validation_since_a_valid_manifest_looks_on_disk_only_at_what_changed() {
             .any(|p| p.contains(&missing))
     );
     let mut changed = validated.clone();
-    changed.parts[0].bytes += 1;
+    std::sync::Arc::make_mut(&mut changed.parts[0]).bytes += 1;
     let problems = changed.problems_since(&table_dir, Some(&validated));
     assert!(
         problems.iter().any(|p| p.contains(&missing)),

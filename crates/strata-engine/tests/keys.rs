@@ -252,7 +252,12 @@ fn a_merge_of_parts_whose_rows_are_all_deleted_leaves_no_part() {
     let lines: Vec<String> = (0..50).map(|k| doc(&k.into(), 1)).collect();
     load(&dir, tmp.path(), &lines, &opts).0.unwrap();
     let part = dir.manifest("t").unwrap().parts[0].clone();
-    strata_engine::delete_rows(&dir, "t", &[(part.file, (0..part.rows).collect())].into()).unwrap();
+    strata_engine::delete_rows(
+        &dir,
+        "t",
+        &[(part.file.clone(), (0..part.rows).collect())].into(),
+    )
+    .unwrap();
     merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
     let manifest = dir.manifest("t").unwrap();
     assert!(manifest.parts.is_empty(), "{:?}", manifest.parts);

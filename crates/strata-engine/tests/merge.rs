@@ -91,7 +91,7 @@ fn ingest_and_merge(
 fn only_part(dir: &DataDir, tmp: &Path) -> (strata_format::PartEntry, Vec<RecordBatch>) {
     let manifest = dir.manifest("t").unwrap();
     assert_eq!(manifest.parts.len(), 1);
-    let part = manifest.parts[0].clone();
+    let part = (*manifest.parts[0]).clone();
     let batches =
         read_part_batches(&Manifest::part_path(&tmp.join("data/t"), &part.file), &part).unwrap();
     (part, batches)

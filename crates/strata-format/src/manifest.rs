@@ -217,7 +217,11 @@ pub struct Manifest {
     /// Incremented by every commit.
     pub version: u64,
     pub settings: TableSettings,
-    pub parts: Vec<PartEntry>,
+    /// Each part shared between the versions that list it: a commit copies the list, not the
+    /// parts (a transaction's commit and its snapshot's release each cost a whole manifest
+    /// otherwise).
+    #[serde(with = "shared_parts")]
+    pub parts: Vec<Arc<PartEntry>>,
     /// Parts replaced by a merge, kept on disk for readers of older manifests until a writer
     /// finds that no reader holds a lease (`strata-engine`'s `table` module).
     #[serde(default)]
@@ -231,6 +235,29 @@ pub struct Manifest {
     /// ADR 0017, "live manifests"); absent when none ever was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wal_transactions: Option<u64>,
+}
+
+/// `Manifest::parts` as a plain list of parts: sharing is the process's business, not the file's.
+mod shared_parts {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::PartEntry;
+
+    pub(super) fn serialize<S: Serializer>(
+        parts: &[Arc<PartEntry>],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(parts.iter().map(|part| part.as_ref()))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Arc<PartEntry>>, D::Error> {
+        let parts = Vec::<PartEntry>::deserialize(deserializer)?;
+        Ok(parts.into_iter().map(Arc::new).collect())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -265,7 +292,7 @@ impl Manifest {
 
     /// Documents in the table: rows of its parts that are not deleted.
     pub fn rows(&self) -> u64 {
-        self.parts.iter().map(PartEntry::live_rows).sum()
+        self.parts.iter().map(|part| part.live_rows()).sum()
     }
 
     pub fn bytes(&self) -> u64 {
@@ -362,7 +389,7 @@ impl Manifest {
     /// files no manifest lists. What is checked on disk is then what the manifests between them
     /// added — a statement after a commit stats the commit's new part, not every part.
     pub fn problems_since(&self, table_dir: &Path, validated: Option<&Manifest>) -> Vec<String> {
-        let known: std::collections::HashMap<&str, &PartEntry> = validated
+        let known: std::collections::HashMap<&str, &Arc<PartEntry>> = validated
             .map(|v| v.parts.iter().map(|p| (p.file.as_str(), p)).collect())
             .unwrap_or_default();
         let mut problems = Vec::new();
@@ -403,7 +430,10 @@ impl Manifest {
                     ));
                 }
             }
-            if known.get(name.as_str()).is_some_and(|known| *known == part) {
+            if known
+                .get(name.as_str())
+                .is_some_and(|known| Arc::ptr_eq(known, part) || **known == *part)
+            {
                 continue;
             }
             if let Some(deletes) = &part.deletes {

@@ -205,12 +205,14 @@ mod tests {
     }
 
     /// A part entry named `file` (only its name matters here).
-    fn part(file: &str) -> crate::PartEntry {
-        serde_json::from_value(serde_json::json!({
-            "file": file, "rows": 1, "bytes": 1, "columns": {}, "remainder_paths": {},
-            "remainder_paths_truncated": false, "sort_key_min": {}, "sort_key_max": {}
-        }))
-        .unwrap()
+    fn part(file: &str) -> std::sync::Arc<crate::PartEntry> {
+        std::sync::Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "file": file, "rows": 1, "bytes": 1, "columns": {}, "remainder_paths": {},
+                "remainder_paths_truncated": false, "sort_key_min": {}, "sort_key_max": {}
+            }))
+            .unwrap(),
+        )
     }
 
     #[tokio::test]

@@ -258,6 +258,8 @@ pub(crate) fn part_entry(file: &str, rows: u64, columns: &[(&str, Kind)]) -> Par
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use strata_format::{Manifest, PartEntry, TableSettings};
     use strata_json::Kind;
 
@@ -269,7 +271,7 @@ mod tests {
 
     fn manifest(parts: &[&PartEntry]) -> Manifest {
         Manifest {
-            parts: parts.iter().map(|p| (*p).clone()).collect(),
+            parts: parts.iter().map(|p| Arc::new((*p).clone())).collect(),
             ..Manifest::new(TableSettings::sorted_by(Vec::new(), 64))
         }
     }

@@ -259,7 +259,7 @@ fn live_documents(dir: &DataDir) -> Vec<String> {
         let whole = strata_format::PartEntry {
             deletes: None,
             keys: None,
-            ..entry.clone()
+            ..(*entry).clone()
         };
         let path = strata_format::Manifest::part_path(&table_dir, &entry.file);
         let mut position = 0u64;

@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -321,10 +322,10 @@ pub(crate) fn rebase(
         ));
     }
     current.settings = local.settings.clone();
-    let base_parts: BTreeMap<&str, &PartEntry> = base
+    let base_parts: BTreeMap<&str, &Arc<PartEntry>> = base
         .map(|b| b.parts.iter().map(|p| (p.file.as_str(), p)).collect())
         .unwrap_or_default();
-    let local_parts: BTreeMap<&str, &PartEntry> =
+    let local_parts: BTreeMap<&str, &Arc<PartEntry>> =
         local.parts.iter().map(|p| (p.file.as_str(), p)).collect();
     for (file, before) in &base_parts {
         let after = local_parts.get(file);
@@ -338,7 +339,7 @@ pub(crate) fn rebase(
                 "another writer committed version {newer}, which no longer has part {file}"
             ));
         };
-        if current.parts[at] != **before {
+        if *current.parts[at] != ***before {
             return conflict(format!(
                 "another writer committed version {newer}, which changed part {file}"
             ));
@@ -394,7 +395,7 @@ mod tests {
     fn manifest(version: u64, parts: Vec<PartEntry>) -> Manifest {
         Manifest {
             version,
-            parts,
+            parts: parts.into_iter().map(Arc::new).collect(),
             ..Manifest::new(settings())
         }
     }
@@ -439,7 +440,10 @@ mod tests {
         let local = manifest(4, vec![part("a", None), part("b", Some(1))]);
         let mut current = manifest(4, vec![part("a", Some(2)), part("b", None)]);
         rebase("t", Some(&base), &local, &mut current).unwrap();
-        assert_eq!(current.parts, vec![part("a", Some(2)), part("b", Some(1))]);
+        assert_eq!(
+            current.parts,
+            vec![Arc::new(part("a", Some(2))), Arc::new(part("b", Some(1)))]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
+use std::sync::Arc;
 
 use strata_format::{Manifest, PartEntry, TableSettings, manifest_log};
 use strata_remote::{RemoteDataDir, RemoteError, RemoteOptions, Staging, TableChange};
@@ -20,12 +21,14 @@ fn settings(keyed: bool) -> TableSettings {
 }
 
 /// A part of a few bytes without checksums (copied whole, never as a footer copy).
-fn part(file: &str) -> PartEntry {
-    serde_json::from_value(serde_json::json!({
-        "file": file, "rows": 1, "bytes": file.len(), "columns": {}, "remainder_paths": {},
-        "remainder_paths_truncated": false, "sort_key_min": {}, "sort_key_max": {}
-    }))
-    .unwrap()
+fn part(file: &str) -> Arc<PartEntry> {
+    Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "file": file, "rows": 1, "bytes": file.len(), "columns": {}, "remainder_paths": {},
+            "remainder_paths_truncated": false, "sort_key_min": {}, "sort_key_max": {}
+        }))
+        .unwrap(),
+    )
 }
 
 fn open(dir: &Path) -> RemoteDataDir {

@@ -598,12 +598,12 @@ fn commit_parts(
         None => None,
     };
     let writing = manifest.version + 1;
-    manifest
-        .parts
-        .extend(new_parts.into_iter().map(|part| PartEntry {
+    manifest.parts.extend(new_parts.into_iter().map(|part| {
+        Arc::new(PartEntry {
             newest_write: Some(writing),
             ..part
-        }));
+        })
+    }));
     if let Some(seq) = options.wal_applied {
         manifest.wal_applied = Some(manifest.wal_applied.unwrap_or(0).max(seq));
     }

@@ -430,7 +430,7 @@ fn rows_changed(snapshot: &Manifest, current: &Manifest) -> bool {
     if same_parts(snapshot, current) {
         return false;
     }
-    let before: std::collections::HashMap<&str, &strata_format::PartEntry> = snapshot
+    let before: std::collections::HashMap<&str, &Arc<strata_format::PartEntry>> = snapshot
         .parts
         .iter()
         .map(|part| (part.file.as_str(), part))
@@ -444,13 +444,8 @@ fn rows_changed(snapshot: &Manifest, current: &Manifest) -> bool {
                 .newest_write
                 .is_none_or(|written| written > snapshot.version),
         });
-    let live_rows = |manifest: &Manifest| -> u64 {
-        manifest
-            .parts
-            .iter()
-            .map(strata_format::PartEntry::live_rows)
-            .sum()
-    };
+    let live_rows =
+        |manifest: &Manifest| -> u64 { manifest.parts.iter().map(|part| part.live_rows()).sum() };
     new_rows_or_deletions || live_rows(snapshot) != live_rows(current)
 }
 
@@ -535,12 +530,12 @@ pub(crate) fn apply_changes(
         changes,
     )?;
     let written = part.as_ref().map_or(0, |p| p.rows);
-    manifest
-        .parts
-        .extend(part.map(|part| strata_format::PartEntry {
+    manifest.parts.extend(part.map(|part| {
+        Arc::new(strata_format::PartEntry {
             newest_write: Some(version),
             ..part
-        }));
+        })
+    }));
     manifest.version = version;
     Ok((written, deleted))
 }

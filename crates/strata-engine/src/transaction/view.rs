@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -78,7 +79,7 @@ pub fn stage_view(
         write_documents(table, &table_dir, snapshot, &file, changes)
     });
     if let Some(part) = written? {
-        view.manifest.parts.push(part);
+        view.manifest.parts.push(Arc::new(part));
     }
     Ok(view)
 }

@@ -34,7 +34,7 @@ pub(super) struct ScanUnit {
 
 #[derive(Debug)]
 pub(super) struct PartInScan {
-    pub(super) entry: PartEntry,
+    pub(super) entry: Arc<PartEntry>,
     /// On disk: names the part in errors and keys the metadata cache.
     pub(super) path: PathBuf,
     /// In the data directory's object store, which every read of the part's pages goes through.

@@ -439,7 +439,7 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
-        let part = entry().file;
+        let part = entry().file.clone();
         let delete = |rows: Vec<u64>| {
             strata_engine::delete_rows(&dir, "t", &[(part.clone(), rows)].into()).unwrap();
         };

@@ -129,7 +129,7 @@ pub async fn read_documents(
 /// the one column of `schema`.
 async fn read_rows(
     source: &PointSource<'_>,
-    entry: &PartEntry,
+    entry: &Arc<PartEntry>,
     path: &Path,
     rows: &[u64],
     schema: &SchemaRef,

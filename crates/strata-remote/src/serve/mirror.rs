@@ -2,7 +2,7 @@
 //! ([`Mirror`]); the files its parts are opened with are linked from the cache.
 
 use std::path::Path;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use strata_engine::EngineError;
 use strata_engine::mirror::Mirror;
@@ -129,7 +129,7 @@ impl Mirror for ServeMirror {
         &self,
         table: &str,
         table_dir: &Path,
-        parts: &[PartEntry],
+        parts: &[Arc<PartEntry>],
     ) -> Result<(), EngineError> {
         for part in parts {
             let path = Manifest::part_path(table_dir, &part.file);

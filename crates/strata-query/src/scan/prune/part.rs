@@ -19,7 +19,7 @@ use super::{
 
 /// The parts of a manifest, one container each.
 pub(in crate::scan) struct PartStatistics<'a> {
-    pub(in crate::scan) parts: &'a [PartEntry],
+    pub(in crate::scan) parts: &'a [Arc<PartEntry>],
     pub(in crate::scan) predicate: &'a ScanPredicate,
 }
 
@@ -84,7 +84,10 @@ impl PruningStatistics for PartStatistics<'_> {
 }
 
 /// Which parts of `parts` may hold rows satisfying the predicate.
-pub(in crate::scan) fn parts_to_scan(parts: &[PartEntry], predicate: &ScanPredicate) -> Vec<bool> {
+pub(in crate::scan) fn parts_to_scan(
+    parts: &[Arc<PartEntry>],
+    predicate: &ScanPredicate,
+) -> Vec<bool> {
     match predicate.whole() {
         Some(whole) => keep(whole, &PartStatistics { parts, predicate }),
         None => vec![true; parts.len()],

@@ -144,6 +144,7 @@ fn parts_prune_by_manifest_ranges_and_never_across_kinds() {
         // No `k` at all.
         entry(10, &[("n", Kind::Int)]),
     ];
+    let parts: Vec<Arc<PartEntry>> = parts.into_iter().map(Arc::new).collect();
     let keep = |filter: Expr| parts_to_scan(&parts, &predicate(filter));
     assert_eq!(keep(k().eq(s("b"))), [true, false, false, false]);
     assert_eq!(keep(k().gt(s("d"))), [false, false, true, false]);
@@ -186,6 +187,7 @@ fn integer_ranges_bound_doubles_and_casts() {
             &[Kind::Float],
         ),
     ];
+    let parts: Vec<Arc<PartEntry>> = parts.into_iter().map(Arc::new).collect();
     let keep = |filter: Expr| parts_to_scan(&parts, &predicate(filter));
     let double = c(&path("n", PathMode::Float));
     assert_eq!(keep(double.clone().gt(lit(3.5f64))), [false, true, true]);
@@ -247,7 +249,7 @@ fn key_runs_select_exact_row_ranges() {
 #[test]
 fn exact_pushdown_needs_an_equality_on_a_run_path_in_every_part() {
     let manifest = |parts: Vec<PartEntry>| strata_format::Manifest {
-        parts,
+        parts: parts.into_iter().map(Arc::new).collect(),
         ..strata_format::Manifest::new(strata_format::TableSettings::sorted_by(
             vec!["k".into()],
             64,
