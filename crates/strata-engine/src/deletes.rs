@@ -16,7 +16,7 @@ use std::sync::Arc;
 use strata_format::deletes::{
     DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
 };
-use strata_format::{KeyCache, Manifest};
+use strata_format::{KeyCache, Manifest, PartEntry};
 use strata_json::KeyValue;
 
 use crate::commit::commit_manifest;
@@ -188,11 +188,21 @@ pub(crate) fn live_key_rows(
     manifest: &Manifest,
     sorted_keys: &[KeyValue],
 ) -> Result<Vec<KeyRow>, EngineError> {
+    live_key_rows_in(table, table_dir, manifest.parts.iter(), sorted_keys)
+}
+
+/// [`live_key_rows`] among `parts` (some of a manifest's parts) only.
+pub(crate) fn live_key_rows_in<'a>(
+    table: &str,
+    table_dir: &Path,
+    parts: impl Iterator<Item = &'a Arc<PartEntry>>,
+    sorted_keys: &[KeyValue],
+) -> Result<Vec<KeyRow>, EngineError> {
     let mut rows = Vec::new();
     if sorted_keys.is_empty() {
         return Ok(rows);
     }
-    for part in &manifest.parts {
+    for part in parts {
         let Some(entry) = &part.keys else {
             return Err(EngineError::Invalid(format!(
                 "table {table}: part {} of a keyed table has no key file",

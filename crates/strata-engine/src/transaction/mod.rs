@@ -31,15 +31,15 @@ pub mod intent;
 pub mod logged;
 pub mod view;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
-use strata_format::Manifest;
+use strata_format::{Manifest, PartEntry};
 use strata_json::{KeyValue, Shredder, parse_document};
 
 use crate::commit::commit_manifest;
-use crate::deletes::{live_key_rows, stage_deletions};
+use crate::deletes::{live_key_rows, live_key_rows_in, stage_deletions};
 use crate::error::EngineError;
 use crate::part_writing::{shred_options, write_shredded};
 use crate::table::{DataDir, WriteLock, new_part_file};
@@ -451,25 +451,45 @@ fn rows_changed(snapshot: &Manifest, current: &Manifest) -> bool {
 
 /// The first of `keys` that no longer lives where `snapshot` had it (written, deleted or
 /// inserted since by another commit); None when none.
-fn changed_key(
+fn changed_key<'a>(
     table: &str,
     table_dir: &Path,
-    snapshot: &Manifest,
-    current: &Manifest,
+    snapshot: &'a Manifest,
+    current: &'a Manifest,
     keys: &[KeyValue],
 ) -> Result<Option<KeyValue>, EngineError> {
     if keys.is_empty() || same_parts(snapshot, current) {
         return Ok(None);
     }
-    let locate = |manifest: &Manifest| -> Result<Vec<Option<(String, u64)>>, EngineError> {
+    // A key has at most one live row in a manifest. Where it lies in a part both manifests
+    // list alike (same file, same deletions), it lies there in both: unchanged. So only the
+    // parts one lists and the other does not list alike are looked in (a commit's few new
+    // parts, not every part twice); a key found in neither is unchanged or in neither.
+    let by_file = |manifest: &'a Manifest| -> HashMap<&'a str, &'a Arc<PartEntry>> {
+        manifest
+            .parts
+            .iter()
+            .map(|p| (p.file.as_str(), p))
+            .collect()
+    };
+    let (in_snapshot, in_current) = (by_file(snapshot), by_file(current));
+    let alike = |part: &Arc<PartEntry>, other: &HashMap<&str, &Arc<PartEntry>>| {
+        other
+            .get(part.file.as_str())
+            .is_some_and(|o| Arc::ptr_eq(part, o) || o.deletes == part.deletes)
+    };
+    let locate = |manifest: &'a Manifest,
+                  other: &HashMap<&str, &Arc<PartEntry>>|
+     -> Result<Vec<Option<(String, u64)>>, EngineError> {
         let mut found = vec![None; keys.len()];
-        for hit in live_key_rows(table, table_dir, manifest, keys)? {
+        let differing = manifest.parts.iter().filter(|p| !alike(p, other));
+        for hit in live_key_rows_in(table, table_dir, differing, keys)? {
             found[hit.key] = Some((hit.part, hit.row));
         }
         Ok(found)
     };
-    let before = locate(snapshot)?;
-    let now = locate(current)?;
+    let before = locate(snapshot, &in_current)?;
+    let now = locate(current, &in_snapshot)?;
     let written_at = |part: &str| {
         current
             .parts

@@ -17,13 +17,18 @@ use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use pgwire::api::Type;
 use pgwire::api::portal::Portal;
 
-/// `sql` with each `$n` replaced by the literal of parameter n of `portal`, or why a parameter
-/// cannot be bound.
-pub fn bind<S>(sql: &str, portal: &Portal<S>, types: &[Option<Type>]) -> Result<String, String> {
+/// `sql` (whose [`Template`] is `template`) with each `$n` replaced by the literal of parameter
+/// n of `portal`, or why a parameter cannot be bound.
+pub fn bind<S>(
+    sql: &str,
+    template: &Template,
+    portal: &Portal<S>,
+    types: &[Option<Type>],
+) -> Result<String, String> {
     if portal.parameters.is_empty() {
         return Ok(sql.to_owned());
     }
-    replace_placeholders(sql, |name| {
+    template.fill(|name| {
         let index: usize = name[1..]
             .parse()
             .map_err(|_| format!("unknown parameter {name}"))?;
@@ -36,23 +41,69 @@ pub fn bind<S>(sql: &str, portal: &Portal<S>, types: &[Option<Type>]) -> Result<
 /// back as it was, so only placeholders change.
 pub fn replace_placeholders(
     sql: &str,
-    mut value: impl FnMut(&str) -> Result<Option<String>, String>,
+    value: impl FnMut(&str) -> Result<Option<String>, String>,
 ) -> Result<String, String> {
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
-        .tokenize()
-        .map_err(|e| e.to_string())?;
-    let mut out = String::with_capacity(sql.len());
-    for token in tokens {
-        let replacement = match &token {
-            Token::Placeholder(name) if name.starts_with('$') => value(name)?,
-            _ => None,
-        };
-        match replacement {
-            Some(text) => out.push_str(&text),
-            None => out.push_str(&token.to_string()),
+    Template::of(sql)?.fill(value)
+}
+
+/// A statement's text cut at its `$n` placeholders: tokenized once per prepared statement
+/// (tokenizing at every execution was about 2 % of a booking's CPU), filled at each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    pieces: Vec<Piece>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    /// Tokens written back as they were.
+    Text(String),
+    /// A `$n` placeholder, by its name.
+    Placeholder(String),
+}
+
+impl Template {
+    /// The template of `sql`, or why it cannot be tokenized.
+    pub fn of(sql: &str) -> Result<Template, String> {
+        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+            .tokenize()
+            .map_err(|e| e.to_string())?;
+        let mut pieces = Vec::new();
+        let mut text = String::new();
+        for token in tokens {
+            match token {
+                Token::Placeholder(name) if name.starts_with('$') => {
+                    if !text.is_empty() {
+                        pieces.push(Piece::Text(std::mem::take(&mut text)));
+                    }
+                    pieces.push(Piece::Placeholder(name));
+                }
+                token => text.push_str(&token.to_string()),
+            }
         }
+        if !text.is_empty() {
+            pieces.push(Piece::Text(text));
+        }
+        Ok(Template { pieces })
     }
-    Ok(out)
+
+    /// The text with each placeholder replaced by what `value` gives for its name (None keeps
+    /// the placeholder).
+    pub fn fill(
+        &self,
+        mut value: impl FnMut(&str) -> Result<Option<String>, String>,
+    ) -> Result<String, String> {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) => out.push_str(text),
+                Piece::Placeholder(name) => match value(name)? {
+                    Some(text) => out.push_str(&text),
+                    None => out.push_str(name),
+                },
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// One parameter's value, checked against its type.
@@ -260,5 +311,24 @@ mod tests {
             "true"
         );
         assert!(literal_of(Some(&[0, 1]), Some(&Type::UUID), true, "$1").is_err());
+    }
+
+    #[test]
+    fn a_template_fills_only_placeholders_and_keeps_the_rest_as_written() {
+        let sql = "SELECT '$1', $1 /* $2 */, \"$3\" FROM t WHERE x = $2 -- $1\n AND y=$10";
+        let template = Template::of(sql).unwrap();
+        assert_eq!(template.fill(|_| Ok(None)).unwrap(), sql);
+        let filled = template
+            .fill(|name| Ok((name != "$10").then(|| format!("<{name}>"))))
+            .unwrap();
+        assert_eq!(
+            filled,
+            "SELECT '$1', <$1> /* $2 */, \"$3\" FROM t WHERE x = <$2> -- $1\n AND y=$10"
+        );
+        assert_eq!(
+            template.fill(|name| Err(format!("no {name}"))).unwrap_err(),
+            "no $1"
+        );
+        assert!(Template::of("SELECT 'unterminated").is_err());
     }
 }

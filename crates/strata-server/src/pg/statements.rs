@@ -227,6 +227,8 @@ pub struct StrataStatements {
     point_reads: PointReads,
     /// What each prepared statement is, by its text ([`StatementKind`]).
     kinds: Memo<StatementKind>,
+    /// Each prepared statement's text cut at its placeholders, by its text.
+    templates: Memo<Arc<Result<super::parameters::Template, String>>>,
 }
 
 /// What is told of a prepared statement by its text, kept per text so that a statement is
@@ -304,7 +306,22 @@ impl StrataStatements {
             slots,
             point_reads: PointReads::default(),
             kinds: Memo::default(),
+            templates: Memo::default(),
         }
+    }
+
+    /// The portal's statement `sql` with its parameters bound as literals.
+    fn bind(&self, sql: &str, portal: &Portal<DfStatement>) -> PgWireResult<String> {
+        let template = self
+            .templates
+            .get_or(sql, |sql| Arc::new(super::parameters::Template::of(sql)));
+        let types = &portal.statement.parameter_types;
+        template
+            .as_ref()
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|template| super::parameters::bind(sql, template, portal, types))
+            .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))
     }
 
     /// The transaction block of `client`'s connection (created idle on first use, and
@@ -1087,9 +1104,7 @@ impl ExtendedQueryHandler for StrataStatements {
         };
         let response = match change {
             _ if in_block => {
-                let types = &portal.statement.parameter_types;
-                let bound = super::parameters::bind(sql, portal, types)
-                    .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?;
+                let bound = self.bind(sql, portal)?;
                 // Bound parameters are values: they never make a change of another kind, nor
                 // a query a change. Only a control statement's setting or a statement the
                 // template could not be told from are told again from the bound text.
@@ -1103,9 +1118,7 @@ impl ExtendedQueryHandler for StrataStatements {
                 .await?
             }
             Some(tag) => {
-                let types = &portal.statement.parameter_types;
-                let bound = super::parameters::bind(sql, portal, types)
-                    .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))?;
+                let bound = self.bind(sql, portal)?;
                 guarded(
                     &running,
                     self.change_table(&slot, &bound, tag, &portal.result_column_format),
