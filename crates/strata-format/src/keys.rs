@@ -499,6 +499,11 @@ impl KeyFile {
         })
     }
 
+    /// How many data pages the file has.
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
     /// The pages whose key range covers `key`.
     pub fn pages_of(&self, key: &KeyValue) -> Vec<usize> {
         let wanted = [key];
