@@ -546,16 +546,21 @@ fn reclaim_retired(table_dir: &Path, manifest: &mut Manifest) -> Result<Vec<Stri
     // Held files (ADR 0017) were never on disk: only readers of this process may see them, and
     // their epochs tell when none can any more, whatever other readers hold the lease.
     let parts_dir = table_dir.join(PARTS_DIR);
-    let mut held_reclaimed = Vec::new();
-    manifest.retired.retain(|retired| {
+    // Asked once per file: `unseen_since_retired` starts the file's epoch on its first call.
+    let mut held_reclaimed: Vec<String> = Vec::new();
+    for retired in manifest.retired.iter() {
         let path = parts_dir.join(&retired.file);
-        let reclaim =
-            strata_format::held::is_held(&path) && strata_format::held::unseen_since_retired(&path);
-        if reclaim {
+        if strata_format::held::is_held(&path) && strata_format::held::unseen_since_retired(&path) {
             held_reclaimed.push(retired.file.clone());
         }
-        !reclaim
-    });
+    }
+    // The list is shared with older versions: copied only when something goes.
+    if !held_reclaimed.is_empty() {
+        let going: std::collections::HashSet<&str> =
+            held_reclaimed.iter().map(String::as_str).collect();
+        std::sync::Arc::make_mut(&mut manifest.retired)
+            .retain(|retired| !going.contains(retired.file.as_str()));
+    }
     for file in &held_reclaimed {
         remove_if_exists(&parts_dir.join(file))?;
     }
@@ -590,10 +595,11 @@ fn reclaim_retired_on_disk(
     } else {
         0
     };
-    let (waiting, due): (Vec<_>, Vec<_>) = std::mem::take(&mut manifest.retired)
-        .into_iter()
-        .partition(|r| r.retired_at.saturating_add(grace) > now);
-    manifest.retired = waiting;
+    let (waiting, due): (Vec<_>, Vec<_>) =
+        std::sync::Arc::unwrap_or_clone(std::mem::take(&mut manifest.retired))
+            .into_iter()
+            .partition(|r| r.retired_at.saturating_add(grace) > now);
+    manifest.retired = std::sync::Arc::new(waiting);
     let retired: Vec<String> = due.into_iter().map(|r| r.file).collect();
     for file in &retired {
         remove_if_exists(&parts_dir.join(file))?;

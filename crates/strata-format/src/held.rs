@@ -322,6 +322,60 @@ impl Output {
     }
 }
 
+/// An [`Output`] lent to a Parquet writer and taken back once the writer has finished the file
+/// ([`finish_parquet`]), so that the footer's metadata comes from the writer as written instead
+/// of being read back from the bytes.
+pub(crate) struct Handover(Option<Output>);
+
+impl Handover {
+    pub(crate) fn new(out: Output) -> Handover {
+        Handover(Some(out))
+    }
+}
+
+impl Write for Handover {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lent()?.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.lent()?.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.lent()?.flush()
+    }
+}
+
+impl Handover {
+    fn lent(&mut self) -> std::io::Result<&mut Output> {
+        self.0
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("written after the Parquet file was finished"))
+    }
+}
+
+/// Finishes the Parquet file `writer` wrote into its [`Handover`]: the file's metadata as the
+/// writer wrote it (row groups, column chunks and the page index), and the output to close.
+pub(crate) fn finish_parquet(
+    mut writer: parquet::arrow::ArrowWriter<Handover>,
+    path: &Path,
+) -> Result<(parquet::file::metadata::ParquetMetaData, Output), FormatError> {
+    let metadata = writer.finish().map_err(|source| FormatError::Parquet {
+        path: path.to_owned(),
+        source,
+    })?;
+    let out = writer
+        .inner_mut()
+        .0
+        .take()
+        .ok_or_else(|| FormatError::Damaged {
+            path: path.to_owned(),
+            message: "its writer was finished twice".into(),
+        })?;
+    Ok((metadata, out))
+}
+
 impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match &mut self.sink {

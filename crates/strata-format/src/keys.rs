@@ -212,10 +212,18 @@ pub(crate) fn write_sorted_file(
         path: tmp_path.clone(),
         source,
     };
-    let mut writer = ArrowWriter::try_new(out, batch.schema(), Some(props)).map_err(parquet_err)?;
+    let mut writer =
+        ArrowWriter::try_new(crate::held::Handover::new(out), batch.schema(), Some(props))
+            .map_err(parquet_err)?;
     writer.write(&batch).map_err(parquet_err)?;
-    let written = writer.into_inner().map_err(parquet_err)?.close()?;
-    let xxh64 = write_checksums(written.content(), written.writing_path(), &final_path)?;
+    let (metadata, out) = crate::held::finish_parquet(writer, &tmp_path)?;
+    let written = out.close()?;
+    let xxh64 = write_checksums(
+        written.content(),
+        &metadata,
+        written.writing_path(),
+        &final_path,
+    )?;
     let bytes = written.place()?;
     sync_dir(parts_dir)?;
     Ok(PartKeys {

@@ -224,8 +224,10 @@ pub struct Manifest {
     pub parts: Vec<Arc<PartEntry>>,
     /// Parts replaced by a merge, kept on disk for readers of older manifests until a writer
     /// finds that no reader holds a lease (`strata-engine`'s `table` module).
-    #[serde(default)]
-    pub retired: Vec<RetiredPart>,
+    /// Shared between versions like `parts` (one commit's retirements are kept until no reader
+    /// holds a lease: hundreds of names on a busy server, copied by every commit otherwise).
+    #[serde(default, with = "shared_list")]
+    pub retired: Arc<Vec<RetiredPart>>,
     /// The highest write-ahead-log sequence number whose request is in this table's parts
     /// (the server's WAL, `strata-engine`'s `wal` module); absent when none ever was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,22 +243,40 @@ pub struct Manifest {
 mod shared_parts {
     use std::sync::Arc;
 
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use super::PartEntry;
-
-    pub(super) fn serialize<S: Serializer>(
-        parts: &[Arc<PartEntry>],
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        items: &[Arc<T>],
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(parts.iter().map(|part| part.as_ref()))
+        serializer.collect_seq(items.iter().map(|item| item.as_ref()))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
         deserializer: D,
-    ) -> Result<Vec<Arc<PartEntry>>, D::Error> {
-        let parts = Vec::<PartEntry>::deserialize(deserializer)?;
-        Ok(parts.into_iter().map(Arc::new).collect())
+    ) -> Result<Vec<Arc<T>>, D::Error> {
+        let items = Vec::<T>::deserialize(deserializer)?;
+        Ok(items.into_iter().map(Arc::new).collect())
+    }
+}
+
+/// `Manifest::retired` as a plain list.
+mod shared_list {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        list: &Arc<Vec<T>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        list.as_slice().serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Arc<Vec<T>>, D::Error> {
+        Vec::<T>::deserialize(deserializer).map(Arc::new)
     }
 }
 
@@ -274,7 +294,7 @@ impl Manifest {
             version: 0,
             settings,
             parts: Vec::new(),
-            retired: Vec::new(),
+            retired: Arc::default(),
             wal_applied: None,
             wal_transactions: None,
         }
@@ -283,11 +303,10 @@ impl Manifest {
     /// Lists `files` as retired at `at` (seconds since 1970): no longer part of the table,
     /// deleted by garbage collection once no reader holds a lease from before.
     pub fn retire(&mut self, files: impl IntoIterator<Item = String>, at: u64) {
-        self.retired
-            .extend(files.into_iter().map(|file| RetiredPart {
-                file,
-                retired_at: at,
-            }));
+        Arc::make_mut(&mut self.retired).extend(files.into_iter().map(|file| RetiredPart {
+            file,
+            retired_at: at,
+        }));
     }
 
     /// Documents in the table: rows of its parts that are not deleted.
@@ -464,7 +483,7 @@ impl Manifest {
                 }
             }
         }
-        for retired in &self.retired {
+        for retired in self.retired.iter() {
             if !is_plain_file_name(&retired.file) {
                 problems.push(format!(
                     "retired part {:?} is not a file name in {PARTS_DIR}/",

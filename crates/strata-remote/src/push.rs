@@ -356,10 +356,10 @@ pub(crate) fn rebase(
             current.parts.push(part.clone());
         }
     }
-    for retired in &local.retired {
+    for retired in local.retired.iter() {
         let new = base.is_none_or(|b| !b.retired.contains(retired));
         if new && !current.retired.contains(retired) {
-            current.retired.push(retired.clone());
+            Arc::make_mut(&mut current.retired).push(retired.clone());
         }
     }
     current.format_version = current.format_version.max(local.format_version);

@@ -4,13 +4,12 @@ use std::hash::Hasher as _;
 use std::io::Read;
 use std::path::Path;
 
-use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use parquet::file::metadata::ParquetMetaData;
 
 use crate::error::FormatError;
 use crate::held::StoredFile;
 use crate::manifest::sync_dir;
 
-use super::open::reader_options;
 use super::segments::segment_starts;
 use super::{checksum_path, damaged};
 
@@ -20,22 +19,17 @@ const CHECKSUM_FILE_VERSION: u32 = 1;
 const HEADER_BYTES: usize = 4 + 4 + 8 + 8 + 4;
 
 /// Computes the checksums of the complete part file `content` (written at `path`, not yet
-/// visible), writes its checksum file durably (or holds it: [`crate::held`]) and returns the
-/// whole file's XXH64 for the manifest. The checksum file is written as
-/// `checksum_path(final_path)`.
+/// visible; `metadata` is its footer's, page index included, as its writer wrote it), writes
+/// its checksum file durably (or holds it: [`crate::held`]) and returns the whole file's XXH64
+/// for the manifest. The checksum file is written as `checksum_path(final_path)`.
 pub fn write_checksums(
     content: &StoredFile,
+    metadata: &ParquetMetaData,
     path: &Path,
     final_path: &Path,
 ) -> Result<u64, FormatError> {
     let len = content.size().map_err(|e| FormatError::io(path, e))?;
-    let metadata = ArrowReaderMetadata::load(content, reader_options()).map_err(|source| {
-        FormatError::Parquet {
-            path: path.to_owned(),
-            source,
-        }
-    })?;
-    let (starts, tail) = segment_starts(metadata.metadata(), len).map_err(|m| damaged(path, m))?;
+    let (starts, tail) = segment_starts(metadata, len).map_err(|m| damaged(path, m))?;
     // One sequential pass: each segment's CRC and the whole file's hash.
     let mut hasher = twox_hash::XxHash64::with_seed(0);
     let mut crcs = Vec::with_capacity(starts.len());

@@ -77,7 +77,7 @@ pub struct PartSchema {
 /// a visible part file is always complete; it only becomes part of the table when a manifest
 /// listing it is committed.
 pub struct PartWriter {
-    writer: ArrowWriter<crate::held::Output>,
+    writer: ArrowWriter<crate::held::Handover>,
     tmp_path: PathBuf,
     final_path: PathBuf,
     file: String,
@@ -168,8 +168,12 @@ impl PartWriter {
         };
         let props = writer_properties(&layout.schema, &layout.columns, sort_key, hints, options)
             .map_err(parquet_err)?;
-        let writer =
-            ArrowWriter::try_new(out, layout.schema.clone(), Some(props)).map_err(parquet_err)?;
+        let writer = ArrowWriter::try_new(
+            crate::held::Handover::new(out),
+            layout.schema.clone(),
+            Some(props),
+        )
+        .map_err(parquet_err)?;
         let text_columns =
             indexable_text_columns(&TextColumnLayout::of(&layout), &options.text_columns);
         let index_columns = options
@@ -356,18 +360,13 @@ impl PartWriter {
                 path: self.tmp_path.clone(),
                 source,
             })?;
-        let out = self
-            .writer
-            .into_inner()
-            .map_err(|source| FormatError::Parquet {
-                path: self.tmp_path.clone(),
-                source,
-            })?;
+        let (metadata, out) = crate::held::finish_parquet(self.writer, &self.tmp_path)?;
         let written = out.close()?;
         // The checksum file is durable before the part is visible under its final name, and both
         // before any manifest lists the part.
         let xxh64 = crate::checksum::write_checksums(
             written.content(),
+            &metadata,
             written.writing_path(),
             &self.final_path,
         )?;
