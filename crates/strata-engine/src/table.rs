@@ -595,10 +595,15 @@ fn reclaim_retired_on_disk(
     } else {
         0
     };
+    let is_waiting =
+        |r: &strata_format::manifest::RetiredPart| r.retired_at.saturating_add(grace) > now;
+    if manifest.retired.iter().all(is_waiting) {
+        return Ok(Vec::new());
+    }
     let (waiting, due): (Vec<_>, Vec<_>) =
         std::sync::Arc::unwrap_or_clone(std::mem::take(&mut manifest.retired))
             .into_iter()
-            .partition(|r| r.retired_at.saturating_add(grace) > now);
+            .partition(|r| is_waiting(r));
     manifest.retired = std::sync::Arc::new(waiting);
     let retired: Vec<String> = due.into_iter().map(|r| r.file).collect();
     for file in &retired {

@@ -331,6 +331,12 @@ impl Handover {
     pub(crate) fn new(out: Output) -> Handover {
         Handover(Some(out))
     }
+
+    fn lent(&mut self) -> std::io::Result<&mut Output> {
+        self.0
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("written after the Parquet file was finished"))
+    }
 }
 
 impl Write for Handover {
@@ -344,14 +350,6 @@ impl Write for Handover {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.lent()?.flush()
-    }
-}
-
-impl Handover {
-    fn lent(&mut self) -> std::io::Result<&mut Output> {
-        self.0
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("written after the Parquet file was finished"))
     }
 }
 

@@ -303,7 +303,12 @@ impl Manifest {
     /// Lists `files` as retired at `at` (seconds since 1970): no longer part of the table,
     /// deleted by garbage collection once no reader holds a lease from before.
     pub fn retire(&mut self, files: impl IntoIterator<Item = String>, at: u64) {
-        Arc::make_mut(&mut self.retired).extend(files.into_iter().map(|file| RetiredPart {
+        let mut files = files.into_iter().peekable();
+        // The list is shared with older versions: copied only when it grows.
+        if files.peek().is_none() {
+            return;
+        }
+        Arc::make_mut(&mut self.retired).extend(files.map(|file| RetiredPart {
             file,
             retired_at: at,
         }));
