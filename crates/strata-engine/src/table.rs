@@ -23,8 +23,7 @@ use strata_format::checksum::CHECKSUM_SUFFIX;
 use strata_format::keys::key_file_part;
 use strata_format::manifest::PARTS_DIR;
 use strata_format::{Manifest, TableSettings, check_part, read_part};
-use strata_json::JsonPath;
-use strata_json::reconstruct::reconstruct;
+use strata_json::reconstruct::DocumentWriter;
 
 use crate::error::EngineError;
 use crate::settings::{SettingChange, apply_changes};
@@ -654,6 +653,7 @@ pub fn export_table(
     let _lease = data_dir.read_lease(table)?;
     let manifest = data_dir.manifest(table)?;
     let mut written = 0u64;
+    let mut text = Vec::new();
     for part in &manifest.parts {
         let path = Manifest::part_path(&dir, &part.file);
         for batch in read_part(&path, part, 8192)? {
@@ -661,15 +661,16 @@ pub fn export_table(
                 path: path.clone(),
                 source,
             })?;
-            let docs =
-                reconstruct(&batch, &JsonPath::default()).map_err(|source| EngineError::Json {
-                    table: table.to_owned(),
-                    source,
-                })?;
-            for doc in docs.into_iter().flatten() {
-                serde_json::to_writer(&mut *out, &doc)
-                    .map_err(|e| EngineError::io("<output>", e.into()))?;
-                out.write_all(b"\n")
+            let json_err = |source| EngineError::Json {
+                table: table.to_owned(),
+                source,
+            };
+            let writer = DocumentWriter::new(&batch).map_err(json_err)?;
+            for row in 0..batch.num_rows() {
+                text.clear();
+                writer.write(row, &mut text).map_err(json_err)?;
+                text.push(b'\n');
+                out.write_all(&text)
                     .map_err(|e| EngineError::io("<output>", e))?;
                 written += 1;
             }

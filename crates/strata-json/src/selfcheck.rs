@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::conform::{ColumnCount, Conformer, merged_layout};
 use crate::kind::value_kind;
 use crate::path::JsonPath;
-use crate::reconstruct::{PartLayout, parse_stored, reconstruct};
+use crate::reconstruct::{DocumentWriter, PartLayout, parse_stored, reconstruct};
 use crate::shred::{ShredOptions, Shredder};
 use crate::{Document, DocumentError, REMAINDER_COLUMN, parse_document, parse_document_tree};
 
@@ -105,15 +105,29 @@ fn parse_lines(
     Ok((outcome, expected))
 }
 
-/// Appends the text of every document rebuilt from `batch`; a row rebuilt as absent is an error.
+/// Appends the text of every document rebuilt from `batch`; a row rebuilt as absent is an error,
+/// and so is a row whose text written straight from the columns ([`DocumentWriter`]) differs.
 fn push_rebuilt(batch: &RecordBatch, out: &mut Vec<String>) -> Result<(), String> {
     let rebuilt = reconstruct(batch, &JsonPath::default())
         .map_err(|e| format!("reconstruction failed: {e}"))?;
+    let writer = DocumentWriter::new(batch).map_err(|e| format!("document writer failed: {e}"))?;
+    let mut written = Vec::new();
     for (row, document) in rebuilt.into_iter().enumerate() {
-        match document {
-            Some(document) => out.push(document.to_string()),
-            None => return Err(format!("row {row} reconstructed as absent")),
+        let Some(document) = document else {
+            return Err(format!("row {row} reconstructed as absent"));
+        };
+        let text = document.to_string();
+        written.clear();
+        writer
+            .write(row, &mut written)
+            .map_err(|e| format!("writing row {row} failed: {e}"))?;
+        if written != text.as_bytes() {
+            return Err(format!(
+                "row {row} written as {} but rebuilt as {text}",
+                String::from_utf8_lossy(&written)
+            ));
         }
+        out.push(text);
     }
     Ok(())
 }

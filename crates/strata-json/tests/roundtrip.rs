@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
-use strata_json::reconstruct::reconstruct;
+use strata_json::reconstruct::{DocumentWriter, reconstruct};
 use strata_json::{JsonPath, ShredOptions, Shredder};
 
 fn number() -> impl Strategy<Value = Value> {
@@ -98,6 +98,13 @@ fn round_trip(
     assert_eq!(shredded.batch.num_rows(), docs.len());
     let back = reconstruct(&shredded.batch, &JsonPath::default()).unwrap();
     let mut got: Vec<String> = back.into_iter().map(|d| d.unwrap().to_string()).collect();
+    // The text written straight from the columns is the rebuilt value's, row for row.
+    let writer = DocumentWriter::new(&shredded.batch).unwrap();
+    for (row, text) in got.iter().enumerate() {
+        let mut written = Vec::new();
+        writer.write(row, &mut written).unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), *text, "row {row}");
+    }
     let mut want: Vec<String> = docs
         .iter()
         .map(|d| Value::Object(d.clone()).to_string())

@@ -18,7 +18,7 @@ use object_store::ObjectStore;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelectionPolicy};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use strata_format::{PartEntry, VerifiedPartReader};
-use strata_json::reconstruct::{parse_stored, reconstruct};
+use strata_json::reconstruct::{DocumentWriter, parse_stored, reconstruct};
 use strata_json::{JsonPath, Kind, REMAINDER_COLUMN};
 
 use super::access_plan::{PartInScan, ScanUnit};
@@ -311,13 +311,13 @@ pub(super) fn build_output(batch: &RecordBatch, plan: &OutputPlan) -> Result<Arr
     Ok(match plan {
         OutputPlan::AllNull(mode) => arrow::array::new_null_array(&mode.data_type(), rows),
         OutputPlan::Document => {
-            let docs = reconstruct(batch, &JsonPath::default()).map_err(external)?;
+            let writer = DocumentWriter::new(batch).map_err(external)?;
             let mut b = StringBuilder::with_capacity(rows, rows * 256);
-            for doc in docs {
-                match doc {
-                    Some(d) => b.append_value(d.to_string()),
-                    None => b.append_value("{}"),
-                }
+            let mut text = Vec::new();
+            for row in 0..rows {
+                text.clear();
+                writer.write(row, &mut text).map_err(external)?;
+                b.append_value(std::str::from_utf8(&text).map_err(external)?);
             }
             Arc::new(b.finish())
         }

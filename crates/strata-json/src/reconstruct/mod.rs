@@ -16,6 +16,9 @@ use crate::kind::Kind;
 use crate::path::JsonPath;
 use crate::{KIND_METADATA_KEY, REMAINDER_COLUMN};
 
+mod text;
+pub use text::DocumentWriter;
+
 /// One typed column of a part: its name, the JSON path it holds and the kind of its values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayoutColumn {
@@ -152,30 +155,46 @@ pub fn reconstruct(
     prefix: &JsonPath,
 ) -> Result<Vec<Option<Value>>, JsonError> {
     let layout = PartLayout::from_schema(batch.schema_ref())?;
-    let relevant: Vec<(&LayoutColumn, &dyn Array)> = layout
-        .columns
-        .iter()
-        .filter(|(c, _)| c.path == *prefix || prefix.is_strict_prefix_of(&c.path))
-        .map(|(c, index)| (c, batch.column(*index).as_ref()))
-        .collect();
-    let remainder: Option<&MapArray> = match layout.remainder {
-        Some(index) => Some(
-            batch
-                .column(index)
-                .as_map_opt()
-                .ok_or_else(|| JsonError::Layout {
-                    column: REMAINDER_COLUMN.into(),
-                    message: "remainder is not a map".into(),
-                })?,
-        ),
-        None => None,
-    };
-    let depth = prefix.segments().len();
-    let mut out = Vec::with_capacity(batch.num_rows());
-    for row in 0..batch.num_rows() {
+    let values = ValueBuilder::with_layout(batch, &layout, prefix)?;
+    (0..batch.num_rows()).map(|row| values.row(row)).collect()
+}
+
+/// What rebuilding the values at one prefix needs of a batch, found once for all its rows.
+pub(crate) struct ValueBuilder<'a> {
+    prefix: &'a JsonPath,
+    /// The typed columns at or under the prefix, in schema order.
+    relevant: Vec<(&'a LayoutColumn, &'a dyn Array)>,
+    remainder: Option<&'a MapArray>,
+}
+
+impl<'a> ValueBuilder<'a> {
+    /// `layout` is `batch`'s layout; the columns it names are looked up in `batch`.
+    pub(crate) fn with_layout(
+        batch: &'a RecordBatch,
+        layout: &'a PartLayout,
+        prefix: &'a JsonPath,
+    ) -> Result<Self, JsonError> {
+        let relevant = layout
+            .columns
+            .iter()
+            .filter(|(c, _)| c.path == *prefix || prefix.is_strict_prefix_of(&c.path))
+            .map(|(c, index)| (c, batch.column(*index).as_ref()))
+            .collect();
+        Ok(ValueBuilder {
+            prefix,
+            relevant,
+            remainder: remainder_of(batch, layout)?,
+        })
+    }
+
+    /// The value at the prefix in row `row`: None when nothing is stored at or under it (the
+    /// whole document, the empty prefix, is always an object).
+    pub(crate) fn row(&self, row: usize) -> Result<Option<Value>, JsonError> {
+        let prefix = self.prefix;
+        let depth = prefix.segments().len();
         let mut here: Option<Value> = None;
         let mut members = Map::new();
-        for (column, array) in &relevant {
+        for (column, array) in &self.relevant {
             if let Some(value) = column_value(*array, column, row)? {
                 place(
                     &mut here,
@@ -186,7 +205,7 @@ pub fn reconstruct(
                 )?;
             }
         }
-        if let Some(map) = remainder
+        if let Some(map) = self.remainder
             && !map.is_null(row)
         {
             let entries = map.value(row);
@@ -206,13 +225,28 @@ pub fn reconstruct(
                 }
             }
         }
-        out.push(match here {
+        Ok(match here {
             Some(value) => Some(value),
             None if !members.is_empty() || depth == 0 => Some(Value::Object(members)),
             None => None,
-        });
+        })
     }
-    Ok(out)
+}
+
+/// The remainder column of `batch`, when its layout has one.
+fn remainder_of<'a>(
+    batch: &'a RecordBatch,
+    layout: &PartLayout,
+) -> Result<Option<&'a MapArray>, JsonError> {
+    match layout.remainder {
+        Some(index) => Ok(Some(batch.column(index).as_map_opt().ok_or_else(|| {
+            JsonError::Layout {
+                column: REMAINDER_COLUMN.into(),
+                message: "remainder is not a map".into(),
+            }
+        })?)),
+        None => Ok(None),
+    }
 }
 
 /// Puts `value` at `relative` below the prefix: an empty `relative` is the prefix itself.
