@@ -366,3 +366,26 @@ def test_search_and_count_answer_from_the_same_tables(server):
     with pytest.raises(BadRequestError) as refused:
         es.search(index="web-2015.05", query={"fuzzy": {"message": "kibna"}})
     assert "fuzzy" in str(refused.value)
+
+
+def test_bulk_into_an_existing_index_commits_through_the_wal(tmp_path):
+    """After the request that creates an index, each `_bulk` request is one transaction through
+    the server's WAL (ADR 0018): acknowledged once its frame is durable, visible at once, written
+    into parts by the checkpoints. Checkpoints are held off here, so a `kill -9` leaves every
+    request after the first in the WAL only, and the restart must replay them."""
+    config = "[wal]\ncheckpoint_interval_ms = 3600000\n"
+    docs = log_documents()[:2000]
+    actions = [{"_index": "wal", "_id": f"d{i}", "_source": doc} for i, doc in enumerate(docs)]
+    with Server(tmp_path / "db", config=config) as server:
+        es = Elasticsearch(server.url, request_timeout=60)
+        for start in range(0, len(actions), 100):
+            assert es_helpers.bulk(es, actions[start:start + 100]) == (100, [])
+        es_helpers.bulk(es, [{"_index": "wal", "_id": "d0", "_source": {"message": "v2"}}])
+        assert count(server, "wal") == 2000
+        server.kill()
+    with Server(tmp_path / "db", config=config) as server:
+        replayed = [line for line in server.log if "replayed" in line and "transactions" in line]
+        assert replayed and replayed[0].startswith("strata: replayed 20 committed transactions"), server.log
+        assert count(server, "wal") == 2000
+        assert server.rows("SELECT data.message AS m FROM wal WHERE data._id = 'd0'") == [{"m": "v2"}]
+        assert server.rows("SELECT count(*) AS n FROM wal WHERE data._id = 'd1999'") == [{"n": 1}]

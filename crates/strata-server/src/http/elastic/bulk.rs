@@ -2,8 +2,9 @@
 //!
 //! The body is NDJSON (plain, gzip or zstd by `Content-Encoding`): an action line, then for
 //! `index` and `create` the document, for `update` its partial document. Each index's documents
-//! are loaded by one ingest, so a request commits once per index; deletes follow, one key at a
-//! time. The answer has one item per action, in order, each with its own status, and `errors` is
+//! are written by one commit: the request that creates the index by one ingest, a request into
+//! an index that exists as one transaction of its own ([`as_transaction`]: through the server's
+//! WAL, as the PostgreSQL protocol's commits go; ADR 0018). Deletes follow, one key at a time. The answer has one item per action, in order, each with its own status, and `errors` is
 //! true when any failed (pitfalls seen in Quickwit and GreptimeDB: one error for a batch, or
 //! none, loses data).
 //!
@@ -32,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use strata_engine::input::{Compression, Input, StreamInput};
+use strata_engine::transaction::{CommitSummary, TableChanges, TableReads, TableWrite};
 use strata_engine::{EngineError, IngestOptions, OnConflict, Reject};
 use strata_json::kind::Leaf;
 use strata_json::{Field, KeyType, KeyValue};
@@ -467,7 +469,8 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
         };
     // The newest document of each updated `_id` this request has written so far.
     let mut latest: HashMap<String, Map<String, Value>> = HashMap::new();
-    let mut lines = Vec::new();
+    // Each written document's `_id` and text.
+    let mut documents: Vec<(String, Vec<u8>)> = Vec::new();
     // Each written line's item and the status and result it gets once the ingest commits.
     let mut written: Vec<(usize, u16, &'static str)> = Vec::new();
     for (item, write) in &writes.documents {
@@ -523,12 +526,32 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
                 (text, status, result)
             }
         };
-        lines.extend_from_slice(&document);
-        lines.push(b'\n');
+        documents.push((id, document));
         written.push((*item, status, result));
     }
     if written.is_empty() {
         return;
+    }
+    if let Some(changes) = as_transaction(shared, index, exists, &documents) {
+        let outcome = commit_with_retries(shared, index, changes).await;
+        if outcome.is_ok() {
+            shared.merger.ingested(index);
+        }
+        for &(item, status, result) in &written {
+            match &outcome {
+                Ok(_) => items[item].outcome = Outcome::Done { status, result },
+                Err(e @ EngineError::WriteConflict { .. }) => {
+                    items[item].fail(429, "es_rejected_execution_exception", e.to_string())
+                }
+                Err(e) => items[item].fail(500, "exception", e.to_string()),
+            }
+        }
+        return;
+    }
+    let mut lines = Vec::new();
+    for (_, document) in &documents {
+        lines.extend_from_slice(document);
+        lines.push(b'\n');
     }
     let options = IngestOptions {
         key: (!exists).then(|| (ID_FIELD.to_owned(), KeyType::String)),
@@ -578,6 +601,84 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
             item.outcome = Outcome::Done { status, result };
         }
     }
+}
+
+/// How often a request's commit is tried again after another commit wrote one of its `_id`s
+/// since it took its snapshot.
+const COMMIT_ATTEMPTS: usize = 8;
+
+/// The documents (`_id` and text) as one transaction's changes, when they may be committed as
+/// one (ADR 0018, "`_bulk` through the WAL"): into a table that exists, keyed by `_id` (what
+/// `_bulk` creates; then a later write of an `_id` replaces it) or without a key (appended); a
+/// request the WAL takes whole (`wal.max_request_bytes`), with no document over
+/// `limits.max_line_bytes`, which the direct ingest rejects by line and records. `None`: the
+/// direct ingest.
+fn as_transaction(
+    shared: &Shared,
+    index: &str,
+    exists: bool,
+    documents: &[(String, Vec<u8>)],
+) -> Option<TableChanges> {
+    let bytes: usize = documents.iter().map(|(_, text)| text.len() + 1).sum();
+    let line_limit = shared.config.limits.max_line_bytes;
+    if !exists
+        || bytes > shared.config.wal.max_request_bytes
+        || documents.iter().any(|(_, text)| text.len() > line_limit)
+    {
+        return None;
+    }
+    let manifest = shared.data_dir.manifest_shared(index).ok()?;
+    let keyed_by_id = match &manifest.settings.key {
+        None => false,
+        Some(key) if key.path == ID_FIELD && key.key_type == KeyType::String => true,
+        Some(_) => return None,
+    };
+    let mut changes = TableChanges::default();
+    for (id, text) in documents {
+        let text = String::from_utf8(text.clone()).ok()?;
+        if keyed_by_id {
+            // A later action on the same `_id` wins, as a later line of an ingest does.
+            changes
+                .keyed
+                .insert(KeyValue::String(id.clone()), Some(text));
+        } else {
+            changes.appended.push(text);
+        }
+    }
+    Some(changes)
+}
+
+/// Commits `changes` to `index` as a transaction of its own — through the server's WAL when it
+/// has one: durable at the group fsync, visible at once, written into parts by its checkpoints —
+/// on a fresh snapshot each attempt: `_bulk`'s writes replace what is there, so a key another
+/// commit wrote since the snapshot is no reason to fail, only to look again.
+async fn commit_with_retries(
+    shared: &Shared,
+    index: &str,
+    changes: TableChanges,
+) -> Result<CommitSummary, EngineError> {
+    let data_dir = shared.data_dir.clone();
+    let table = index.to_owned();
+    let work = move || {
+        let mut attempt = 1;
+        loop {
+            // The lease keeps the snapshot's files while the commit looks keys up in them.
+            let _lease = data_dir.read_lease(&table)?;
+            let write = TableWrite {
+                snapshot: data_dir.manifest_shared(&table)?,
+                changes: changes.clone(),
+                reads: TableReads::default(),
+            };
+            let writes = BTreeMap::from([(table.clone(), write)]);
+            match strata_engine::transaction::commit(&data_dir, &writes) {
+                Err(EngineError::WriteConflict { .. }) if attempt < COMMIT_ATTEMPTS => attempt += 1,
+                outcome => return outcome,
+            }
+        }
+    };
+    tokio::task::spawn_blocking(move || strata_json::run_with_deep_stack(work))
+        .await
+        .map_err(|e| EngineError::Invalid(format!("the commit's thread failed: {e}")))?
 }
 
 /// The documents the `update` items of `writes` start from, by `_id`: the table's live
