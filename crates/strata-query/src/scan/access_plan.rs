@@ -268,8 +268,17 @@ pub(super) fn keep_indexed_rows(
     counts.rows_pruned_by_secondary_index += keep_only(plan, parquet, &row_ranges(rows));
 }
 
+/// Narrows `plan` to `ranges` of rows (sorted, disjoint): what a point read decodes.
+pub(super) fn keep_row_ranges(
+    plan: &mut ParquetAccessPlan,
+    parquet: &ParquetMetaData,
+    ranges: &[Range<u64>],
+) {
+    keep_only(plan, parquet, ranges);
+}
+
 /// Sorted rows as ranges of consecutive rows.
-fn row_ranges(rows: &[u64]) -> Vec<Range<u64>> {
+pub(super) fn row_ranges(rows: &[u64]) -> Vec<Range<u64>> {
     join_ranges(rows.iter().map(|&row| row..row + 1))
 }
 

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
 use datafusion::execution::cache::lru_queue::LruQueue;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
@@ -40,6 +41,9 @@ struct Entries {
     /// Whole documents that point reads rebuilt, by part file and row: a part's row never
     /// changes (deletion vectors say which rows are gone; they are applied before this).
     documents: SideFiles<(PathBuf, u64), String>,
+    /// Decoded granules that point reads read, by part file and first row: the columns of
+    /// every row of the granule, so that its other documents are rebuilt without decoding.
+    granules: SideFiles<(PathBuf, u64), RecordBatch>,
 }
 
 /// Files (or pieces of files) read beside parts — deletion vectors, text indexes, key files —
@@ -100,6 +104,7 @@ impl PartMetadataCache {
                 deletions: SideFiles::new(),
                 text_indexes: SideFiles::new(),
                 documents: SideFiles::new(),
+                granules: SideFiles::new(),
             }),
             budget_bytes,
         }
@@ -148,6 +153,30 @@ impl PartMetadataCache {
                 document,
                 size,
                 Self::DOCUMENT_BUDGET_BYTES,
+            );
+        }
+    }
+
+    /// Decoded granules that point reads keep at most, by their Arrow memory: a few hundred
+    /// granules of small documents, a few of wide ones.
+    pub const GRANULE_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+    /// The decoded granule starting at `first_row` of the part at `part_path`, if a point read
+    /// kept it.
+    pub(super) fn granule(&self, part_path: &Path, first_row: u64) -> Option<Arc<RecordBatch>> {
+        let mut entries = self.entries.lock().ok()?;
+        entries.granules.get(&(part_path.to_owned(), first_row))
+    }
+
+    /// Keeps the decoded granule starting at `first_row` of the part at `part_path`.
+    pub(super) fn keep_granule(&self, part_path: &Path, first_row: u64, batch: Arc<RecordBatch>) {
+        if let Ok(mut entries) = self.entries.lock() {
+            let size = batch.get_array_memory_size();
+            entries.granules.put(
+                (part_path.to_owned(), first_row),
+                batch,
+                size,
+                Self::GRANULE_BUDGET_BYTES,
             );
         }
     }

@@ -13,26 +13,31 @@
 //! (`PartMetadataCache::document`): a part never changes once written and its name is never
 //! reused, so a kept document is always the row's document; whether the row is still live is
 //! decided by the part's deletion vector of the snapshot read, every time, before the cache is
-//! asked.
+//! asked. A document not kept is rebuilt from its row's granule, decoded whole once and kept
+//! (`PartMetadataCache::granule`; positions of an immutable part, safe for the same reason).
 //!
 //! Invariant: for a key `k`, the rows produced are exactly the live rows whose key is `k` in
 //! the snapshot `manifest`, in part order then row order — the rows the planned statement
 //! returns.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray, RecordBatch, StringArray, UInt64Array};
+use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
 use datafusion::physical_plan::metrics::Count;
 use futures::StreamExt;
 use object_store::ObjectStore;
+use parquet::file::metadata::ParquetMetaData;
+use strata_format::part::GRANULE_ROWS;
 use strata_format::{FormatError, Manifest, PartEntry};
 use strata_json::KeyValue;
 
-use super::access_plan::{self, PartInScan, PruneCounts};
+use super::access_plan::{self, PartInScan};
 use super::metadata_cache::PartMetadataCache;
 use super::read::{build_outputs, open_unit, plan_output};
 use super::{ScanOutput, part_error};
@@ -125,8 +130,18 @@ pub async fn read_documents(
     )?)
 }
 
+/// A granule whose columns would take more than this decoded (by the row group's uncompressed
+/// size) is not decoded whole for a point read: its rows asked for are read alone.
+const MAX_KEPT_GRANULE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The documents at `rows` (ascending) of the part `entry` at `path`, in that order, built as
 /// the one column of `schema`.
+///
+/// Rows are read granule by granule (the rows a data page holds at most, `GRANULE_ROWS`):
+/// decoding a page costs about the same for one row as for all of them, so a granule small
+/// enough is decoded whole and kept in the session's cache (`PartMetadataCache::granule`), and
+/// the next point read of any of its rows rebuilds the document from it without decoding —
+/// as a page cache serves a database's neighbouring rows.
 async fn read_rows(
     source: &PointSource<'_>,
     entry: &Arc<PartEntry>,
@@ -136,20 +151,13 @@ async fn read_rows(
 ) -> Result<Vec<String>> {
     let PointSource {
         table,
-        store,
         metadata_cache,
         ..
     } = source;
     let (metadata, checksums) = metadata_cache
         .get_or_load(path, entry)
         .map_err(|e| DataFusionError::Execution(format!("table {table}: {e}")))?;
-    let mut plan = ParquetAccessPlan::new_all(metadata.metadata().num_row_groups());
-    access_plan::keep_key_rows(
-        &mut plan,
-        metadata.metadata(),
-        rows,
-        &mut PruneCounts::default(),
-    );
+    let granules = granules_of(metadata.metadata());
     let part = Arc::new(PartInScan {
         entry: entry.clone(),
         path: path.to_owned(),
@@ -161,12 +169,51 @@ async fn read_rows(
     });
     let plans = [plan_output(&part.entry, &ScanOutput::Document)];
     let mut documents = Vec::with_capacity(rows.len());
-    for unit in access_plan::split_units(&part, plan) {
-        let mut batches = open_unit(store, &unit, &plans, table, &Count::new(), None, None)?;
-        while let Some(batch) = batches.next().await {
-            let built = batch
-                .map_err(DataFusionError::from)
-                .and_then(|batch| build_outputs(&batch, &plans, schema))
+    let mut rest = rows;
+    while let Some(&first) = rest.first() {
+        let Some((granule, decoded_bytes)) = granules.iter().find(|(g, _)| g.contains(&first))
+        else {
+            return Err(part_error(
+                table,
+                &part.path,
+                DataFusionError::Internal(format!("row {first} is past the part's row groups")),
+            ));
+        };
+        let count = rest.iter().take_while(|&&row| row < granule.end).count();
+        let (here, after) = rest.split_at(count);
+        rest = after;
+        let batches = if *decoded_bytes <= MAX_KEPT_GRANULE_BYTES {
+            let whole = match metadata_cache.granule(path, granule.start) {
+                Some(batch) => batch,
+                None => {
+                    let read =
+                        read_ranges(source, &part, &plans, std::slice::from_ref(granule)).await?;
+                    let batch = Arc::new(match read.as_slice() {
+                        [one] => one.clone(),
+                        _ => concat_batches(&part_schema(&read, &part)?, &read)?,
+                    });
+                    if batch.num_rows() as u64 != granule.end - granule.start {
+                        return Err(part_error(
+                            table,
+                            &part.path,
+                            DataFusionError::Internal(format!(
+                                "granule at row {} read as {} rows",
+                                granule.start,
+                                batch.num_rows()
+                            )),
+                        ));
+                    }
+                    metadata_cache.keep_granule(path, granule.start, batch.clone());
+                    batch
+                }
+            };
+            let offsets = UInt64Array::from_iter_values(here.iter().map(|row| row - granule.start));
+            vec![take_record_batch(&whole, &offsets)?]
+        } else {
+            read_ranges(source, &part, &plans, &access_plan::row_ranges(here)).await?
+        };
+        for batch in batches {
+            let built = build_outputs(&batch, &plans, schema)
                 .map_err(|e| part_error(table, &part.path, e))?;
             let column = arrow::compute::cast(built.column(0), &DataType::Utf8)?;
             let text = column.as_string::<i32>();
@@ -194,4 +241,56 @@ async fn read_rows(
         ));
     }
     Ok(documents)
+}
+
+/// The granules of a part, each with the bytes its columns take uncompressed (its share of its
+/// row group's): every row group cut into `GRANULE_ROWS` rows from its first.
+fn granules_of(parquet: &ParquetMetaData) -> Vec<(Range<u64>, u64)> {
+    let granule = GRANULE_ROWS as u64;
+    let mut granules = Vec::new();
+    let mut start = 0u64;
+    for row_group in parquet.row_groups() {
+        let rows = u64::try_from(row_group.num_rows()).unwrap_or(0);
+        let bytes = u64::try_from(row_group.total_byte_size()).unwrap_or(u64::MAX);
+        let mut first = start;
+        while first < start + rows {
+            let end = (first + granule).min(start + rows);
+            let share = bytes.saturating_mul(end - first) / rows.max(1);
+            granules.push((first..end, share));
+            first = end;
+        }
+        start += rows;
+    }
+    granules
+}
+
+/// The schema of batches read from `part` (for joining them into one).
+fn part_schema(read: &[RecordBatch], part: &PartInScan) -> Result<SchemaRef> {
+    read.first().map(RecordBatch::schema).ok_or_else(|| {
+        DataFusionError::Internal(format!("part {}: nothing read", part.path.display()))
+    })
+}
+
+/// The part's columns that `plans` read, at the rows of `ranges` (sorted, disjoint), in order.
+async fn read_ranges(
+    source: &PointSource<'_>,
+    part: &Arc<PartInScan>,
+    plans: &[super::read::OutputPlan],
+    ranges: &[Range<u64>],
+) -> Result<Vec<RecordBatch>> {
+    let PointSource { table, store, .. } = source;
+    let mut plan = ParquetAccessPlan::new_all(part.metadata.metadata().num_row_groups());
+    access_plan::keep_row_ranges(&mut plan, part.metadata.metadata(), ranges);
+    let mut read = Vec::new();
+    for unit in access_plan::split_units(part, plan) {
+        let mut batches = open_unit(store, &unit, plans, table, &Count::new(), None, None)?;
+        while let Some(batch) = batches.next().await {
+            read.push(
+                batch
+                    .map_err(DataFusionError::from)
+                    .map_err(|e| part_error(table, &part.path, e))?,
+            );
+        }
+    }
+    Ok(read)
 }
