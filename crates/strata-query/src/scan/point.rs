@@ -294,3 +294,38 @@ async fn read_ranges(
     }
     Ok(read)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use arrow::array::Int64Array;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::FileReader;
+    use parquet::file::serialized_reader::SerializedFileReader;
+
+    use super::*;
+
+    /// Granules start at each row group's first row: a granule never spans two row groups.
+    #[test]
+    fn granules_restart_at_every_row_group() {
+        let values = Int64Array::from_iter_values(0..20);
+        let batch = RecordBatch::try_from_iter([("v", Arc::new(values) as _)]).unwrap();
+        let properties = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(7))
+            .build();
+        let file = tempfile::tempfile().unwrap();
+        let mut writer =
+            ArrowWriter::try_new(file.try_clone().unwrap(), batch.schema(), Some(properties))
+                .unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        let granules = granules_of(reader.metadata());
+        let ranges: Vec<Range<u64>> = granules.iter().map(|(r, _)| r.clone()).collect();
+        assert_eq!(ranges, [0..7, 7..14, 14..20]);
+        let last = reader.metadata().row_group(2).total_byte_size() as u64;
+        assert_eq!(granules[2].1, last);
+    }
+}
