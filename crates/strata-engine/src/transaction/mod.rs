@@ -31,7 +31,7 @@ pub mod intent;
 pub mod logged;
 pub mod view;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
@@ -465,7 +465,8 @@ fn changed_key<'a>(
     // list alike (same file, same deletions), it lies there in both: unchanged. So only the
     // parts one lists and the other does not list alike are looked in (a commit's few new
     // parts, not every part twice); a key found in neither is unchanged or in neither.
-    let by_file = |manifest: &'a Manifest| -> HashMap<&'a str, &'a Arc<PartEntry>> {
+    // Built per commit over every part: a fast hash (the names are not chosen by clients).
+    let by_file = |manifest: &'a Manifest| -> foldhash::HashMap<&'a str, &'a Arc<PartEntry>> {
         manifest
             .parts
             .iter()
@@ -473,13 +474,13 @@ fn changed_key<'a>(
             .collect()
     };
     let (in_snapshot, in_current) = (by_file(snapshot), by_file(current));
-    let alike = |part: &Arc<PartEntry>, other: &HashMap<&str, &Arc<PartEntry>>| {
+    let alike = |part: &Arc<PartEntry>, other: &foldhash::HashMap<&str, &Arc<PartEntry>>| {
         other
             .get(part.file.as_str())
             .is_some_and(|o| Arc::ptr_eq(part, o) || o.deletes == part.deletes)
     };
     let locate = |manifest: &'a Manifest,
-                  other: &HashMap<&str, &Arc<PartEntry>>|
+                  other: &foldhash::HashMap<&str, &Arc<PartEntry>>|
      -> Result<Vec<Option<(String, u64)>>, EngineError> {
         let mut found = vec![None; keys.len()];
         let differing = manifest.parts.iter().filter(|p| !alike(p, other));
