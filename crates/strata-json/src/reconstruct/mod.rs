@@ -3,6 +3,9 @@
 //! A part's layout is read from its Arrow schema alone (each typed column carries its
 //! [`Kind`] in field metadata), so any projection of a part that keeps the columns under a
 //! path and the remainder can rebuild the value at that path exactly.
+//!
+//! This module rebuilds values (`serde_json::Value`, for any prefix); [`text`] writes whole
+//! documents as JSON text straight from the columns, the same bytes those values print as.
 
 use std::str::FromStr;
 

@@ -4,7 +4,8 @@
 //! `index` and `create` the document, for `update` its partial document. Each index's documents
 //! are written by one commit: the request that creates the index by one ingest, a request into
 //! an index that exists as one transaction of its own ([`as_transaction`]: through the server's
-//! WAL, as the PostgreSQL protocol's commits go; ADR 0018). Deletes follow, one key at a time. The answer has one item per action, in order, each with its own status, and `errors` is
+//! WAL, as the PostgreSQL protocol's commits go; ADR 0018). Deletes follow, one key at a time.
+//! The answer has one item per action, in order, each with its own status, and `errors` is
 //! true when any failed (pitfalls seen in Quickwit and GreptimeDB: one error for a batch, or
 //! none, loses data).
 //!
@@ -534,7 +535,9 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
     }
     if let Some(changes) = as_transaction(shared, index, exists, &documents) {
         let outcome = commit_with_retries(shared, index, changes).await;
-        if outcome.is_ok() {
+        // With a WAL the commit's part is held in memory until a checkpoint folds it, which
+        // tells the merger then (as for the PostgreSQL protocol's commits).
+        if outcome.is_ok() && shared.ingest_queue.is_none() {
             shared.merger.ingested(index);
         }
         for &(item, status, result) in &written {
@@ -608,7 +611,7 @@ async fn write_index(shared: &Arc<Shared>, index: &str, writes: IndexWrites, ite
 const COMMIT_ATTEMPTS: usize = 8;
 
 /// The documents (`_id` and text) as one transaction's changes, when they may be committed as
-/// one (ADR 0018, "`_bulk` through the WAL"): into a table that exists, keyed by `_id` (what
+/// one (ADR 0018): into a table that exists, keyed by `_id` (what
 /// `_bulk` creates; then a later write of an `_id` replaces it) or without a key (appended); a
 /// request the WAL takes whole (`wal.max_request_bytes`), with no document over
 /// `limits.max_line_bytes`, which the direct ingest rejects by line and records. `None`: the
