@@ -140,21 +140,20 @@ impl PartMetadataCache {
 
     /// The document at `row` of the part at `part_path` if a point read kept it.
     pub(super) fn document(&self, part_path: &Path, row: u64) -> Option<Arc<String>> {
-        let mut entries = self.entries.lock().ok()?;
-        entries.documents.get(&(part_path.to_owned(), row))
+        self.kept(|e| &mut e.documents, &(part_path.to_owned(), row))
     }
 
     /// Keeps the document at `row` of the part at `part_path` for later point reads.
     pub(super) fn keep_document(&self, part_path: &Path, row: u64, document: Arc<String>) {
-        if let Ok(mut entries) = self.entries.lock() {
-            let size = document.len() + std::mem::size_of::<(PathBuf, u64, String)>();
-            entries.documents.put(
-                (part_path.to_owned(), row),
-                document,
-                size,
-                Self::DOCUMENT_BUDGET_BYTES,
-            );
-        }
+        let size = document.len() + std::mem::size_of::<(PathBuf, u64, String)>();
+        let key = (part_path.to_owned(), row);
+        self.keep(
+            |e| &mut e.documents,
+            key,
+            document,
+            size,
+            Self::DOCUMENT_BUDGET_BYTES,
+        );
     }
 
     /// Decoded granules that point reads keep at most, by their Arrow memory: a few hundred
@@ -164,21 +163,20 @@ impl PartMetadataCache {
     /// The decoded granule starting at `first_row` of the part at `part_path`, if a point read
     /// kept it.
     pub(super) fn granule(&self, part_path: &Path, first_row: u64) -> Option<Arc<RecordBatch>> {
-        let mut entries = self.entries.lock().ok()?;
-        entries.granules.get(&(part_path.to_owned(), first_row))
+        self.kept(|e| &mut e.granules, &(part_path.to_owned(), first_row))
     }
 
     /// Keeps the decoded granule starting at `first_row` of the part at `part_path`.
     pub(super) fn keep_granule(&self, part_path: &Path, first_row: u64, batch: Arc<RecordBatch>) {
-        if let Ok(mut entries) = self.entries.lock() {
-            let size = batch.get_array_memory_size();
-            entries.granules.put(
-                (part_path.to_owned(), first_row),
-                batch,
-                size,
-                Self::GRANULE_BUDGET_BYTES,
-            );
-        }
+        let size = batch.get_array_memory_size();
+        let key = (part_path.to_owned(), first_row);
+        self.keep(
+            |e| &mut e.granules,
+            key,
+            batch,
+            size,
+            Self::GRANULE_BUDGET_BYTES,
+        );
     }
 
     /// The text index of the part `entry` of the table in `table_dir` (None: it has none), read
@@ -259,17 +257,38 @@ impl PartMetadataCache {
         budget: usize,
         read: impl FnOnce() -> std::result::Result<V, strata_format::FormatError>,
     ) -> std::result::Result<Arc<V>, strata_format::FormatError> {
-        if let Ok(mut entries) = self.entries.lock()
-            && let Some(found) = files(&mut entries).get(&key)
-        {
+        if let Some(found) = self.kept(&files, &key) {
             return Ok(found);
         }
         let value = Arc::new(read()?);
         let size = size(&value);
-        if let Ok(mut entries) = self.entries.lock() {
-            files(&mut entries).put(key, value.clone(), size, budget);
-        }
+        self.keep(files, key, value.clone(), size, budget);
         Ok(value)
+    }
+
+    /// The value under `key` in the side-file cache `files` picks, if it is kept.
+    fn kept<K: Clone + Eq + std::hash::Hash, V>(
+        &self,
+        files: impl Fn(&mut Entries) -> &mut SideFiles<K, V>,
+        key: &K,
+    ) -> Option<Arc<V>> {
+        let mut entries = self.entries.lock().ok()?;
+        files(&mut entries).get(key)
+    }
+
+    /// Keeps `value` (counted as `size`) under `key` in the side-file cache `files` picks,
+    /// within `budget`.
+    fn keep<K: Clone + Eq + std::hash::Hash, V>(
+        &self,
+        files: impl Fn(&mut Entries) -> &mut SideFiles<K, V>,
+        key: K,
+        value: Arc<V>,
+        size: usize,
+        budget: usize,
+    ) {
+        if let Ok(mut entries) = self.entries.lock() {
+            files(&mut entries).put(key, value, size, budget);
+        }
     }
 
     /// Bytes of parsed metadata held now.
