@@ -29,11 +29,16 @@ CPU % and peak RSS are reported. ClickHouse runs embedded here (chdb) and has no
 `--structured-sort-key user,path,status,timestamp`: Strata's structured table sorted as
 ClickHouse's is (then by time) instead of by time alone — keyword lookups become key ranges,
 time windows lose their order; the throttled ingest is unchanged.
+`--structured-keyword-index user,method,path,protocol,status`: Strata's structured table keeps,
+for those paths, each whole value's rows (`strata ingest --keyword-index`, ADR 0025), which
+answers the keyword queries' equalities and counts from the postings; the table stays in time
+order. The throttled ingest is given the same paths.
 
 Usage:
   bench/.venv/bin/python bench/logs.py --strata-bin BIN [--lines 1000000] [--runs 3]
       [--systems strata,clickhouse,elasticsearch,opensearch] [--throttle-rate 20000]
-      [--throttle-seconds 60] [--text-postings] [--structured-sort-key PATHS] [--work DIR] [--out DIR]
+      [--throttle-seconds 60] [--text-postings] [--structured-sort-key PATHS]
+      [--structured-keyword-index PATHS] [--work DIR] [--out DIR]
 Prints a table and writes OUT/results.json.
 """
 import argparse
@@ -174,7 +179,7 @@ def time_strata(binary, data_dir, sql, runs):
 
 
 def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings=False,
-               structured_sort_key=None):
+               structured_sort_key=None, structured_keyword_index=None):
     data_dir = work / "strata"
     shutil.rmtree(data_dir, ignore_errors=True)
     results = {}
@@ -183,6 +188,9 @@ def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings
         extra = ["--text-postings"] if postings else []
         if structured_sort_key and mode == "structured":
             extra = ["--sort-key", structured_sort_key]
+        keywords = structured_keyword_index if mode == "structured" else None
+        if keywords:
+            extra += ["--keyword-index", keywords]
         load = strata(binary, data_dir, "ingest", table, "--pipeline", pipeline, *extra,
                       log_file).check("strata ingest")
         optimize = strata(binary, data_dir, "optimize", table).check("strata optimize")
@@ -191,7 +199,7 @@ def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings
                          "bytes": dir_bytes(data_dir / table)}
         if throttle:
             results[mode]["throttled"] = strata_throttled(binary, work / "strata-served", table, pipeline,
-                                                          log_file, throttle, postings)
+                                                          log_file, throttle, postings, keywords)
     params_out.update(parameters(binary, data_dir))
     for mode in results:
         timings = []
@@ -203,11 +211,14 @@ def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings
     return results
 
 
-def strata_throttled(binary, data_dir, table, pipeline, log_file, throttle, text_postings=False):
+def strata_throttled(binary, data_dir, table, pipeline, log_file, throttle, text_postings=False,
+                     keyword_index=None):
     """Raw lines at the throttled rate into a fresh `strata serve` over HTTP."""
     shutil.rmtree(data_dir, ignore_errors=True)
     server = StrataServer(binary, data_dir)
     query = f"pipeline={pipeline}" + ("&text_postings=true" if text_postings else "")
+    if keyword_index:
+        query += f"&keyword_index={keyword_index}"
     try:
         def send(lines):
             answer, _ = server.post(f"/v1/ingest/{table}?{query}", b"\n".join(lines) + b"\n")
@@ -324,6 +335,9 @@ def main():
     parser.add_argument("--structured-sort-key",
                         help="Strata's structured table sorted by these paths instead of its time column "
                              "(e.g. user,path,status,timestamp, ClickHouse's key then time)")
+    parser.add_argument("--structured-keyword-index",
+                        help="Strata's structured table keeps keyword postings of these paths "
+                             "(e.g. user,method,path,protocol,status; strata ingest --keyword-index)")
     parser.add_argument("--work", default=str(BENCH / "work" / "logs"))
     parser.add_argument("--out", default=str(BENCH / "results" / "logs"))
     args = parser.parse_args()
@@ -341,9 +355,11 @@ def main():
     results = {"lines": args.lines, "raw_bytes": raw, "runs": args.runs, "systems": {},
                "cold_runs_drop_page_cache": os.geteuid() == 0, "throttle": throttle, "not_measured": {},
                "strata_text_postings": args.text_postings,
-               "strata_structured_sort_key": args.structured_sort_key}
+               "strata_structured_sort_key": args.structured_sort_key,
+               "strata_structured_keyword_index": args.structured_keyword_index}
     results["systems"]["strata"] = run_strata(args.strata_bin, work, log_file, params, args.runs, throttle,
-                                              args.text_postings, args.structured_sort_key)
+                                              args.text_postings, args.structured_sort_key,
+                                              args.structured_keyword_index)
     if "clickhouse" in systems:
         try:
             import chdb  # noqa: F401

@@ -52,7 +52,8 @@ def test_log_benchmark_times_six_queries_in_both_modes(tmp_path):
 
 def test_log_benchmark_with_text_postings_gives_the_same_answers(tmp_path):
     """`--text-postings`: the full-text table keeps postings (its keyword counts are taken from
-    them); `--structured-sort-key`: the structured table is sorted by ClickHouse's key; every
+    them); `--structured-sort-key`: the structured table is sorted by ClickHouse's key;
+    `--structured-keyword-index`: it keeps keyword postings of the keyword query's paths; every
     answer still agrees with ClickHouse's when chdb is installed."""
     binary = strata_bin()
     if not binary.is_file():
@@ -61,7 +62,8 @@ def test_log_benchmark_with_text_postings_gives_the_same_answers(tmp_path):
     work = tmp_path / "work"
     proc = subprocess.run([sys.executable, str(BENCH / "logs.py"), "--strata-bin", str(binary),
                            "--lines", "20000", "--runs", "1", "--systems", systems, "--text-postings",
-                           "--structured-sort-key", "user,path,status,timestamp", "--throttle-seconds", "0", "--work", str(work), "--out", str(tmp_path / "out")],
+                           "--structured-sort-key", "user,path,status,timestamp",
+                           "--structured-keyword-index", "user,method,path,protocol,status", "--throttle-seconds", "0", "--work", str(work), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -73,5 +75,8 @@ def test_log_benchmark_with_text_postings_gives_the_same_answers(tmp_path):
     assert all(part["text_index"]["postings"]["filters_omitted"] for part in manifest["parts"])
     structured = json.loads((work / "strata" / "access" / "manifest.json").read_text())
     assert structured["settings"]["sort_key"] == ["user", "path", "status", "timestamp"]
+    assert structured["settings"]["keyword_index"] == ["user", "method", "path", "protocol", "status"]
+    assert all(part["text_index"]["keyword_columns"] for part in structured["parts"])
+    assert results["systems"]["strata"]["structured"]["queries"][1]["answer"] > 0
     keywords = results["systems"]["strata"]["full-text"]["queries"][1]
     assert keywords["answer"] > 0, keywords

@@ -63,6 +63,7 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
             time_column,
             text_index,
             text_postings,
+            keyword_index,
             ttl,
             iceberg,
         } => {
@@ -80,6 +81,7 @@ pub fn run_local(cli: Cli, remote: Option<&crate::remote::RemoteReads>) -> CliRe
                 time_column,
                 text_index,
                 text_postings,
+                keyword_index,
                 ttl,
                 iceberg,
                 ..Default::default()

@@ -95,6 +95,11 @@ pub enum Command {
         /// text's share. Later: ALTER TABLE … SET (text_postings = true).
         #[arg(long)]
         text_postings: bool,
+        /// Paths of a new table whose whole values (strings or integers) get keyword postings:
+        /// equality filters on them read only matching rows, and counts of them read no
+        /// page (comma-separated dotted paths). Later: ALTER TABLE … SET (keyword_index = …).
+        #[arg(long, value_delimiter = ',', value_name = "PATH,...")]
+        keyword_index: Option<Vec<String>>,
         /// Retention of a new table on its time column (30d, 12h, 90m, 2w, none); expired parts
         /// are dropped by `strata optimize` and the server. Later: ALTER TABLE … SET (ttl = …).
         #[arg(long, value_name = "PERIOD")]

@@ -38,6 +38,7 @@ pub(crate) fn part_writer_options(settings: &TableSettings) -> PartWriterOptions
         key_column: settings.key.as_ref().map(|k| k.path.clone()),
         text_columns: settings.text_index.clone(),
         text_postings: settings.text_postings,
+        keyword_columns: settings.keyword_index.clone(),
         indexes: settings.indexes.clone(),
         ..PartWriterOptions::default()
     }

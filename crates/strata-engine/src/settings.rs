@@ -34,6 +34,11 @@ pub const CHANGEABLE_SETTINGS: &[(&str, &str)] = &[
         "true to keep every token's rows in the text index of parts written from now on",
     ),
     (
+        "keyword_index",
+        "comma-separated paths whose whole values get keyword postings in parts written from now \
+         on ('' for none)",
+    ),
+    (
         "iceberg",
         "true to publish the table as an Iceberg table under TABLE/metadata on every commit",
     ),
@@ -102,6 +107,45 @@ pub fn validate_text_index(paths: &[String]) -> Result<Vec<String>, EngineError>
         }
         other => other,
     })
+}
+
+/// Checks user-written dotted keyword-index paths (ADR 0025) and returns them encoded: paths
+/// as sort-key paths, none of them also in the table's `text_index` (encoded), whose values
+/// are searched by token instead.
+pub fn validate_keyword_index(
+    paths: &[String],
+    text_index: &[String],
+) -> Result<Vec<String>, EngineError> {
+    let invalid = |reason: String| EngineError::InvalidSetting {
+        setting: "keyword_index".into(),
+        reason,
+    };
+    let encoded = validate_sort_key(paths).map_err(|e| match e {
+        EngineError::InvalidSortKey { path, reason, .. } => {
+            invalid(format!("path {path:?}: {reason}"))
+        }
+        other => other,
+    })?;
+    if let Some((raw, _)) = paths
+        .iter()
+        .zip(&encoded)
+        .find(|(_, path)| text_index.contains(path))
+    {
+        return Err(invalid(format!(
+            "path {raw:?} has a text index; a path is searched by token or looked up by whole \
+             value, not both"
+        )));
+    }
+    Ok(encoded)
+}
+
+/// The paths of a `keyword_index` setting's value: comma-separated, blank for none.
+pub fn split_path_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Checks a user-written dotted key path and returns the table's key setting.
@@ -248,6 +292,10 @@ pub fn apply_changes(
                     });
                 }
                 settings.text_postings = postings;
+            }
+            "keyword_index" => {
+                let paths = split_path_list(&change.value);
+                settings.keyword_index = validate_keyword_index(&paths, &settings.text_index)?;
             }
             "key" => {
                 return Err(EngineError::InvalidSetting {

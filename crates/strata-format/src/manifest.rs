@@ -47,6 +47,11 @@ pub struct TableSettings {
     /// text. Omitted when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub text_postings: bool,
+    /// Paths (encoded) whose whole values, strings or integers, get keyword postings in every
+    /// part's text index (ADR 0025): each value's rows, for equality filters and their counts.
+    /// Omitted when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keyword_index: Vec<String>,
     /// Retention (ADR 0018): parts whose newest time-column value is older than this many
     /// seconds are dropped. Absent: kept forever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +77,7 @@ impl TableSettings {
             time_column: None,
             text_index: Vec::new(),
             text_postings: false,
+            keyword_index: Vec::new(),
             ttl_seconds: None,
             iceberg: false,
             indexes: Vec::new(),

@@ -34,8 +34,8 @@ use crate::part_writing::{
     spawn_part_writer, write_shredded,
 };
 use crate::settings::{
-    parse_ttl, validate_key, validate_max_columns, validate_sort_key, validate_text_index,
-    validate_time_column,
+    parse_ttl, validate_key, validate_keyword_index, validate_max_columns, validate_sort_key,
+    validate_text_index, validate_time_column,
 };
 use crate::table::{DataDir, collect_garbage, new_part_file};
 
@@ -81,6 +81,10 @@ pub struct IngestOptions {
     /// Keep every token's rows in the text index of a table this ingest creates (ADR 0019,
     /// "Postings"). Checked against an existing table.
     pub text_postings: bool,
+    /// Dotted paths whose whole values get keyword postings (ADR 0025): recorded when the table
+    /// is created, checked against it otherwise (`ALTER TABLE … SET (keyword_index = …)`
+    /// changes it).
+    pub keyword_index: Option<Vec<String>>,
     /// Retention of a table this ingest creates, as `ALTER TABLE … SET (ttl = …)` takes it
     /// (`30d`, `12h`, `none`); needs a time column. Checked against an existing table.
     pub ttl: Option<String>,
@@ -104,6 +108,7 @@ impl Default for IngestOptions {
             time_column: None,
             text_index: None,
             text_postings: false,
+            keyword_index: None,
             ttl: None,
             iceberg: false,
         }
@@ -400,6 +405,8 @@ struct RequestedSettings {
     /// when none is given.
     default_text_index: Vec<String>,
     text_postings: bool,
+    /// Dotted, as given: checked against the text index the table has or will have.
+    keyword_index: Option<Vec<String>>,
     /// Retention asked for (`Some(None)`: none), and whether to publish as Iceberg.
     ttl_seconds: Option<Option<u64>>,
     iceberg: bool,
@@ -443,6 +450,7 @@ fn requested_settings(options: &IngestOptions) -> Result<RequestedSettings, Engi
         ttl_seconds: options.ttl.as_deref().map(parse_ttl).transpose()?,
         iceberg: options.iceberg,
         text_postings: options.text_postings,
+        keyword_index: options.keyword_index.clone(),
     })
 }
 
@@ -519,6 +527,16 @@ fn open_manifest(
             if requested.text_postings && !existing.settings.text_postings {
                 return Err(changeable("text_postings", "false".into(), "true".into()));
             }
+            if let Some(given) = &requested.keyword_index {
+                let given = validate_keyword_index(given, &existing.settings.text_index)?;
+                if given != existing.settings.keyword_index {
+                    return Err(changeable(
+                        "keyword_index",
+                        format!("[{}]", existing.settings.keyword_index.join(", ")),
+                        format!("[{}]", given.join(", ")),
+                    ));
+                }
+            }
             (existing, false)
         }
         None => {
@@ -534,6 +552,10 @@ fn open_manifest(
                 });
             }
             let text_index = requested.text_index.unwrap_or(requested.default_text_index);
+            let keyword_index = match &requested.keyword_index {
+                Some(paths) => validate_keyword_index(paths, &text_index)?,
+                None => Vec::new(),
+            };
             if requested.text_postings && text_index.is_empty() {
                 return Err(EngineError::InvalidSetting {
                     setting: "text_postings".into(),
@@ -552,6 +574,7 @@ fn open_manifest(
                     time_column,
                     text_index,
                     text_postings: requested.text_postings,
+                    keyword_index,
                     ttl_seconds,
                     iceberg: requested.iceberg,
                     max_columns: requested

@@ -22,6 +22,9 @@ pub struct PartWriterOptions {
     pub text_columns: Vec<String>,
     /// Whether the text index keeps every token's rows too (`TableSettings::text_postings`).
     pub text_postings: bool,
+    /// Columns (encoded paths) whose whole values get keyword postings in the text index
+    /// (`TableSettings::keyword_index`).
+    pub keyword_columns: Vec<String>,
     /// The table's secondary indexes (`crate::indexes`): the part gets a file for each one whose
     /// path it can index.
     pub indexes: Vec<crate::indexes::IndexSetting>,
@@ -34,6 +37,7 @@ impl Default for PartWriterOptions {
             key_column: None,
             text_columns: Vec::new(),
             text_postings: false,
+            keyword_columns: Vec::new(),
             indexes: Vec::new(),
         }
     }

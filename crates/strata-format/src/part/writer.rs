@@ -89,8 +89,9 @@ pub struct PartWriter {
     profiles: Vec<ProfileBuilder>,
     /// The key column (name, and its slices of every batch written) when the table has a key.
     key_column: Option<(String, Vec<ArrayRef>)>,
-    /// The text-indexed columns this part can index: those typed as strings with no value of
-    /// their path in the remainder.
+    /// The text-indexed columns this part can index (those typed as strings with no value of
+    /// their path in the remainder), then its keyword columns (typed as strings or integers,
+    /// with no value but null in the remainder), in the text index builder's order.
     text_columns: Vec<String>,
     /// Their text index, built as rows are written.
     text_index: TextIndexBuilder,
@@ -176,6 +177,13 @@ impl PartWriter {
         .map_err(parquet_err)?;
         let text_columns =
             indexable_text_columns(&TextColumnLayout::of(&layout), &options.text_columns);
+        // Keyword postings are exact only where an index file could be (`crate::indexes`).
+        let keyword_columns: Vec<String> = options
+            .keyword_columns
+            .iter()
+            .filter(|path| crate::indexes::layout_indexable(&layout, path))
+            .cloned()
+            .collect();
         let index_columns = options
             .indexes
             .iter()
@@ -205,10 +213,11 @@ impl PartWriter {
             key_column: options.key_column.clone().map(|name| (name, Vec::new())),
             text_index: TextIndexBuilder::new(
                 text_columns.clone(),
+                keyword_columns.clone(),
                 super::GRANULE_ROWS,
                 options.text_postings,
             ),
-            text_columns,
+            text_columns: text_columns.into_iter().chain(keyword_columns).collect(),
             index_columns,
         })
     }

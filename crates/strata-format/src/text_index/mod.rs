@@ -18,6 +18,7 @@
 //! its typed string column (none in the remainder), so a granule whose filter lacks a token holds
 //! no row with that token.
 
+mod bitmap_cache;
 mod postings;
 
 use std::collections::HashSet;
@@ -31,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::FormatError;
 use crate::held::StoredFile;
 use crate::manifest::{PARTS_DIR, sync_dir};
-pub use postings::{Candidates, Postings, PostingsSection};
+pub use postings::{Candidates, Postings, PostingsSection, ValueRows};
 use postings::{DictionaryLayout, PostingsBuilder, hex, write_postings};
 
 const MAGIC: &[u8; 8] = b"STRATATX";
@@ -52,9 +53,15 @@ pub struct PartTextIndex {
     /// The encoded paths indexed in this part.
     pub columns: Vec<String>,
     pub granule_rows: u32,
-    /// Where the postings are, when the table keeps them (`text_postings`).
+    /// Where the postings are, when the table keeps them (`text_postings`) or has keyword
+    /// columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postings: Option<PostingsSection>,
+    /// The encoded paths whose whole values have postings in this part (keyword columns, ADR
+    /// 0025): listed in the file after `columns`, never searched by `matches()`. Absent in
+    /// entries written before keyword columns existed, and where there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keyword_columns: Vec<String>,
 }
 
 /// The text index file name of a part.
@@ -90,11 +97,63 @@ struct ColumnFilters {
     /// The distinct tokens of the granule being filled.
     tokens: GranuleTokens,
     rows_in_granule: usize,
-    /// Every token's rows, when the table keeps postings.
+    /// Every token's rows, when the table keeps postings; each whole value's rows in a keyword
+    /// column.
     postings: Option<PostingsBuilder>,
+    /// Whether this is a keyword column: its terms are whole values, strings or integers, and
+    /// it has postings and no filters. One whose postings were dropped (a value too long for
+    /// them) is left out of the file.
+    keyword: bool,
 }
 
+/// Values of a keyword column held by fewer rows of a part than this are kept in its bloom
+/// filters, not its postings: a value's bitmap and dictionary entry cost ~60 bytes whatever its
+/// rows, a filter ~1.2 bytes per granule holding it, and a lookup of such a value reads at most
+/// this many granules. (Of the log benchmark's 1.1M distinct paths in 10M lines, 1.1M are in
+/// fewer than 32 rows, 1.4 on average; they were 80 of the keyword postings' 119 MB.)
+pub const KEYWORD_LISTED_ROWS: u64 = 16;
+
 impl ColumnFilters {
+    /// Whether the file lists this column.
+    fn written(&self) -> bool {
+        !self.keyword || self.postings.is_some()
+    }
+
+    /// Moves the values of a keyword column held by fewer than [`KEYWORD_LISTED_ROWS`] rows
+    /// from its postings to a bloom filter per granule of `granule_rows` (none: every value is
+    /// listed).
+    fn seal_keyword(&mut self, granule_rows: usize) -> Result<(), String> {
+        let Some(postings) = &mut self.postings else {
+            return Ok(());
+        };
+        let rare = postings.take_rare(KEYWORD_LISTED_ROWS)?;
+        if rare.is_empty() {
+            return Ok(());
+        }
+        let granules = self.rows.div_ceil(granule_rows as u64) as usize;
+        let mut per_granule: Vec<Vec<&str>> = vec![Vec::new(); granules];
+        for (value, rows) in &rare {
+            let mut last = None;
+            for row in rows {
+                let granule = *row as usize / granule_rows;
+                if last != Some(granule)
+                    && let Some(values) = per_granule.get_mut(granule)
+                {
+                    values.push(value);
+                }
+                last = Some(granule);
+            }
+        }
+        self.keeps_filters = true;
+        for values in per_granule {
+            for value in values {
+                self.tokens.insert(value);
+            }
+            self.seal()?;
+        }
+        Ok(())
+    }
+
     /// Encodes the filter of the granule being filled and starts the next one.
     fn seal(&mut self) -> Result<(), String> {
         self.rows_in_granule = 0;
@@ -168,24 +227,35 @@ impl GranuleTokens {
 }
 
 impl TextIndexBuilder {
-    /// A builder for the columns at `paths` (encoded paths), in granules of `granule_rows`, with
-    /// every token's rows too when `postings`.
-    pub fn new(paths: Vec<String>, granule_rows: usize, postings: bool) -> Self {
+    /// A builder for the text columns at `paths` (encoded paths), in granules of `granule_rows`,
+    /// with every token's rows too when `postings`, and for the keyword columns at
+    /// `keyword_paths` (each whole value's rows; the text columns are pushed first).
+    pub fn new(
+        paths: Vec<String>,
+        keyword_paths: Vec<String>,
+        granule_rows: usize,
+        postings: bool,
+    ) -> Self {
+        let column = |path, keyword: bool| {
+            let postings = postings || keyword;
+            ColumnFilters {
+                path,
+                keeps_filters: !keyword
+                    && (!postings || DictionaryLayout::default().keeps_filters()),
+                rows: 0,
+                encoded: Vec::new(),
+                granules: 0,
+                tokens: GranuleTokens::default(),
+                rows_in_granule: 0,
+                postings: postings.then(PostingsBuilder::default),
+                keyword,
+            }
+        };
+        let text = paths.into_iter().map(|path| column(path, false));
+        let keywords = keyword_paths.into_iter().map(|path| column(path, true));
         TextIndexBuilder {
             granule_rows: granule_rows.max(1),
-            columns: paths
-                .into_iter()
-                .map(|path| ColumnFilters {
-                    path,
-                    keeps_filters: !postings || DictionaryLayout::default().keeps_filters(),
-                    rows: 0,
-                    encoded: Vec::new(),
-                    granules: 0,
-                    tokens: GranuleTokens::default(),
-                    rows_in_granule: 0,
-                    postings: postings.then(PostingsBuilder::default),
-                })
-                .collect(),
+            columns: text.chain(keywords).collect(),
             layout: DictionaryLayout::default(),
         }
     }
@@ -193,20 +263,39 @@ impl TextIndexBuilder {
     #[cfg(test)]
     fn with_layout(mut self, layout: DictionaryLayout) -> Self {
         for column in &mut self.columns {
-            column.keeps_filters = column.postings.is_none() || layout.keeps_filters();
+            column.keeps_filters =
+                !column.keyword && (column.postings.is_none() || layout.keeps_filters());
         }
         TextIndexBuilder { layout, ..self }
     }
 
-    /// Adds the next rows of column `column` (its index in the paths the builder was made
-    /// with): a string array, NULL where the row has no value. Errors say why, for the caller
-    /// to name the part.
+    /// Adds the next rows of column `column` (its index in the text paths the builder was made
+    /// with, then in its keyword paths): a string array, NULL where the row has no value, or for
+    /// a keyword column an integer array too. Errors say why, for the caller to name the part.
     pub fn push(&mut self, column: usize, values: &dyn Array) -> Result<(), String> {
         let granule_rows = self.granule_rows;
         let filters = self
             .columns
             .get_mut(column)
             .ok_or_else(|| format!("no text column {column}"))?;
+        if filters.keyword {
+            let first_row = u32::try_from(filters.rows).map_err(|_| {
+                format!(
+                    "keyword column {}: more than 2^32 rows in one part",
+                    filters.path
+                )
+            })?;
+            filters.rows += values.len() as u64;
+            // A value too long for a keyword: the part does not list the column (below).
+            if let Some(postings) = &mut filters.postings
+                && !postings
+                    .add_whole_values(values, first_row)
+                    .map_err(|e| format!("keyword column {}: {e}", filters.path))?
+            {
+                filters.postings = None;
+            }
+            return Ok(());
+        }
         let strings = values
             .as_string_opt::<i32>()
             .ok_or_else(|| format!("text column {} is not a string column", filters.path))?;
@@ -275,9 +364,13 @@ impl TextIndexBuilder {
             path: parts_dir.join(part_file),
             message,
         };
+        self.columns.retain(ColumnFilters::written);
         let Some(rows) = self.columns.first().map(|c| c.rows) else {
             return Ok(None);
         };
+        for column in self.columns.iter_mut().filter(|c| c.keyword) {
+            column.seal_keyword(self.granule_rows).map_err(damaged)?;
+        }
         let mut bytes = Vec::with_capacity(
             64 + self
                 .columns
@@ -286,6 +379,13 @@ impl TextIndexBuilder {
                 .sum::<usize>(),
         );
         let keeps_postings = self.columns.iter().any(|c| c.postings.is_some());
+        // Text columns without postings beside keyword columns keep their filters, which
+        // then precede the postings.
+        if let DictionaryLayout::Blocks(tokens) = self.layout
+            && self.columns.iter().any(|c| c.keeps_filters)
+        {
+            self.layout = DictionaryLayout::BlocksAfterFilters(tokens);
+        }
         bytes.extend_from_slice(MAGIC);
         let version = match keeps_postings {
             true => self.layout.file_version(),
@@ -315,7 +415,7 @@ impl TextIndexBuilder {
                 let columns = self
                     .columns
                     .iter_mut()
-                    .map(|c| (c.path.clone(), c.postings.take().unwrap_or_default()))
+                    .filter_map(|c| Some((c.path.clone(), c.postings.take()?)))
                     .collect();
                 Some(write_postings(&mut bytes, columns, self.layout).map_err(damaged)?)
             }
@@ -329,10 +429,20 @@ impl TextIndexBuilder {
             file,
             bytes: bytes.len() as u64,
             xxh64: hex(twox_hash::XxHash64::oneshot(0, &bytes)),
-            columns: self.columns.iter().map(|c| c.path.clone()).collect(),
+            columns: self.paths(false),
             granule_rows: self.granule_rows as u32,
             postings,
+            keyword_columns: self.paths(true),
         }))
+    }
+
+    /// The paths of the text columns (`keyword` false) or of the keyword columns.
+    fn paths(&self, keyword: bool) -> Vec<String> {
+        self.columns
+            .iter()
+            .filter(|c| c.keyword == keyword)
+            .map(|c| c.path.clone())
+            .collect()
     }
 }
 
@@ -621,7 +731,7 @@ mod tests {
         granule_rows: usize,
     ) -> Result<Option<PartTextIndex>, FormatError> {
         let paths = columns.iter().map(|(path, _)| path.clone()).collect();
-        let mut builder = TextIndexBuilder::new(paths, granule_rows, false);
+        let mut builder = TextIndexBuilder::new(paths, Vec::new(), granule_rows, false);
         for (column, (_, values)) in columns.iter().enumerate() {
             builder.push(column, values.as_ref()).unwrap();
         }
@@ -698,7 +808,7 @@ mod tests {
         // Batches that end inside a granule, on its boundary, and past several.
         let batched = dir.path().join("batched");
         fs::create_dir_all(&batched).unwrap();
-        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4, false);
+        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], Vec::new(), 4, false);
         for (start, len) in [(0, 3), (3, 1), (4, 9), (13, 10)] {
             let slice: ArrayRef = Arc::new(StringArray::from(values[start..start + len].to_vec()));
             builder.push(0, slice.as_ref()).unwrap();
@@ -711,7 +821,7 @@ mod tests {
             fs::read(at_once.join(&entry.file)).unwrap()
         );
         // Columns of different lengths are refused, naming the column.
-        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], 4, false);
+        let mut builder = TextIndexBuilder::new(vec!["a".into(), "b".into()], Vec::new(), 4, false);
         builder.push(0, other.as_ref()).unwrap();
         let error = builder
             .finish(&batched, "q.parquet")
@@ -730,7 +840,7 @@ mod tests {
             .collect();
         let column: ArrayRef = Arc::new(StringArray::from(values));
         let build = |name: &str, batch: usize| {
-            let mut builder = TextIndexBuilder::new(vec!["message".into()], 8192, true);
+            let mut builder = TextIndexBuilder::new(vec!["message".into()], Vec::new(), 8192, true);
             let mut start = 0;
             while start < column.len() {
                 let len = batch.min(column.len() - start);
@@ -745,6 +855,124 @@ mod tests {
         // One batch of 40,000 rows is filled by shard threads, batches of 1,000 on this one.
         assert!(column.len() >= postings::PARALLEL_ROWS && 1_000 < postings::PARALLEL_ROWS);
         assert_eq!(build("parallel", column.len()), build("serial", 1_000));
+    }
+
+    #[test]
+    fn keyword_columns_list_whole_values_beside_filtered_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts = dir.path().join(PARTS_DIR);
+        fs::create_dir_all(&parts).unwrap();
+        let rows = 200;
+        let messages: ArrayRef = Arc::new(StringArray::from(
+            (0..rows)
+                .map(|i| Some(format!("line {i} of text")))
+                .collect::<Vec<_>>(),
+        ));
+        // Three users of ~60 rows each (listed), one of two rows (kept in the filters).
+        let users: ArrayRef = Arc::new(StringArray::from(
+            (0..rows)
+                .map(|i| match i {
+                    5 | 150 => Some("Rare one".to_owned()),
+                    i if i % 10 == 4 => None,
+                    i => Some(format!("User {}", i % 3)),
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let statuses: ArrayRef = Arc::new(arrow::array::Int64Array::from(
+            (0..rows)
+                .map(|i| (i != 6).then_some([200, 404, -1][i % 3]))
+                .collect::<Vec<_>>(),
+        ));
+        let long = "x".repeat(postings::MAX_KEYWORD_BYTES + 1);
+        let paths: ArrayRef = Arc::new(StringArray::from(
+            (0..rows)
+                .map(|i| {
+                    Some(if i == 130 {
+                        long.clone()
+                    } else {
+                        format!("/p/{}", i % 2)
+                    })
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let keywords = vec!["user".into(), "status".into(), "path".into()];
+        let mut builder = TextIndexBuilder::new(vec!["message".into()], keywords, 8, false);
+        // In two batches, the first ending inside a granule; the long path is in the second.
+        for (start, len) in [(0, 101), (101, 99)] {
+            for (column, values) in [&messages, &users, &statuses, &paths].iter().enumerate() {
+                builder
+                    .push(column, values.slice(start, len).as_ref())
+                    .unwrap();
+            }
+        }
+        let entry = builder.finish(&parts, "p.parquet").unwrap().unwrap();
+        // The text column keeps its filters (they precede the postings); the path, with a value
+        // too long to list, is not a keyword column of this part.
+        assert_eq!(entry.columns, vec!["message"]);
+        assert_eq!(entry.keyword_columns, vec!["user", "status"]);
+        let section = entry.postings.clone().unwrap();
+        assert!(!section.filters_omitted);
+        let index = TextIndex::read(dir.path(), &entry).unwrap();
+        let query = TextQuery::parse("text").unwrap();
+        let kept = index
+            .granules_that_may_match("message", &|contains| query.may_match(contains))
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept, vec![true; 25]);
+        let postings = index.postings().unwrap();
+        assert!(!postings.has_column("message") && !postings.has_column("path"));
+        let expected = |keep: &dyn Fn(usize) -> bool| {
+            (0..rows)
+                .filter(|&i| keep(i))
+                .map(|i| i as u32)
+                .collect::<Vec<u32>>()
+        };
+        let found = |column: &str, values: &[&str]| {
+            let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+            let found = postings.value_rows(column, &values).unwrap().unwrap();
+            let unlisted: Vec<String> = found.unlisted.iter().map(|v| v.to_string()).collect();
+            let mut listed = roaring::RoaringBitmap::new();
+            for rows in &found.listed {
+                listed |= rows.as_ref();
+            }
+            (listed.iter().collect::<Vec<u32>>(), unlisted)
+        };
+        let user = |i: usize, n: usize| i % 10 != 4 && i != 5 && i != 150 && i % 3 == n;
+        // Whole values, case and all: not tokens.
+        assert_eq!(
+            found("user", &["User 1"]),
+            (expected(&|i| user(i, 1)), vec![])
+        );
+        assert_eq!(
+            found("user", &["user 1", "User", "User 0", "User 2"]).0,
+            expected(&|i| user(i, 0) || user(i, 2))
+        );
+        assert_eq!(found("user", &["user 1", "User"]).1, vec!["user 1", "User"]);
+        assert_eq!(
+            found("status", &["-1"]),
+            (expected(&|i| i % 3 == 2), vec![])
+        );
+        assert_eq!(
+            found("status", &["200"]),
+            (expected(&|i| i % 3 == 0 && i != 6), vec![])
+        );
+        // The rare user is not listed; the filters of its granules (0 and 18) hold it, and only
+        // the user column has filters among the keyword columns.
+        assert_eq!(
+            found("user", &["Rare one"]),
+            (vec![], vec!["Rare one".into()])
+        );
+        let rare = index
+            .granules_that_may_match("user", &|contains| contains("Rare one"))
+            .unwrap()
+            .unwrap();
+        let holding: Vec<usize> = (0..25).filter(|&g| rare[g]).collect();
+        assert_eq!(holding, vec![0, 18]);
+        let status = index
+            .granules_that_may_match("status", &|contains| contains("200"))
+            .unwrap()
+            .unwrap();
+        assert!(status.is_empty());
     }
 
     #[test]
@@ -776,7 +1004,7 @@ mod tests {
             .collect();
         let column: ArrayRef = Arc::new(StringArray::from(values.clone()));
         let mut builder =
-            TextIndexBuilder::new(vec!["message".into()], 8, true).with_layout(layout);
+            TextIndexBuilder::new(vec!["message".into()], Vec::new(), 8, true).with_layout(layout);
         // In two batches, the first ending inside a granule.
         builder.push(0, column.slice(0, 11).as_ref()).unwrap();
         builder.push(0, column.slice(11, 19).as_ref()).unwrap();

@@ -19,15 +19,18 @@
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use arrow::array::{Array, StringArray};
+use arrow::array::{Array, AsArray, StringArray};
+use arrow::datatypes::Int64Type;
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 use strata_text::TextQuery;
 
-use super::Bytes;
+use super::{Bytes, bitmap_cache};
 use crate::error::FormatError;
 use crate::held::StoredFile;
 
@@ -233,6 +236,76 @@ impl PostingsBuilder {
                     Err(panic) => std::panic::resume_unwind(panic),
                 })
         })
+    }
+}
+
+/// The longest value (in bytes) a keyword column lists: a dictionary entry's length is a `u16`,
+/// and values this long are not what equality lookups of a keyword are for. A part with a
+/// longer value at the path gets no keyword postings for it (its lookups read the column).
+pub(super) const MAX_KEYWORD_BYTES: usize = 4096;
+
+impl PostingsBuilder {
+    /// Records the whole values of `values` (strings, or integers as their decimal text), the
+    /// part's rows from `first_row` on (NULL: no value). Ok(false), having recorded nothing
+    /// more, when a value is longer than [`MAX_KEYWORD_BYTES`].
+    pub(super) fn add_whole_values(
+        &mut self,
+        values: &dyn Array,
+        first_row: u32,
+    ) -> Result<bool, String> {
+        let strings = values.as_string_opt::<i32>();
+        let integers = values.as_primitive_opt::<Int64Type>();
+        if strings.is_none() && integers.is_none() {
+            return Err(format!(
+                "values of type {} are neither strings nor integers",
+                values.data_type()
+            ));
+        }
+        if let Some(strings) = strings
+            && strings
+                .iter()
+                .flatten()
+                .any(|s| s.len() > MAX_KEYWORD_BYTES)
+        {
+            return Ok(false);
+        }
+        let mut text = String::new();
+        for i in (0..values.len()).filter(|&i| values.is_valid(i)) {
+            let row = part_row(first_row, i)?;
+            self.present.add(row)?;
+            let term = match (strings, integers) {
+                (Some(strings), _) => strings.value(i),
+                (None, Some(integers)) => {
+                    text.clear();
+                    let _ = write!(text, "{}", integers.value(i));
+                    &text
+                }
+                (None, None) => continue,
+            };
+            add_to(shard_for(&mut self.shards, term)?, row, term)?;
+        }
+        Ok(true)
+    }
+}
+
+impl PostingsBuilder {
+    /// Removes the terms held by fewer than `rows` rows and returns them with their rows (in
+    /// order): a keyword column keeps those in bloom filters instead.
+    pub(super) fn take_rare(&mut self, rows: u64) -> Result<Vec<(String, Vec<u32>)>, String> {
+        let mut rare = Vec::new();
+        for shard in &mut self.shards {
+            let terms: Vec<String> = shard
+                .iter()
+                .filter(|(_, held)| held.rows.len() + (held.pending.len() as u64) < rows)
+                .map(|(term, _)| term.clone())
+                .collect();
+            for term in terms {
+                if let Some(held) = shard.remove(&term) {
+                    rare.push((term, held.finish()?.iter().collect()));
+                }
+            }
+        }
+        Ok(rare)
     }
 }
 
@@ -450,6 +523,9 @@ const LOCATION_BYTES: usize = 20;
 pub struct Postings {
     /// The text index file, which the blocks and bitmaps are read from.
     file: PathBuf,
+    /// This reader's identity in the process's cache of bitmaps it has read
+    /// (`bitmap_cache`).
+    reader: u64,
     dictionary: bytes::Bytes,
     columns: Vec<ColumnPostings>,
 }
@@ -561,6 +637,7 @@ impl Postings {
         }
         Ok(Postings {
             file: file.to_owned(),
+            reader: bitmap_cache::reader_id(),
             dictionary: bytes,
             columns,
         })
@@ -600,6 +677,34 @@ impl Postings {
             rows: OnceCell::new(),
         };
         evaluate(query, postings, &present, &reader).map(Some)
+    }
+
+    /// The rows of keyword column `column` holding each value of `values` (integers as their
+    /// decimal text) that its postings list, and the values they do not list (held by too few
+    /// rows, when the column has bloom filters, or by none); None when the column has no
+    /// postings.
+    pub fn value_rows<'v>(
+        &self,
+        column: &str,
+        values: &'v [String],
+    ) -> Result<Option<ValueRows<'v>>, FormatError> {
+        let Some(postings) = self.columns.iter().find(|c| c.path == column) else {
+            return Ok(None);
+        };
+        let stored = StoredFile::open(&self.file).map_err(|e| FormatError::io(&self.file, e))?;
+        let reader = BitmapReader {
+            postings: self,
+            file: &self.file,
+            stored: &stored,
+        };
+        let mut found = ValueRows::default();
+        for value in values {
+            match token_bitmap(postings, value, &reader)? {
+                Some(rows) => found.listed.push(rows),
+                None => found.unlisted.push(value.as_str()),
+            }
+        }
+        Ok(Some(found))
     }
 
     /// The first token of `block`.
@@ -677,15 +782,29 @@ impl BitmapReader<'_> {
         Ok(bytes)
     }
 
-    /// The bitmap at `location`, checked against its XXH64.
+    /// The bitmap at `location`, checked against its XXH64 when first read (then kept,
+    /// `bitmap_cache`).
     fn read(&self, location: Location) -> Result<RoaringBitmap, FormatError> {
+        self.read_shared(location)
+            .map(|rows| RoaringBitmap::clone(&rows))
+    }
+
+    /// [`BitmapReader::read`], shared with the cache rather than copied.
+    fn read_shared(&self, location: Location) -> Result<Arc<RoaringBitmap>, FormatError> {
+        let reader = self.postings.reader;
+        if let Some(rows) = bitmap_cache::get(reader, location.offset, location.xxh64) {
+            return Ok(rows);
+        }
         let bytes = self.read_checked(location, "postings")?;
-        RoaringBitmap::deserialize_from(&bytes[..]).map_err(|e| {
+        let rows = RoaringBitmap::deserialize_from(&bytes[..]).map_err(|e| {
             self.damaged(format!(
                 "the postings at byte {} do not decode: {e}",
                 location.offset
             ))
-        })
+        })?;
+        let rows = Arc::new(rows);
+        bitmap_cache::put(reader, location.offset, location.xxh64, Arc::clone(&rows));
+        Ok(rows)
     }
 
     /// Block `index` of `blocks` (a column's): its bytes and where each entry starts in them,
@@ -724,6 +843,50 @@ impl BitmapReader<'_> {
         }
         Ok((bytes, entries))
     }
+}
+
+/// What a keyword column's postings say of a set of values.
+#[derive(Debug, Default)]
+pub struct ValueRows<'v> {
+    /// The rows of each value listed (shared with the process's cache of bitmaps read).
+    pub listed: Vec<Arc<RoaringBitmap>>,
+    /// The values not listed.
+    pub unlisted: Vec<&'v str>,
+}
+
+/// The rows of `token`, None when the column does not list it.
+fn token_bitmap(
+    postings: &ColumnPostings,
+    token: &str,
+    reader: &BitmapReader,
+) -> Result<Option<Arc<RoaringBitmap>>, FormatError> {
+    let token = token.as_bytes();
+    let find = |bytes: &[u8], entries: &[u32]| {
+        let at = entries.partition_point(|at| entry(bytes, *at).0 < token);
+        entries
+            .get(at)
+            .map(|at| entry(bytes, *at))
+            .filter(|(found, _)| *found == token)
+            .map(|(_, location)| location)
+    };
+    let location = match &postings.tokens {
+        Tokens::InDictionary(entries) => find(&reader.postings.dictionary, entries),
+        Tokens::Blocks(blocks) => {
+            let first_of = |block: &Block| reader.postings.first_of(block);
+            let index = blocks
+                .partition_point(|b| first_of(b) <= token)
+                .saturating_sub(1);
+            if blocks.is_empty() {
+                None
+            } else {
+                let (bytes, entries) = reader.block(blocks, index)?;
+                find(&bytes, &entries)
+            }
+        }
+    };
+    location
+        .map(|location| reader.read_shared(location))
+        .transpose()
 }
 
 /// The rows holding `token`, or every token starting with it when `prefix`.

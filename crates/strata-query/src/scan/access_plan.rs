@@ -45,8 +45,10 @@ pub(super) struct PartInScan {
     /// The part's deleted rows, which its units' plans skip.
     pub(super) deleted: Option<Arc<PartDeletions>>,
     /// The part rows matching every `matches` conjunct of the scan's predicate, when the part's
-    /// text postings decide them exactly (`prune::text_index`); deleted rows included.
+    /// text postings decide them exactly (`prune::text_index`), and every keyword lookup too
+    /// when `matching_decides_lookups`; deleted rows included.
     pub(super) text_matching: Option<Arc<roaring::RoaringBitmap>>,
+    pub(super) matching_decides_lookups: bool,
 }
 
 /// What pruning skipped, at each level, and by what: statistics (manifest, footer, page
@@ -320,7 +322,12 @@ fn keep_only(
     for (index, rg) in parquet.row_groups().iter().enumerate() {
         let group_rows = rg.num_rows().max(0) as u64;
         let group_end = group_start + group_rows;
-        let local: Vec<Range<usize>> = kept
+        // `kept` is sorted: only its ranges from the first ending after the group's start to
+        // the last starting before its end overlap it (a part narrowed row by row has tens of
+        // thousands, and tens of row groups).
+        let first = kept.partition_point(|r| r.end <= group_start);
+        let end = first + kept[first..].partition_point(|r| r.start < group_end);
+        let local: Vec<Range<usize>> = kept[first..end]
             .iter()
             .filter_map(|r| {
                 let (start, end) = (r.start.max(group_start), r.end.min(group_end));

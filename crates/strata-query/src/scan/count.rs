@@ -19,6 +19,7 @@
 //! the values the filter reads (`column_source` is `Physical` for every column, as for pruning),
 //! and from postings only when they were built from every `matches` conjunct of the filter.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -35,58 +36,99 @@ use parquet::arrow::arrow_reader::RowSelection;
 use strata_text::TextQuery;
 
 use super::access_plan::{ScanUnit, join_ranges, selected_ranges};
-use super::prune::ScanPredicate;
 use super::prune::keep;
 use super::prune::page::{covered_pages, intersect};
 use super::prune::row_group::RowGroupStatistics;
+use super::prune::{LookupValue, ScanPredicate, lookup_of};
 
-/// The negation for pruning of the filter's conjuncts other than text searches, the columns
-/// they read (which must hold no NULL), and the text searches.
+/// The negation for pruning of a set of the filter's conjuncts, and the columns they read
+/// (which must hold no NULL).
 #[derive(Debug)]
-pub struct Covering {
-    /// None: every conjunct is a text search.
-    negation: Option<PruningPredicate>,
+struct Negation {
+    /// None: the set is empty.
+    predicate: Option<PruningPredicate>,
     columns: Vec<String>,
-    /// The conjuncts `matches(<column>, '<query>')`: column name and query.
-    text_searches: Vec<(String, TextQuery)>,
 }
 
-impl Covering {
-    /// `None` when the conjuncts of `filter` that are not text searches have no negation
-    /// pruning can use (see [`negate`]).
-    pub fn new(filter: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Covering> {
-        let mut text_searches = Vec::new();
-        let mut others = Vec::new();
-        for conjunct in split_conjunction(filter) {
-            match text_search(conjunct) {
-                Some(search) => text_searches.push(search),
-                None => others.push(Arc::clone(conjunct)),
-            }
-        }
-        let Some(others) = others.into_iter().reduce(|left, right| {
+impl Negation {
+    /// None when `conjuncts` have no negation pruning can use (see [`negate`]).
+    fn of(conjuncts: &[Arc<dyn PhysicalExpr>], schema: &SchemaRef) -> Option<Negation> {
+        let Some(all) = conjuncts.iter().cloned().reduce(|left, right| {
             Arc::new(BinaryExpr::new(left, Operator::And, right)) as Arc<dyn PhysicalExpr>
         }) else {
-            return Some(Covering {
-                negation: None,
+            return Some(Negation {
+                predicate: None,
                 columns: Vec::new(),
-                text_searches,
             });
         };
-        let negation = PruningPredicateBuilder::new()
+        let predicate = PruningPredicateBuilder::new()
             .with_file_schema(schema.clone())
-            .try_build(negate(&others)?)
+            .try_build(negate(&all)?)
             .ok()?;
-        if negation.always_true() {
+        if predicate.always_true() {
             return None;
         }
-        let columns = datafusion::physical_expr::utils::collect_columns(&others)
+        let columns = datafusion::physical_expr::utils::collect_columns(&all)
             .into_iter()
             .map(|c| c.name().to_owned())
             .collect();
-        Some(Covering {
-            negation: Some(negation),
+        Some(Negation {
+            predicate: Some(predicate),
             columns,
+        })
+    }
+}
+
+/// How a filter's rows can be counted without reading them: the negation of its conjuncts other
+/// than text searches (with and without its keyword lookups), the text searches, and the
+/// keyword lookups.
+#[derive(Debug)]
+pub struct Covering {
+    /// Of every conjunct but text searches, for parts whose postings do not answer the lookups
+    /// (None: it has none pruning can use).
+    with_lookups: Option<Negation>,
+    /// Of the conjuncts neither text searches nor keyword lookups, for parts whose keyword
+    /// postings answer every lookup.
+    without_lookups: Option<Negation>,
+    /// The conjuncts `matches(<column>, '<query>')`: column name and query.
+    text_searches: Vec<(String, TextQuery)>,
+    /// The conjuncts pinning one column to literals (`prune::lookup_of`): column name and
+    /// values.
+    lookups: Vec<(String, BTreeSet<LookupValue>)>,
+}
+
+impl Covering {
+    /// `None` when neither set of the conjuncts of `filter` that are not text searches has a
+    /// negation pruning can use (see [`negate`]).
+    pub fn new(filter: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Covering> {
+        let mut text_searches = Vec::new();
+        let mut lookups = Vec::new();
+        let (mut others, mut looked_up) = (Vec::new(), Vec::new());
+        for conjunct in split_conjunction(filter) {
+            if let Some(search) = text_search(conjunct) {
+                text_searches.push(search);
+                continue;
+            }
+            if let Some(lookup) = lookup_of(conjunct) {
+                lookups.push(lookup);
+                looked_up.push(Arc::clone(conjunct));
+                continue;
+            }
+            others.push(Arc::clone(conjunct));
+        }
+        let without_lookups = Negation::of(&others, schema);
+        let with_lookups = match looked_up.is_empty() {
+            true => Negation::of(&others, schema),
+            false => Negation::of(&[others, looked_up].concat(), schema),
+        };
+        if with_lookups.is_none() && (lookups.is_empty() || without_lookups.is_none()) {
+            return None;
+        }
+        Some(Covering {
+            with_lookups,
+            without_lookups,
             text_searches,
+            lookups,
         })
     }
 
@@ -106,6 +148,19 @@ impl Covering {
                         .iter()
                         .any(|(path, q)| *path == column.path && q.as_ref() == query)
                 })
+            })
+    }
+
+    /// Whether the scan's keyword lookups (over which a part's `text_matching` is built when it
+    /// decides them) are exactly the filter's, and there are some.
+    pub(super) fn lookups_are_the_scans(&self, predicate: &ScanPredicate) -> bool {
+        let scans = predicate.keyword_lookups();
+        !self.lookups.is_empty()
+            && scans.len() == self.lookups.len()
+            && self.lookups.iter().all(|(name, values)| {
+                scans
+                    .iter()
+                    .any(|lookup| lookup.column == *name && lookup.values == *values)
             })
     }
 }
@@ -154,37 +209,57 @@ pub fn negate(expr: &Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>> {
     Some(Arc::new(BinaryExpr::new(left, op, right)))
 }
 
+/// Which of a part's postings a count may take: whether a part's `text_matching` answers the
+/// filter's text searches (`Covering::text_searches_are_the_scans`) and its keyword lookups
+/// (`Covering::lookups_are_the_scans`) where the part decides them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PostingsDecide {
+    pub(super) text: bool,
+    pub(super) lookups: bool,
+}
+
 /// Splits `unit` into the rows counted from statistics and a unit of the row groups that must
-/// be read (`None` when none must). `postings_decide` tells whether a part's `text_matching`
-/// answers the filter's text searches (`Covering::text_searches_are_the_scans`).
+/// be read (`None` when none must).
 pub(super) fn split_covered(
     unit: &ScanUnit,
     covering: &Covering,
     predicate: &ScanPredicate,
-    postings_decide: bool,
+    decide: PostingsDecide,
 ) -> (u64, Option<ScanUnit>) {
     let parquet = unit.part.metadata.metadata();
     if unit.plan.len() != parquet.num_row_groups() {
         // Not a plan of this file: nothing is counted here, and reading it says what is wrong.
         return (0, Some(unit.clone()));
     }
+    let part = &unit.part;
+    let decides_lookups = decide.lookups && part.matching_decides_lookups;
+    let negation = match decides_lookups {
+        true => covering.without_lookups.as_ref(),
+        false => covering.with_lookups.as_ref(),
+    };
+    let Some(negation) = negation else {
+        return (0, Some(unit.clone()));
+    };
     let statistics = RowGroupStatistics {
         entry: &unit.part.entry,
         parquet: parquet.as_ref(),
         schema: unit.part.metadata.schema().as_ref(),
         predicate,
     };
-    let text_matching = match &unit.part.text_matching {
-        _ if !covering.has_text_searches() => None,
-        Some(matching) if postings_decide => Some(matching),
+    let text_decided = decide.text || !covering.has_text_searches();
+    let text_matching = match &part.text_matching {
+        _ if !covering.has_text_searches() && !decides_lookups => None,
+        Some(matching) if text_decided && part.matching_decides_lookups == decides_lookups => {
+            Some(matching)
+        }
         // Rows of text searches the postings do not decide are read.
         _ => return (0, Some(unit.clone())),
     };
-    let may_fail = match &covering.negation {
-        Some(negation) => keep(negation, &statistics),
+    let may_fail = match &negation.predicate {
+        Some(predicate) => keep(predicate, &statistics),
         None => vec![false; parquet.num_row_groups()],
     };
-    let null_counts: Vec<Option<Arc<dyn Array>>> = covering
+    let null_counts: Vec<Option<Arc<dyn Array>>> = negation
         .columns
         .iter()
         .map(|name| statistics.null_counts(&Column::new_unqualified(name)))
@@ -220,10 +295,7 @@ pub(super) fn split_covered(
         };
         let part_range =
             |r: &Range<usize>| (start + r.start as u64) as u32..(start + r.end as u64) as u32;
-        let hits: u64 = ranges
-            .iter()
-            .map(|r| matching.range_cardinality(part_range(r)))
-            .sum();
+        let hits = rows_within(matching, start, ranges);
         let deleted = match &unit.part.deleted {
             Some(deletions) if deletions.after_decoding(rg) => {
                 let matched = join_ranges(
@@ -260,7 +332,7 @@ pub(super) fn split_covered(
             continue;
         }
         // Not covered whole: the pages of a single-column filter may be.
-        let covered = match (covering.columns.as_slice(), &covering.negation) {
+        let covered = match (negation.columns.as_slice(), &negation.predicate) {
             ([name], Some(negation)) => predicate.column(name).map_or_else(Vec::new, |column| {
                 covered_pages(
                     &unit.part.entry,
@@ -300,6 +372,37 @@ pub(super) fn split_covered(
     (counted, rest)
 }
 
+/// How many rows of `matching` (part rows) lie in `ranges` (sorted, disjoint rows of a row
+/// group starting at part row `start`). A plan narrowed to sparse postings has a range per
+/// row: those are walked beside the bitmap's rows rather than each counted on its own.
+fn rows_within(matching: &roaring::RoaringBitmap, start: u64, ranges: &[Range<usize>]) -> u64 {
+    let part_row = |row: usize| (start + row as u64) as u32;
+    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+        return 0;
+    };
+    if ranges.len() <= WALKED_RANGES {
+        return ranges
+            .iter()
+            .map(|r| matching.range_cardinality(part_row(r.start)..part_row(r.end)))
+            .sum();
+    }
+    let mut ranges = ranges.iter().peekable();
+    let mut found = 0;
+    for row in matching.range(part_row(first.start)..part_row(last.end)) {
+        let row = (u64::from(row) - start) as usize;
+        while ranges.next_if(|r| r.end <= row).is_some() {}
+        match ranges.peek() {
+            Some(r) if r.start <= row => found += 1,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    found
+}
+
+/// Ranges up to this many are counted one by one, more by walking them beside the bitmap.
+const WALKED_RANGES: usize = 16;
+
 /// The rows of `0..rows` outside the sorted, disjoint `ranges`.
 fn complement(ranges: &[Range<usize>], rows: usize) -> Vec<Range<usize>> {
     let mut out = Vec::new();
@@ -323,6 +426,27 @@ fn rows_in(ranges: &[Range<usize>]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_within_ranges_walked_or_counted() {
+        let matching: roaring::RoaringBitmap =
+            [3u32, 5, 100, 101, 102, 150, 400].into_iter().collect();
+        // A row group starting at part row 100: local rows 0, 1, 2, 50, 300.
+        let few = [0..2, 40..60];
+        assert_eq!(rows_within(&matching, 100, &few), 3);
+        let many: Vec<Range<usize>> = (0..40).map(|i| i * 10..i * 10 + 1).collect();
+        // Local rows 0, 10, …, 390: of the matching ones, 0 and 50 and 300.
+        assert_eq!(rows_within(&matching, 100, &many), 3);
+        let single_rows: Vec<Range<usize>> = [
+            0, 1, 2, 3, 49, 51, 299, 300, 301, 302, 303, 304, 305, 306, 307, 308, 309,
+        ]
+        .iter()
+        .map(|&r| r..r + 1)
+        .collect();
+        assert!(single_rows.len() > WALKED_RANGES);
+        assert_eq!(rows_within(&matching, 100, &single_rows), 4);
+        assert_eq!(rows_within(&matching, 100, &[]), 0);
+    }
 
     #[test]
     fn complement_and_selection_ranges() {

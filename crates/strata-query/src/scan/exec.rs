@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{Int32Type, SchemaRef};
@@ -65,6 +65,26 @@ pub struct StrataScanExec {
     /// decoder (`row_filter`): in a session that prunes; one that does not
     /// (`Session::open_without_pruning`) evaluates them only above, for comparison.
     filters_in_decoder: bool,
+    /// The units' statistics, computed once: planning asks for them again and again (each
+    /// optimizer rule that looks at its input's), and each time converts the footer statistics
+    /// of every row group and column read — a fifth of planning a count from postings.
+    statistics: Arc<StatisticsCache>,
+}
+
+/// The statistics of a scan's units, overall and per partition, computed when first asked for.
+#[derive(Debug)]
+struct StatisticsCache {
+    whole: OnceLock<Statistics>,
+    partitions: Vec<OnceLock<Statistics>>,
+}
+
+impl StatisticsCache {
+    fn new(partitions: usize) -> Arc<StatisticsCache> {
+        Arc::new(StatisticsCache {
+            whole: OnceLock::new(),
+            partitions: (0..partitions).map(|_| OnceLock::new()).collect(),
+        })
+    }
 }
 
 impl StrataScanExec {
@@ -170,12 +190,14 @@ impl StrataScanExec {
                 metadata,
                 checksums,
                 deleted,
+                matching_decides_lookups: text_rows.as_ref().is_some_and(|r| r.decides_lookups),
                 text_matching: text_rows.and_then(|rows| rows.matching).map(Arc::new),
             });
             units.extend(access_plan::split_units(&part, plan));
         }
         counts.rows_total = manifest.parts.iter().map(|p| p.rows as usize).sum();
         let partitions = distribute(units, target_partitions);
+        let partitions_len = partitions.len();
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
             Partitioning::UnknownPartitioning(partitions.len().max(1)),
@@ -197,6 +219,7 @@ impl StrataScanExec {
             lease: None,
             store,
             filters_in_decoder,
+            statistics: StatisticsCache::new(partitions_len),
         };
         scan.record_prune_counts();
         Ok(scan)
@@ -224,6 +247,8 @@ impl StrataScanExec {
             lease: self.lease.clone(),
             store: Arc::clone(&self.store),
             filters_in_decoder: self.filters_in_decoder,
+            // The same units: a reduction only makes the statistics inexact (below).
+            statistics: Arc::clone(&self.statistics),
         };
         scan.record_prune_counts();
         scan
@@ -441,12 +466,20 @@ impl ExecutionPlan for StrataScanExec {
     ) -> Result<Arc<Statistics>> {
         let (outputs, schema, limit) = (&self.outputs, &self.schema, self.limit);
         // Per partition: the units it reads; overall: all of them.
-        let statistics = match args.partition() {
+        let cached = match args.partition() {
+            Some(p) => self.statistics.partitions.get(p),
+            None => Some(&self.statistics.whole),
+        };
+        let compute = || match args.partition() {
             Some(p) => {
                 let units = self.partitions.get(p).into_iter().flatten();
                 scan_statistics(units, outputs, schema, limit)
             }
             None => scan_statistics(self.partitions.iter().flatten(), outputs, schema, limit),
+        };
+        let statistics = match cached {
+            Some(cell) => cell.get_or_init(compute).clone(),
+            None => compute(),
         };
         // A reduction drops rows the statistics count.
         let statistics = match self.reduction {
@@ -592,11 +625,18 @@ impl StrataScanExec {
         let predicate = self.predicate.clone();
         let bytes_scanned = MetricBuilder::new(&self.metrics).counter("bytes_scanned", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
-        // Counted rows are told apart by what covered the filter's text searches, if it has any.
+        let decide = count::PostingsDecide {
+            text: covering.text_searches_are_the_scans(&self.predicate),
+            lookups: covering.lookups_are_the_scans(&self.predicate),
+        };
+        // Counted rows are told apart by what covered the filter's text searches or keyword
+        // lookups, if it has any.
+        let by_keywords = decide.lookups && units.iter().any(|u| u.part.matching_decides_lookups);
         let from_statistics = MetricBuilder::new(&self.metrics).counter(
-            match covering.has_text_searches() {
-                true => "rows_counted_from_text_postings",
-                false => "rows_counted_from_statistics",
+            match (covering.has_text_searches(), by_keywords) {
+                (true, _) => "rows_counted_from_text_postings",
+                (false, true) => "rows_counted_from_keyword_postings",
+                (false, false) => "rows_counted_from_statistics",
             },
             partition,
         );
@@ -608,10 +648,8 @@ impl StrataScanExec {
         builder.spawn(async move {
             let _lease = lease;
             let mut total = 0u64;
-            let postings_decide = covering.text_searches_are_the_scans(&predicate);
             for unit in units {
-                let (counted, rest) =
-                    count::split_covered(&unit, &covering, &predicate, postings_decide);
+                let (counted, rest) = count::split_covered(&unit, &covering, &predicate, decide);
                 from_statistics.add(counted as usize);
                 total += counted;
                 let Some(mut rest) = rest else {

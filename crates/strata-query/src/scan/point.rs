@@ -166,6 +166,7 @@ async fn read_rows(
         checksums,
         deleted: None,
         text_matching: None,
+        matching_decides_lookups: false,
     });
     let plans = [plan_output(&part.entry, &ScanOutput::Document)];
     let mut documents = Vec::with_capacity(rows.len());

@@ -63,6 +63,9 @@ pub struct IngestParams {
     text_index: Option<String>,
     /// `true`: a table the request creates keeps every token's rows in its text index.
     text_postings: Option<bool>,
+    /// Comma-separated dotted paths whose whole values get keyword postings, for a table the
+    /// request creates.
+    keyword_index: Option<String>,
 }
 
 pub async fn ingest(
@@ -121,6 +124,10 @@ async fn run(
             .as_deref()
             .map(|paths| paths.split(',').map(str::to_owned).collect()),
         text_postings: params.text_postings.unwrap_or(false),
+        keyword_index: params
+            .keyword_index
+            .as_deref()
+            .map(strata_engine::settings::split_path_list),
         ..IngestOptions::default()
     };
     // Keyed tables load from their lines, which checks each document's key (ADR 0016): they
@@ -130,6 +137,7 @@ async fn run(
         || requested.time_column.is_some()
         || requested.text_index.is_some()
         || requested.text_postings
+        || requested.keyword_index.is_some()
         || params.key.is_some()
         || shared
             .data_dir

@@ -22,7 +22,7 @@ pub(super) mod secondary_index;
 mod tests;
 pub(super) mod text_index;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -52,12 +52,81 @@ pub(crate) struct ScanPredicate {
     /// Every convertible filter, conjoined (None: nothing prunes).
     whole: Option<Arc<PruningPredicate>>,
     /// The single-column conjuncts, for the page level.
-    single_column: Vec<(PathColumn, Arc<PruningPredicate>)>,
+    single_column: Vec<SingleColumn>,
     /// Virtual columns by name.
     columns: Arc<HashMap<String, PathColumn>>,
     /// The conjuncts `matches(<path>, '<query>')`: the encoded path and the parsed query, for
     /// the text index (`text_index`).
     text_searches: Vec<(String, Arc<strata_text::TextQuery>)>,
+    /// The conjuncts pinning a path read as strings or integers to values, for keyword postings
+    /// (`text_index`).
+    keyword_lookups: Vec<KeywordLookup>,
+}
+
+/// A conjunct of the filters that reads one virtual column.
+#[derive(Debug, Clone)]
+pub(crate) struct SingleColumn {
+    pub(crate) column: PathColumn,
+    pub(crate) predicate: Arc<PruningPredicate>,
+    /// Whether it is a keyword lookup ([`lookup_of`]): keyword postings answer it exactly
+    /// where a part lists its path (`text_index::postings_answer`).
+    pub(crate) lookup: bool,
+}
+
+/// A value an equality conjunct compares a path with.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum LookupValue {
+    /// Equals nothing.
+    Null,
+    Text(String),
+    Int(i64),
+}
+
+/// A conjunct `column = literal` (or `IN (…)`, or an OR of such) over one virtual column that
+/// reads its path as strings or as integers (ADR 0025): the rows satisfying it are exactly the
+/// rows whose typed value is one of `values`, which keyword postings list.
+#[derive(Debug, Clone)]
+pub(crate) struct KeywordLookup {
+    /// The virtual column's name.
+    pub(crate) column: String,
+    /// Its encoded path.
+    pub(crate) path: String,
+    pub(crate) mode: PathMode,
+    pub(crate) values: BTreeSet<LookupValue>,
+}
+
+/// The column name and values of `conjunct` when it is a lookup (see [`KeywordLookup`]): it
+/// says nothing but that its one column is one of a set of literals.
+pub(crate) fn lookup_of(
+    conjunct: &Arc<dyn PhysicalExpr>,
+) -> Option<(String, BTreeSet<LookupValue>)> {
+    let used = collect_columns(conjunct);
+    let [column] = used.iter().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let name = column.name();
+    if !only_equalities(conjunct, name) {
+        return None;
+    }
+    let [guarantee] = &LiteralGuarantee::analyze(conjunct)[..] else {
+        return None;
+    };
+    if guarantee.guarantee != Guarantee::In || guarantee.column.name() != name {
+        return None;
+    }
+    let values = guarantee
+        .literals
+        .iter()
+        .map(|literal| match literal {
+            _ if literal.is_null() => Some(LookupValue::Null),
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)) => Some(LookupValue::Text(s.clone())),
+            ScalarValue::Int64(Some(i)) => Some(LookupValue::Int(*i)),
+            _ => None,
+        })
+        .collect::<Option<BTreeSet<_>>>()?;
+    Some((name.to_owned(), values))
 }
 
 /// The schema the filters are written over: the document and those of the virtual columns
@@ -127,22 +196,40 @@ impl ScanPredicate {
                     return None;
                 };
                 let column = by_name.get(column.name())?.clone();
-                Some((column, build(e.clone(), &schema)?))
+                Some(SingleColumn {
+                    column,
+                    predicate: build(e.clone(), &schema)?,
+                    lookup: lookup_of(e).is_some(),
+                })
             })
             .collect();
         let whole = (!conjuncts.is_empty())
-            .then(|| build(conjunction(conjuncts), &schema))
+            .then(|| build(conjunction(conjuncts.clone()), &schema))
             .flatten();
         let text_searches = filters
             .iter()
             .flat_map(split_conjunction)
             .filter_map(|conjunct| text_search(conjunct, &by_name))
             .collect();
+        let keyword_lookups = conjuncts
+            .iter()
+            .filter_map(|conjunct| {
+                let (name, values) = lookup_of(conjunct)?;
+                let column = by_name.get(&name)?;
+                matches!(column.mode, PathMode::String | PathMode::Int).then(|| KeywordLookup {
+                    column: name,
+                    path: column.path.clone(),
+                    mode: column.mode,
+                    values,
+                })
+            })
+            .collect();
         ScanPredicate {
             whole,
             single_column,
             columns: Arc::new(by_name),
             text_searches,
+            keyword_lookups,
         }
     }
 
@@ -150,11 +237,15 @@ impl ScanPredicate {
         &self.text_searches
     }
 
+    pub(super) fn keyword_lookups(&self) -> &[KeywordLookup] {
+        &self.keyword_lookups
+    }
+
     pub(super) fn whole(&self) -> Option<&PruningPredicate> {
         self.whole.as_deref()
     }
 
-    pub(super) fn single_column(&self) -> &[(PathColumn, Arc<PruningPredicate>)] {
+    pub(super) fn single_column(&self) -> &[SingleColumn] {
         &self.single_column
     }
 

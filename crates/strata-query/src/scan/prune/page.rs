@@ -224,8 +224,14 @@ pub(in crate::scan) fn page_selection(
     predicate: &ScanPredicate,
 ) -> Option<Vec<Range<usize>>> {
     let mut selected: Option<Vec<Range<usize>>> = None;
-    for (column, conjunct) in predicate.single_column() {
-        let Some(ranges) = conjunct_selection(entry, parquet, schema, rg, column, conjunct) else {
+    for conjunct in predicate.single_column() {
+        let column = &conjunct.column;
+        // Keyword postings will narrow the part to the lookup's rows: its pages need no judging.
+        if conjunct.lookup && super::text_index::postings_answer(entry, column) {
+            continue;
+        }
+        let predicate = &conjunct.predicate;
+        let Some(ranges) = conjunct_selection(entry, parquet, schema, rg, column, predicate) else {
             continue;
         };
         selected = Some(match selected {

@@ -12,11 +12,15 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 use strata_format::{FormatError, PartEntry, TextIndex};
 
-use super::ScanPredicate;
+use strata_json::Kind;
+
+use super::{KeywordLookup, LookupValue, ScanPredicate};
+use crate::paths::{PathColumn, PathMode};
 use crate::scan::access_plan::join_ranges;
 
 /// Candidate rows sparser than one in this many are read row by row; denser ones by the
@@ -29,8 +33,11 @@ pub(in crate::scan) struct TextRows {
     pub(in crate::scan) kept: Vec<Range<u64>>,
     pub(in crate::scan) granules_pruned: usize,
     /// The part rows matching every `matches` conjunct of the predicate, when the part's
-    /// postings decided them all exactly.
+    /// postings decided them all exactly, and every keyword lookup too when `decides_lookups`.
     pub(in crate::scan) matching: Option<RoaringBitmap>,
+    /// Whether the part's keyword postings answered every keyword lookup of the predicate, and
+    /// `matching` is within them.
+    pub(in crate::scan) decides_lookups: bool,
 }
 
 /// Whether a conjunct of `predicate` can use the text index of `entry`.
@@ -40,7 +47,95 @@ pub(in crate::scan) fn uses_text_index(entry: &PartEntry, predicate: &ScanPredic
             .text_searches()
             .iter()
             .any(|(path, _)| indexed.columns.contains(path))
+            || predicate
+                .keyword_lookups()
+                .iter()
+                .any(|lookup| indexed.keyword_columns.contains(&lookup.path))
     })
+}
+
+/// Whether the keyword postings of `entry` answer lookups on `column`: the part lists its path
+/// as a keyword column, in a typed column of the kind the column's mode reads.
+pub(in crate::scan) fn postings_answer(entry: &PartEntry, column: &PathColumn) -> bool {
+    let listed = entry
+        .text_index
+        .as_ref()
+        .is_some_and(|indexed| indexed.keyword_columns.contains(&column.path));
+    listed
+        && matches!(
+            (column.mode, entry.columns.get(&column.path)),
+            (PathMode::String, Some(Kind::String)) | (PathMode::Int, Some(Kind::Int))
+        )
+}
+
+/// The terms a keyword column of `kind` in a part lists for the rows satisfying `lookup`; None
+/// when its values are not what the lookup's column reads (strings read as strings, integers
+/// as integers), so the postings cannot answer it.
+fn lookup_terms(lookup: &KeywordLookup, kind: Option<Kind>) -> Option<Vec<String>> {
+    let mut terms = Vec::with_capacity(lookup.values.len());
+    for value in &lookup.values {
+        match (value, lookup.mode, kind) {
+            (LookupValue::Null, ..) => {}
+            (LookupValue::Text(text), PathMode::String, Some(Kind::String)) => {
+                terms.push(text.clone())
+            }
+            (LookupValue::Int(int), PathMode::Int, Some(Kind::Int)) => terms.push(int.to_string()),
+            _ => return None,
+        }
+    }
+    Some(terms)
+}
+
+/// The rows of keyword column `path` of a part holding one of `terms`: exactly those its
+/// postings list when they list every term, else with the granules whose bloom filters may
+/// hold a term not listed (values of too few rows are kept there). None when the part's index
+/// has no postings of the column.
+fn keyword_rows(
+    entry: &PartEntry,
+    index: &TextIndex,
+    path: &str,
+    terms: &[String],
+) -> Result<Option<(Arc<RoaringBitmap>, bool)>, FormatError> {
+    let Some(found) = index
+        .postings()
+        .map(|postings| postings.value_rows(path, terms))
+        .transpose()?
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    let union = |mut extra: RoaringBitmap| {
+        for rows in &found.listed {
+            extra |= rows.as_ref();
+        }
+        Arc::new(extra)
+    };
+    if found.unlisted.is_empty() {
+        let rows = match &found.listed[..] {
+            [one] => Arc::clone(one),
+            _ => union(RoaringBitmap::new()),
+        };
+        return Ok(Some((rows, true)));
+    }
+    // A file without filters lists every value of its keyword columns, and so does a column
+    // without granules in a file with filters (none of its values was rare).
+    let may_hold = index.granules_that_may_match(path, &|contains| {
+        found.unlisted.iter().any(|term| contains(term))
+    })?;
+    let granule_rows = index.granule_rows() as u64;
+    let mut extra = RoaringBitmap::new();
+    for (granule, _) in may_hold
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, may)| **may)
+    {
+        let start = granule as u64 * granule_rows;
+        let end = (start + granule_rows).min(entry.rows);
+        extra.insert_range(start as u32..end as u32);
+    }
+    let exact = extra.is_empty();
+    Ok(Some((union(extra), exact)))
 }
 
 /// The rows of `entry` that may match, by its text index `index`; None when no conjunct can
@@ -58,9 +153,39 @@ pub(in crate::scan) fn text_rows(
         .iter()
         .filter(|(path, _)| indexed.columns.contains(path))
         .collect();
-    if searches.is_empty() {
+    // Rows by keyword postings: the intersection of the lookups the part's index answers,
+    // smallest first (a copy of it only: the others are read in the cache).
+    let mut answered: Vec<Arc<RoaringBitmap>> = Vec::new();
+    let mut lookups_decided = 0;
+    for lookup in predicate.keyword_lookups() {
+        if !indexed.keyword_columns.contains(&lookup.path) {
+            continue;
+        }
+        let Some(terms) = lookup_terms(lookup, entry.columns.get(&lookup.path).copied()) else {
+            continue;
+        };
+        let Some((rows, exact)) = keyword_rows(entry, index, &lookup.path, &terms)? else {
+            continue;
+        };
+        lookups_decided += usize::from(exact);
+        answered.push(rows);
+    }
+    answered.sort_by_key(|rows| rows.len());
+    let by_value = answered.split_first().map(|(smallest, others)| {
+        let mut rows = RoaringBitmap::clone(smallest);
+        for other in others {
+            if rows.is_empty() {
+                break;
+            }
+            rows &= other.as_ref();
+        }
+        rows
+    });
+    if searches.is_empty() && by_value.is_none() {
         return Ok(None);
     }
+    let decides_lookups =
+        lookups_decided > 0 && lookups_decided == predicate.keyword_lookups().len();
     let granule_rows = index.granule_rows() as u64;
     let granules = entry.rows.div_ceil(granule_rows) as usize;
     let mut kept = vec![true; granules];
@@ -91,6 +216,21 @@ pub(in crate::scan) fn text_rows(
             *keep &= may;
         }
     }
+    let has_text = !predicate.text_searches().is_empty();
+    // What the count may take: the rows of the text searches (when decided exactly), within
+    // those of the lookups (when all answered).
+    let matching = match (has_text, all_exact, decides_lookups) {
+        (true, false, _) | (false, _, false) => None,
+        (true, true, false) => candidates.clone(),
+        (true, true, true) => candidates.clone().zip(by_value.clone()).map(|(t, v)| t & v),
+        (false, _, true) => by_value.clone(),
+    };
+    if let Some(rows) = by_value {
+        candidates = Some(match candidates {
+            Some(before) => before & rows,
+            None => rows,
+        });
+    }
     let granule_range = |granule: usize| {
         let start = granule as u64 * granule_rows;
         start..(start + granule_rows).min(entry.rows)
@@ -117,7 +257,11 @@ pub(in crate::scan) fn text_rows(
             if let Some(rows) = &candidates {
                 for (granule, keep) in kept.iter_mut().enumerate() {
                     let range = granule_range(granule);
-                    *keep &= rows.range_cardinality(range.start as u32..range.end as u32) > 0;
+                    // Whether any row is there, not how many: counting ranks whole containers.
+                    *keep &= rows
+                        .range(range.start as u32..range.end as u32)
+                        .next()
+                        .is_some();
                 }
             }
             let kept_granules = kept.iter().enumerate().filter(|(_, keep)| **keep);
@@ -136,6 +280,7 @@ pub(in crate::scan) fn text_rows(
     Ok(Some(TextRows {
         kept: ranges,
         granules_pruned: pruned,
-        matching: candidates.filter(|_| all_exact),
+        matching,
+        decides_lookups,
     }))
 }
