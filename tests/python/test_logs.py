@@ -93,3 +93,26 @@ def test_http_ingest_through_a_pipeline(tmp_path):
         assert {r["s"]: r["n"] for r in rows} == dict(statuses)
         status, answer = server.ingest("other", b"x\n", query="?pipeline=nginz")
         assert status == 400 and "unknown pipeline" in answer["error"]
+
+
+def test_http_ingest_with_keyword_postings(tmp_path):
+    """`?keyword_index=` on the request that creates a table (ADR 0025): its parts keep each
+    status's rows, equality counts agree with an independent parser's, and a frequent status is
+    counted from the postings without reading the part."""
+    with Server(tmp_path / "db") as server:
+        status, answer = server.ingest("access", LOG.read_bytes(),
+                                       query="?pipeline=combined&keyword_index=status,method")
+        assert status == 200, answer
+        manifest = json.loads((tmp_path / "db" / "access" / "manifest.json").read_text())
+        assert manifest["settings"]["keyword_index"] == ["status", "method"]
+        assert all(p["text_index"]["keyword_columns"] == ["status", "method"]
+                   for p in manifest["parts"])
+        statuses, _ = expected_statuses()
+        for code, count in statuses.items():
+            rows = server.rows(f"SELECT count(*) AS n FROM access WHERE data.status = {code}")
+            assert rows == [{"n": count}], code
+        plan = json.dumps(server.rows(
+            "EXPLAIN ANALYZE SELECT count(*) FROM access WHERE data.status = 200"))
+        assert "rows_counted_from_keyword_postings=" in plan, plan
+        status, answer = server.ingest("other", b'{"a": 1}\n', query="?keyword_index=a..b")
+        assert status == 400 and "keyword_index" in answer["error"], answer

@@ -13,6 +13,8 @@ use strata_query::Session;
 
 mod common;
 
+use common::{explain, metric};
+
 const KEYWORDS: [&str; 6] = ["user", "status", "method", "path", "code", "session"];
 
 /// Documents `n` in `range`: a user of 40 (none every 97th, null every 101st), an integer
@@ -63,25 +65,6 @@ fn count(session: &Session, sql: &str) -> i64 {
         .column(0)
         .as_primitive::<Int64Type>()
         .value(0)
-}
-
-fn explain(session: &Session, sql: &str) -> String {
-    pretty_format_batches(&run(session, &format!("EXPLAIN ANALYZE {sql}")))
-        .unwrap()
-        .to_string()
-}
-
-/// The value of a metric `name=N` in an EXPLAIN ANALYZE plan (0 when absent).
-fn metric(plan: &str, name: &str) -> u64 {
-    let Some(start) = plan.find(&format!("{name}=")) else {
-        return 0;
-    };
-    plan[start + name.len() + 1..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap()
 }
 
 const FILTERS: [&str; 19] = [
@@ -191,17 +174,13 @@ fn lookups_answer_as_without_postings() {
         &format!("SELECT count(*) FROM plain WHERE {filter}"),
     );
     assert!(metric(&plan, "bytes_scanned") > 0, "{plan}");
-    // A session is in too few rows to be listed: the granules its filters may hold are read
-    // (one of the two parts' three), the rest pruned.
+    // A session is in too few rows to be listed: the granule whose filter holds it is read,
+    // the other granules of the two parts pruned.
     let plan = explain(
         &session,
         "SELECT count(*) FROM keyed WHERE data.session = 's1234' AND data.n < 20000",
     );
-    assert_eq!(
-        metric(&plan, "rows_counted_from_keyword_postings"),
-        0,
-        "{plan}"
-    );
+    assert!(!plan.contains("rows_counted_from_keyword_postings"), "{plan}");
     assert!(
         metric(&plan, "granules_pruned_by_text_index") >= 1,
         "{plan}"

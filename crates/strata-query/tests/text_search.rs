@@ -7,12 +7,13 @@
 
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
-use arrow::util::pretty::pretty_format_batches;
 use strata_engine::{DataDir, IngestOptions, MergeOptions, merge_parts};
 use strata_query::Session;
 use strata_text::TextQuery;
 
 mod common;
+
+use common::{explain, metric};
 
 const WORDS: [&str; 8] = [
     "alpha", "beta", "gamma", "delta", "GET", "/api/v2", "user", "ok",
@@ -66,30 +67,6 @@ fn count(session: &Session, sql: &str) -> i64 {
             .as_primitive::<Int64Type>()
             .value(0)
     })
-}
-
-fn explain(session: &Session, sql: &str) -> String {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let result = session
-            .run(&format!("EXPLAIN ANALYZE {sql}"))
-            .await
-            .unwrap();
-        pretty_format_batches(&result.batches).unwrap().to_string()
-    })
-}
-
-/// The value of a metric `name=N` in an EXPLAIN ANALYZE plan.
-fn metric(plan: &str, name: &str) -> u64 {
-    let start = plan
-        .find(&format!("{name}="))
-        .unwrap_or_else(|| panic!("no {name} in\n{plan}"));
-    plan[start + name.len() + 1..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap()
 }
 
 const QUERIES: [&str; 9] = [

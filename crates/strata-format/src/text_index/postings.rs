@@ -657,12 +657,13 @@ impl Postings {
         self.dictionary.len() + self.columns.iter().map(tokens).sum::<usize>()
     }
 
-    /// The rows of `column` that may match `query`; None when the column has no postings.
-    pub fn candidates(
+    /// `read` of the postings of `column` through a reader of the file; None when the column
+    /// has no postings.
+    fn with_column<T>(
         &self,
         column: &str,
-        query: &TextQuery,
-    ) -> Result<Option<Candidates>, FormatError> {
+        read: impl FnOnce(&ColumnPostings, &BitmapReader) -> Result<T, FormatError>,
+    ) -> Result<Option<T>, FormatError> {
         let Some(postings) = self.columns.iter().find(|c| c.path == column) else {
             return Ok(None);
         };
@@ -672,11 +673,22 @@ impl Postings {
             file: &self.file,
             stored: &stored,
         };
-        let present = Present {
-            location: postings.present,
-            rows: OnceCell::new(),
-        };
-        evaluate(query, postings, &present, &reader).map(Some)
+        read(postings, &reader).map(Some)
+    }
+
+    /// The rows of `column` that may match `query`; None when the column has no postings.
+    pub fn candidates(
+        &self,
+        column: &str,
+        query: &TextQuery,
+    ) -> Result<Option<Candidates>, FormatError> {
+        self.with_column(column, |postings, reader| {
+            let present = Present {
+                location: postings.present,
+                rows: OnceCell::new(),
+            };
+            evaluate(query, postings, &present, reader)
+        })
     }
 
     /// The rows of keyword column `column` holding each value of `values` (integers as their
@@ -688,23 +700,16 @@ impl Postings {
         column: &str,
         values: &'v [String],
     ) -> Result<Option<ValueRows<'v>>, FormatError> {
-        let Some(postings) = self.columns.iter().find(|c| c.path == column) else {
-            return Ok(None);
-        };
-        let stored = StoredFile::open(&self.file).map_err(|e| FormatError::io(&self.file, e))?;
-        let reader = BitmapReader {
-            postings: self,
-            file: &self.file,
-            stored: &stored,
-        };
-        let mut found = ValueRows::default();
-        for value in values {
-            match token_bitmap(postings, value, &reader)? {
-                Some(rows) => found.listed.push(rows),
-                None => found.unlisted.push(value.as_str()),
+        self.with_column(column, |postings, reader| {
+            let mut found = ValueRows::default();
+            for value in values {
+                match token_bitmap(postings, value, reader)? {
+                    Some(rows) => found.listed.push(rows),
+                    None => found.unlisted.push(value.as_str()),
+                }
             }
-        }
-        Ok(Some(found))
+            Ok(found)
+        })
     }
 
     /// The first token of `block`.

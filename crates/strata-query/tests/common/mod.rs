@@ -102,3 +102,30 @@ pub fn point_read(session: &strata_query::Session, sql: &str) -> Option<String> 
             .to_string(),
     )
 }
+
+/// `EXPLAIN ANALYZE sql` in `session`, as a table.
+pub fn explain(session: &strata_query::Session, sql: &str) -> String {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let result = session
+            .run(&format!("EXPLAIN ANALYZE {sql}"))
+            .await
+            .unwrap();
+        arrow::util::pretty::pretty_format_batches(&result.batches)
+            .unwrap()
+            .to_string()
+    })
+}
+
+/// The value of a metric `name=N` in an EXPLAIN ANALYZE plan; panics when it is not there.
+pub fn metric(plan: &str, name: &str) -> u64 {
+    let start = plan
+        .find(&format!("{name}="))
+        .unwrap_or_else(|| panic!("no {name} in\n{plan}"));
+    plan[start + name.len() + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
