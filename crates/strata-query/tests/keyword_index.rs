@@ -180,7 +180,10 @@ fn lookups_answer_as_without_postings() {
         &session,
         "SELECT count(*) FROM keyed WHERE data.session = 's1234' AND data.n < 20000",
     );
-    assert!(!plan.contains("rows_counted_from_keyword_postings"), "{plan}");
+    assert!(
+        !plan.contains("rows_counted_from_keyword_postings"),
+        "{plan}"
+    );
     assert!(
         metric(&plan, "granules_pruned_by_text_index") >= 1,
         "{plan}"
