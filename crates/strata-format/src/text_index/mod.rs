@@ -16,7 +16,9 @@
 //!
 //! Invariant: a column is indexed in a part only when every value of its path in that part is in
 //! its typed string column (none in the remainder), so a granule whose filter lacks a token holds
-//! no row with that token.
+//! no row with that token. A keyword column (ADR 0025) is listed only when every value of its
+//! path is in its typed string or integer column (the remainder at most `null`), so its postings
+//! and the filters of its rare values hold every row with a value.
 
 mod bitmap_cache;
 mod postings;
@@ -100,9 +102,9 @@ struct ColumnFilters {
     /// Every token's rows, when the table keeps postings; each whole value's rows in a keyword
     /// column.
     postings: Option<PostingsBuilder>,
-    /// Whether this is a keyword column: its terms are whole values, strings or integers, and
-    /// it has postings and no filters. One whose postings were dropped (a value too long for
-    /// them) is left out of the file.
+    /// Whether this is a keyword column: its terms are whole values, strings or integers, it
+    /// has postings, and filters only of its rare values ([`KEYWORD_LISTED_ROWS`]). One whose
+    /// postings were dropped (a value too long for them) is left out of the file.
     keyword: bool,
 }
 
