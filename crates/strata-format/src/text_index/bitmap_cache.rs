@@ -9,10 +9,10 @@
 //! opened anew is read and checked anew. Least recently used entries go first past
 //! [`CAPACITY_BYTES`]; those of readers dropped age out the same way.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use lru::LruCache;
 use roaring::RoaringBitmap;
 
 /// Bytes of bitmaps (their serialized size, about their memory) the process keeps at most.
@@ -27,38 +27,33 @@ pub(super) fn reader_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-#[derive(Default)]
+/// The kept bitmaps, least recently used first out, with their bytes.
 struct Entries {
-    bitmaps: HashMap<Key, Entry>,
+    lru: LruCache<Key, (Arc<RoaringBitmap>, u64)>,
     bytes: u64,
-    /// Incremented on every use: an entry's last one orders evictions.
-    clock: u64,
-}
-
-struct Entry {
-    rows: Arc<RoaringBitmap>,
-    bytes: u64,
-    used: u64,
 }
 
 fn entries() -> &'static Mutex<Entries> {
     static ENTRIES: OnceLock<Mutex<Entries>> = OnceLock::new();
-    ENTRIES.get_or_init(Mutex::default)
+    ENTRIES.get_or_init(|| {
+        Mutex::new(Entries {
+            lru: LruCache::unbounded(),
+            bytes: 0,
+        })
+    })
 }
 
 /// The bitmap at `offset` with XXH64 `xxh64` of the file of `reader`, if kept.
 pub(super) fn get(reader: u64, offset: u64, xxh64: u64) -> Option<Arc<RoaringBitmap>> {
     let mut entries = entries().lock().ok()?;
-    entries.clock += 1;
-    let clock = entries.clock;
-    let entry = entries.bitmaps.get_mut(&(reader, offset, xxh64))?;
-    entry.used = clock;
-    Some(Arc::clone(&entry.rows))
+    entries
+        .lru
+        .get(&(reader, offset, xxh64))
+        .map(|(rows, _)| Arc::clone(rows))
 }
 
-/// Keeps `rows`, read and checked from `offset` of the file of `reader`, and evicts the least recently used
-/// entries while the kept bytes exceed the capacity (down to three quarters of it, so that
-/// evictions come in batches).
+/// Keeps `rows`, read and checked from `offset` of the file of `reader`, and evicts the least
+/// recently used entries while the kept bytes exceed the capacity (as `KeyCache` does).
 pub(super) fn put(reader: u64, offset: u64, xxh64: u64, rows: Arc<RoaringBitmap>) {
     let bytes = rows.serialized_size() as u64;
     if bytes > CAPACITY_BYTES / 4 {
@@ -67,28 +62,14 @@ pub(super) fn put(reader: u64, offset: u64, xxh64: u64, rows: Arc<RoaringBitmap>
     let Ok(mut entries) = entries().lock() else {
         return;
     };
-    entries.clock += 1;
-    let used = entries.clock;
-    let key = (reader, offset, xxh64);
-    if let Some(before) = entries.bitmaps.insert(key, Entry { rows, bytes, used }) {
-        entries.bytes -= before.bytes;
+    if let Some((_, replaced)) = entries.lru.put((reader, offset, xxh64), (rows, bytes)) {
+        entries.bytes -= replaced;
     }
     entries.bytes += bytes;
-    if entries.bytes <= CAPACITY_BYTES {
-        return;
-    }
-    let mut by_use: Vec<(u64, Key)> = entries
-        .bitmaps
-        .iter()
-        .map(|(key, entry)| (entry.used, *key))
-        .collect();
-    by_use.sort_unstable_by_key(|(used, _)| *used);
-    for (_, key) in by_use {
-        if entries.bytes <= CAPACITY_BYTES / 4 * 3 {
-            break;
-        }
-        if let Some(entry) = entries.bitmaps.remove(&key) {
-            entries.bytes -= entry.bytes;
+    while entries.bytes > CAPACITY_BYTES {
+        match entries.lru.pop_lru() {
+            Some((_, (_, evicted))) => entries.bytes -= evicted,
+            None => break,
         }
     }
 }
