@@ -41,6 +41,7 @@ use super::read::{
 use super::reduce::RowReduction;
 use super::row_filter::{FilterMetrics, row_filter};
 use super::statistics::scan_statistics;
+use super::top_order::{BestSoFar, OrderedUnit, in_key_order};
 use super::{ScanOutput, part_error};
 use crate::paths::PathColumn;
 
@@ -507,10 +508,39 @@ impl ExecutionPlan for StrataScanExec {
         let lease = self.lease.clone();
         let store = self.store.clone();
         let stream_schema = schema.clone();
+        let skipped_for_top =
+            MetricBuilder::new(&self.metrics).counter("granules_skipped_for_top_rows", partition);
+        // A top-k whose filter the decoder takes reads parts sorted by its key best pages
+        // first, and skips the pages that cannot beat the rows kept (`top_order`).
+        let best = BestSoFar::default();
+        let top = reduction
+            .as_ref()
+            .filter(|_| filters_in_decoder)
+            .and_then(|r| r.top.clone());
+        let units: Vec<OrderedUnit> = match &top {
+            Some(top) => match outputs.get(top.column) {
+                Some(ScanOutput::Path(column)) => in_key_order(units, column, top),
+                _ => units.into_iter().map(OrderedUnit::whole).collect(),
+            },
+            None => units.into_iter().map(OrderedUnit::whole).collect(),
+        };
+        let best_for_filters = best.clone();
         // Polled by whoever consumes the partition (DataFusion's own tasks), as its Parquet
         // source is: no task or channel of our own between the reader and the plan above.
+        // Units are taken one at a time, after the one before was read whole, so each sees
+        // the top rows its predecessors kept.
         let batches = futures::stream::iter(units)
-            .map(move |mut unit| {
+            .filter(move |ordered| {
+                let worth = top
+                    .as_ref()
+                    .is_none_or(|top| ordered.worth_reading(&best, top));
+                if !worth {
+                    skipped_for_top.add(ordered.granules());
+                }
+                futures::future::ready(worth)
+            })
+            .map(move |ordered| {
+                let mut unit = ordered.unit;
                 // The closure owns the lease, so the parts stay on disk while the stream lives.
                 let _lease = &lease;
                 let plans: Arc<[OutputPlan]> = outputs
@@ -521,7 +551,8 @@ impl ExecutionPlan for StrataScanExec {
                     .as_ref()
                     .filter(|_| filters_in_decoder)
                     .and_then(|r| {
-                        let (predicate, top) = (r.predicate.as_ref(), r.top.as_ref());
+                        let predicate = r.predicate.as_ref();
+                        let top = r.top.as_ref().map(|top| (top, &best_for_filters));
                         row_filter(&unit, &plans, &schema, predicate, top, &filter_metrics)
                     });
                 let mut deleted_rows = deleted_rows_to_drop(&mut unit, filter.is_some());

@@ -13,15 +13,17 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, St
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Fields, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::physical_plan::parquet::RowGroupAccess;
 use datafusion::physical_plan::metrics::Count;
 use object_store::ObjectStore;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelectionPolicy};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::file::metadata::ParquetMetaData;
 use strata_format::{PartEntry, VerifiedPartReader};
 use strata_json::reconstruct::{DocumentWriter, parse_stored, reconstruct};
 use strata_json::{JsonPath, Kind, REMAINDER_COLUMN};
 
-use super::access_plan::{PartInScan, ScanUnit};
+use super::access_plan::{PartInScan, ScanUnit, selected_ranges};
 use super::prune::{kind_feeds_mode, remainder_feeds};
 use super::row_filter::DecoderFilter;
 use super::{BATCH_ROWS, ScanOutput, external, part_error};
@@ -178,6 +180,46 @@ pub(super) const MASK_BELOW_AVERAGE_RUN: usize = 1024;
 pub(super) type UnitStream =
     parquet::arrow::async_reader::ParquetRecordBatchStream<VerifiedPartReader>;
 
+/// The compressed bytes of the `read` columns' pages that `access` to row group `rg` fetches:
+/// a column's dictionary page and the data pages holding selected rows (the whole column chunk
+/// when it has no page index), as parquet fetches them.
+fn bytes_read(
+    parquet: &ParquetMetaData,
+    access: &RowGroupAccess,
+    rg: usize,
+    read: &ProjectionMask,
+) -> usize {
+    let meta = parquet.row_group(rg);
+    let ranges = selected_ranges(access, meta.num_rows().max(0) as usize);
+    let offsets = parquet.offset_index().and_then(|index| index.get(rg));
+    let mut bytes = 0;
+    for (leaf, chunk) in meta.columns().iter().enumerate() {
+        if !read.leaf_included(leaf) {
+            continue;
+        }
+        let pages = match (access, offsets.and_then(|o| o.get(leaf))) {
+            (RowGroupAccess::Selection(_), Some(pages)) => pages.page_locations(),
+            _ => {
+                bytes += chunk.compressed_size().max(0) as usize;
+                continue;
+            }
+        };
+        if let Some(start) = chunk.dictionary_page_offset() {
+            bytes += (chunk.data_page_offset() - start).max(0) as usize;
+        }
+        for (page, location) in pages.iter().enumerate() {
+            let first = location.first_row_index.max(0) as usize;
+            let end = pages
+                .get(page + 1)
+                .map_or(usize::MAX, |next| next.first_row_index.max(0) as usize);
+            if ranges.iter().any(|r| r.start < end && first < r.end) {
+                bytes += location.compressed_page_size.max(0) as usize;
+            }
+        }
+    }
+    bytes
+}
+
 /// Opens the selected row groups and rows of one part (its access plan), reading the physical
 /// columns `plans` need through `store`, every byte verified against the part's checksums.
 /// `dictionary_column`, when given, is read as dictionary-encoded strings (keys into each
@@ -203,13 +245,8 @@ pub(super) fn open_unit(
         read.union(&filter.columns);
     }
     let row_groups = unit.plan.row_group_indexes();
-    for rg in &row_groups {
-        let meta = parquet.row_group(*rg);
-        for (i, chunk) in meta.columns().iter().enumerate() {
-            if read.leaf_included(i) {
-                bytes_scanned.add(chunk.compressed_size().max(0) as usize);
-            }
-        }
+    for &rg in &row_groups {
+        bytes_scanned.add(bytes_read(&parquet, &unit.plan.inner()[rg], rg, &read));
     }
     // Columns read as dictionary keys: the one a grouped count asks for, and those the
     // filter's conjuncts decide by key.

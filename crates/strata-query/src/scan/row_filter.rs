@@ -27,7 +27,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::{concat, sort_to_indices, take};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
@@ -43,6 +43,7 @@ use super::access_plan::ScanUnit;
 use super::dictionary_keys::{KeyedConjunct, keyed_conjunct};
 use super::read::{OutputPlan, columns_read};
 use super::reduce::{TopRows, probe_outputs, rows_kept};
+use super::top_order::BestSoFar;
 
 /// A row filter for one unit.
 pub(super) struct DecoderFilter {
@@ -72,7 +73,7 @@ pub(super) fn row_filter(
     plans: &Arc<[OutputPlan]>,
     schema: &SchemaRef,
     predicate: Option<&Arc<dyn PhysicalExpr>>,
-    top: Option<&TopRows>,
+    top: Option<(&TopRows, &BestSoFar)>,
     metrics: &FilterMetrics,
 ) -> Option<DecoderFilter> {
     let all = predicate.map(split_conjunction).unwrap_or_default();
@@ -127,13 +128,13 @@ pub(super) fn row_filter(
         .map(|(_, p)| Box::new(p) as Box<dyn ArrowPredicate>)
         .collect();
     // The top rows are counted among the rows that satisfy the whole filter only.
-    if let Some(top) = top.filter(|_| complete)
+    if let Some((top, best)) = top.filter(|_| complete)
         && let Some(outputs) = evaluator(vec![top.column])
     {
         predicates.push(Box::new(TopPredicate {
             top: top.clone(),
             outputs,
-            best: None,
+            best: best.clone(),
         }));
     }
     let mut columns = predicates.first()?.projection().clone();
@@ -231,14 +232,15 @@ impl ArrowPredicate for ConjunctPredicate {
     }
 }
 
-/// Keeps the rows that are among the first `top.fetch` in order of the unit's rows so far
+/// Keeps the rows that are among the first `top.fetch` in order of the partition's rows so far
 /// (ties at the boundary may go either way, as SQL allows): in a part sorted by the order's
 /// column, a window's other columns are decoded for about `fetch` rows only.
 struct TopPredicate {
     top: TopRows,
     outputs: OutputEvaluator,
-    /// The best `fetch` values so far (fewer until that many rows were seen).
-    best: Option<ArrayRef>,
+    /// The best `fetch` values of the partition's rows so far, which also tell `top_order`
+    /// which pages are not worth opening.
+    best: BestSoFar,
 }
 
 impl ArrowPredicate for TopPredicate {
@@ -250,12 +252,12 @@ impl ArrowPredicate for TopPredicate {
         let rows = batch.num_rows();
         let probe = self.outputs.probe(&batch)?;
         let key = probe.column(self.top.column);
-        let (seen, candidates) = match &self.best {
+        let (seen, candidates) = match self.best.get() {
             Some(best) => (best.len(), concat(&[best.as_ref(), key.as_ref()])?),
             None => (0, Arc::clone(key)),
         };
         if candidates.len() <= self.top.fetch {
-            self.best = Some(candidates);
+            self.best.set(candidates);
             return Ok(self
                 .outputs
                 .kept(rows, BooleanArray::from(vec![true; rows])));
@@ -267,7 +269,7 @@ impl ArrowPredicate for TopPredicate {
                 kept[row] = true;
             }
         }
-        self.best = Some(take(candidates.as_ref(), &order, None)?);
+        self.best.set(take(candidates.as_ref(), &order, None)?);
         Ok(self.outputs.kept(rows, BooleanArray::from(kept)))
     }
 }

@@ -112,6 +112,60 @@ struct JudgedPage {
     nulls: Option<u64>,
 }
 
+/// The page statistics of `column` in row group `rg` and each page's rows; None when the part
+/// has no page index or the column's values are not its physical column's (`column_source`),
+/// so that the statistics would not bound them.
+fn column_pages<'a>(
+    entry: &'a PartEntry,
+    parquet: &'a ParquetMetaData,
+    schema: &'a Schema,
+    rg: usize,
+    column: &'a PathColumn,
+) -> Option<(PageStatistics<'a>, Vec<Range<usize>>)> {
+    let ColumnSource::Physical(name) = column_source(entry, column) else {
+        return None;
+    };
+    let offsets = parquet.offset_index()?.get(rg)?;
+    let converter =
+        StatisticsConverter::try_new(name, schema, parquet.file_metadata().schema_descr()).ok()?;
+    let locations = offsets
+        .get(converter.parquet_column_index()?)?
+        .page_locations();
+    let rows = parquet.row_group(rg).num_rows().max(0) as usize;
+    let ranges = (0..locations.len())
+        .map(|page| {
+            let start = locations[page].first_row_index as usize;
+            let end = locations
+                .get(page + 1)
+                .map_or(rows, |next| next.first_row_index as usize);
+            start..end
+        })
+        .collect();
+    let statistics = PageStatistics {
+        column,
+        converter,
+        parquet,
+        row_group: [rg],
+        pages: locations.len(),
+    };
+    Some((statistics, ranges))
+}
+
+/// Each page's NULL count of `statistics` (None where unknown).
+fn page_nulls(statistics: &PageStatistics) -> Vec<Option<u64>> {
+    let nulls = statistics
+        .null_counts(&Column::new_unqualified(statistics.column.column_name()))
+        .and_then(|a| a.as_primitive_opt::<UInt64Type>().cloned());
+    (0..statistics.pages)
+        .map(|page| {
+            nulls
+                .as_ref()
+                .filter(|n| n.len() > page && n.is_valid(page))
+                .map(|n| n.value(page))
+        })
+        .collect()
+}
+
 /// The pages of `column` in row group `rg`, judged by `predicate`; None when the column's pages
 /// say nothing.
 fn pages_judged(
@@ -122,46 +176,61 @@ fn pages_judged(
     column: &PathColumn,
     predicate: &PruningPredicate,
 ) -> Option<Vec<JudgedPage>> {
-    let ColumnSource::Physical(name) = column_source(entry, column) else {
-        return None;
-    };
-    let offsets = parquet.offset_index()?.get(rg)?;
-    let converter =
-        StatisticsConverter::try_new(name, schema, parquet.file_metadata().schema_descr()).ok()?;
-    let locations = offsets
-        .get(converter.parquet_column_index()?)?
-        .page_locations();
-    let rows = parquet.row_group(rg).num_rows() as usize;
-    let statistics = PageStatistics {
-        column,
-        converter,
-        parquet,
-        row_group: [rg],
-        pages: locations.len(),
-    };
-    let nulls = statistics
-        .null_counts(&Column::new_unqualified(column.column_name()))
-        .and_then(|a| a.as_primitive_opt::<UInt64Type>().cloned());
+    let (statistics, ranges) = column_pages(entry, parquet, schema, rg, column)?;
+    let nulls = page_nulls(&statistics);
     let judged = keep(predicate, &statistics)
         .into_iter()
-        .enumerate()
-        .map(|(page, kept)| {
-            let start = locations[page].first_row_index as usize;
-            let end = locations
-                .get(page + 1)
-                .map_or(rows, |next| next.first_row_index as usize);
-            let null_count = nulls
-                .as_ref()
-                .filter(|n| n.len() > page && n.is_valid(page))
-                .map(|n| n.value(page));
-            JudgedPage {
-                rows: start..end,
-                may_hold: kept,
-                nulls: null_count,
-            }
+        .zip(ranges)
+        .zip(nulls)
+        .map(|((kept, rows), nulls)| JudgedPage {
+            rows,
+            may_hold: kept,
+            nulls,
         })
         .collect();
     Some(judged)
+}
+
+/// One data page of a column: its rows in the row group, its least and greatest value in the
+/// column's mode (None when unknown or when every value is NULL) and its NULL count (None when
+/// unknown).
+pub(in crate::scan) struct PageBounds {
+    pub(in crate::scan) rows: Range<usize>,
+    pub(in crate::scan) min: Option<ScalarValue>,
+    pub(in crate::scan) max: Option<ScalarValue>,
+    pub(in crate::scan) nulls: Option<u64>,
+}
+
+/// The pages of `column` in row group `rg` with their bounds, from the page index; None when
+/// the page index says nothing of the column (`column_pages`).
+pub(in crate::scan) fn page_bounds(
+    entry: &PartEntry,
+    parquet: &ParquetMetaData,
+    schema: &Schema,
+    rg: usize,
+    column: &PathColumn,
+) -> Option<Vec<PageBounds>> {
+    let (statistics, ranges) = column_pages(entry, parquet, schema, rg, column)?;
+    let name = Column::new_unqualified(column.column_name());
+    let mins = statistics.min_values(&name)?;
+    let maxes = statistics.max_values(&name)?;
+    let value = |values: &ArrayRef, page: usize| {
+        (page < values.len() && values.is_valid(page))
+            .then(|| ScalarValue::try_from_array(values, page).ok())
+            .flatten()
+    };
+    let pages = ranges
+        .into_iter()
+        .zip(page_nulls(&statistics))
+        .enumerate()
+        .map(|(page, (rows, nulls))| PageBounds {
+            rows,
+            min: value(&mins, page),
+            max: value(&maxes, page),
+            nulls,
+        })
+        .collect();
+    Some(pages)
 }
 
 /// Consecutive ranges merged.
