@@ -865,33 +865,43 @@ fn token_bitmap(
     token: &str,
     reader: &BitmapReader,
 ) -> Result<Option<Arc<RoaringBitmap>>, FormatError> {
-    let token = token.as_bytes();
-    let find = |bytes: &[u8], entries: &[u32]| {
-        let at = entries.partition_point(|at| entry(bytes, *at).0 < token);
-        entries
-            .get(at)
-            .map(|at| entry(bytes, *at))
-            .filter(|(found, _)| *found == token)
-            .map(|(_, location)| location)
-    };
-    let location = match &postings.tokens {
-        Tokens::InDictionary(entries) => find(&reader.postings.dictionary, entries),
-        Tokens::Blocks(blocks) => {
-            let first_of = |block: &Block| reader.postings.first_of(block);
-            let index = blocks
-                .partition_point(|b| first_of(b) <= token)
-                .saturating_sub(1);
-            if blocks.is_empty() {
-                None
-            } else {
-                let (bytes, entries) = reader.block(blocks, index)?;
-                find(&bytes, &entries)
-            }
-        }
-    };
-    location
+    locate(postings, token.as_bytes(), reader)?
         .map(|location| reader.read_shared(location))
         .transpose()
+}
+
+/// Where the bitmap of `token` is, None when the column does not list it.
+fn locate(
+    postings: &ColumnPostings,
+    token: &[u8],
+    reader: &BitmapReader,
+) -> Result<Option<Location>, FormatError> {
+    match &postings.tokens {
+        Tokens::InDictionary(entries) => Ok(find(&reader.postings.dictionary, entries, token)),
+        Tokens::Blocks(blocks) if blocks.is_empty() => Ok(None),
+        Tokens::Blocks(blocks) => {
+            let (bytes, entries) = reader.block(blocks, block_of(blocks, token, reader))?;
+            Ok(find(&bytes, &entries, token))
+        }
+    }
+}
+
+/// The block a token is in if listed: the last one starting at or before it.
+fn block_of(blocks: &[Block], token: &[u8], reader: &BitmapReader) -> usize {
+    blocks
+        .partition_point(|b| reader.postings.first_of(b) <= token)
+        .saturating_sub(1)
+}
+
+/// Where the bitmap of `token` is among `entries` (each starts in `bytes`, in bytewise order of
+/// their tokens).
+fn find(bytes: &[u8], entries: &[u32], token: &[u8]) -> Option<Location> {
+    let at = entries.partition_point(|at| entry(bytes, *at).0 < token);
+    entries
+        .get(at)
+        .map(|at| entry(bytes, *at))
+        .filter(|(found, _)| *found == token)
+        .map(|(_, location)| location)
 }
 
 /// The rows holding `token`, or every token starting with it when `prefix`.
@@ -902,50 +912,46 @@ fn token_rows(
     reader: &BitmapReader,
 ) -> Result<RoaringBitmap, FormatError> {
     let token = token.as_bytes();
+    if !prefix {
+        return match locate(postings, token, reader)? {
+            Some(location) => reader.read(location),
+            None => Ok(RoaringBitmap::new()),
+        };
+    }
     let blocks = match &postings.tokens {
         Tokens::InDictionary(entries) => {
-            return rows_among(&reader.postings.dictionary, entries, token, prefix, reader);
+            return rows_starting_with(&reader.postings.dictionary, entries, token, reader);
         }
         Tokens::Blocks(blocks) => blocks,
     };
-    // The token is in the last block starting at or before it; a prefix's tokens may go on
-    // into the blocks after it that start with the prefix.
-    let first_of = |block: &Block| reader.postings.first_of(block);
-    let start = blocks
-        .partition_point(|b| first_of(b) <= token)
-        .saturating_sub(1);
+    // The prefix's first token is in the last block starting at or before it; its tokens may
+    // go on into the blocks after it that start with the prefix.
+    let start = block_of(blocks, token, reader);
     let mut rows = RoaringBitmap::new();
     for (index, block) in blocks.iter().enumerate().skip(start) {
-        if index > start && !(prefix && first_of(block).starts_with(token)) {
+        if index > start && !reader.postings.first_of(block).starts_with(token) {
             break;
         }
         let (bytes, entries) = reader.block(blocks, index)?;
-        rows |= rows_among(&bytes, &entries, token, prefix, reader)?;
+        rows |= rows_starting_with(&bytes, &entries, token, reader)?;
     }
     Ok(rows)
 }
 
-/// The rows holding `token` (or a token starting with it when `prefix`) among `entries`
-/// (where each starts in `bytes`, in bytewise order of their tokens).
-fn rows_among(
+/// The rows holding a token starting with `prefix` among `entries` (each starts in `bytes`, in
+/// bytewise order of their tokens).
+fn rows_starting_with(
     bytes: &[u8],
     entries: &[u32],
-    token: &[u8],
-    prefix: bool,
+    prefix: &[u8],
     reader: &BitmapReader,
 ) -> Result<RoaringBitmap, FormatError> {
-    let first = entries.partition_point(|at| entry(bytes, *at).0 < token);
-    if !prefix {
-        return match entries.get(first).map(|at| entry(bytes, *at)) {
-            Some((found, location)) if found == token => reader.read(location),
-            _ => Ok(RoaringBitmap::new()),
-        };
-    }
+    let first = entries.partition_point(|at| entry(bytes, *at).0 < prefix);
     let mut rows = RoaringBitmap::new();
     for (_, location) in entries[first..]
         .iter()
         .map(|at| entry(bytes, *at))
-        .take_while(|(found, _)| found.starts_with(token))
+        .take_while(|(found, _)| found.starts_with(prefix))
     {
         rows |= reader.read(location)?;
     }
