@@ -207,12 +207,18 @@ fn bytes_read(
         if let Some(start) = chunk.dictionary_page_offset() {
             bytes += (chunk.data_page_offset() - start).max(0) as usize;
         }
+        // Pages and ranges are both in row order: one pass over each (a plan narrowed by
+        // postings has tens of thousands of ranges).
+        let mut range = 0;
         for (page, location) in pages.iter().enumerate() {
             let first = location.first_row_index.max(0) as usize;
             let end = pages
                 .get(page + 1)
                 .map_or(usize::MAX, |next| next.first_row_index.max(0) as usize);
-            if ranges.iter().any(|r| r.start < end && first < r.end) {
+            while ranges.get(range).is_some_and(|r| r.end <= first) {
+                range += 1;
+            }
+            if ranges.get(range).is_some_and(|r| r.start < end) {
                 bytes += location.compressed_page_size.max(0) as usize;
             }
         }
