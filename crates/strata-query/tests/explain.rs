@@ -355,6 +355,35 @@ fn counts_over_ranges_take_covered_row_groups_from_statistics() {
 }
 
 #[test]
+fn a_top_k_over_one_partition_is_not_repartitioned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    let lines: Vec<String> = (0..40_000)
+        .map(|n| format!(r#"{{"n":{n},"text":"row {n}"}}"#))
+        .collect();
+    ingest_lines(&dir, "events", &lines);
+    let window = "SELECT data FROM events WHERE data.n >= 100 AND data.n < 35000 \
+                  ORDER BY data.n DESC LIMIT 2";
+    assert_eq!(
+        query_json(tmp.path(), window),
+        [
+            r#"{"n":34999,"text":"row 34999"}"#,
+            r#"{"n":34998,"text":"row 34998"}"#
+        ]
+    );
+    let plan = explain_analyze(tmp.path(), window);
+    assert!(plan.contains("top 2 by output"), "{plan}");
+    assert!(plan.contains("parts=1/1"), "{plan}");
+    // The scan keeps two rows: nothing above it is worth spreading over the cores.
+    assert!(!plan.contains("RepartitionExec"), "{plan}");
+    // The same scan without a top-k still feeds both cores.
+    let filtered = "SELECT data FROM events WHERE data.n >= 100 AND data.n < 35000";
+    assert_eq!(query_json(tmp.path(), filtered).len(), 34_900);
+    let plan = explain_analyze(tmp.path(), filtered);
+    assert!(plan.contains("RepartitionExec"), "{plan}");
+}
+
+#[test]
 fn documents_are_built_only_for_the_rows_a_top_k_keeps() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::new(tmp.path());
