@@ -23,12 +23,12 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::Partitioning;
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
 use crate::scan::{RowReduction, ScanOutput, StrataScanExec, TopRows, scan_below};
 
@@ -56,6 +56,17 @@ impl PhysicalOptimizerRule for BuildDocumentsLate {
                     fetch,
                 };
                 if let Some(input) = reduce(sort.input(), Some(top))? {
+                    // The scan now hands up each partition's top rows in the sort's order
+                    // (`StrataScanExec::with_reduction`), which the filter keeps: the sort
+                    // would copy them for nothing.
+                    if input
+                        .equivalence_properties()
+                        .ordering_satisfy(sort.expr().clone())?
+                        && (sort.preserve_partitioning()
+                            || input.output_partitioning().partition_count() == 1)
+                    {
+                        return Ok(Transformed::yes(input));
+                    }
                     return Ok(Transformed::yes(replace_children_if_necessary(
                         node,
                         vec![input],

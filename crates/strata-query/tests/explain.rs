@@ -374,8 +374,19 @@ fn a_top_k_over_one_partition_is_not_repartitioned() {
     let plan = explain_analyze(tmp.path(), window);
     assert!(plan.contains("top 2 by output"), "{plan}");
     assert!(plan.contains("parts=1/1"), "{plan}");
-    // The scan keeps two rows: nothing above it is worth spreading over the cores.
+    // The scan keeps two rows: nothing above it is worth spreading over the cores, and it
+    // hands them up in order, so no sort is left above it.
     assert!(!plan.contains("RepartitionExec"), "{plan}");
+    assert!(!plan.contains("SortExec"), "{plan}");
+    // Ascending, past an offset.
+    let window = "SELECT data FROM events WHERE data.n >= 100 ORDER BY data.n LIMIT 2 OFFSET 3";
+    assert_eq!(
+        query_json(tmp.path(), window),
+        [
+            r#"{"n":103,"text":"row 103"}"#,
+            r#"{"n":104,"text":"row 104"}"#
+        ]
+    );
     // The same scan without a top-k still feeds both cores.
     let filtered = "SELECT data FROM events WHERE data.n >= 100 AND data.n < 35000";
     assert_eq!(query_json(tmp.path(), filtered).len(), 34_900);

@@ -233,7 +233,21 @@ impl StrataScanExec {
     }
 
     /// This scan, dropping rows as `reduction` says before building its costly outputs.
+    ///
+    /// A reduction that keeps the top rows also orders them: each partition hands up its top
+    /// `fetch` rows sorted, in one batch, so the scan declares that order and the sort above
+    /// it has nothing left to do (the `BuildDocumentsLate` rule removes it).
     pub(crate) fn with_reduction(&self, reduction: RowReduction) -> Self {
+        let properties = match reduction
+            .top
+            .as_ref()
+            .and_then(|t| t.ordering(&self.schema))
+        {
+            Some(order) => Arc::new(self.properties.as_ref().clone().with_eq_properties(
+                EquivalenceProperties::new_with_orderings(self.schema.clone(), [[order]]),
+            )),
+            None => Arc::clone(&self.properties),
+        };
         let scan = StrataScanExec {
             table: self.table.clone(),
             outputs: Arc::clone(&self.outputs),
@@ -244,7 +258,7 @@ impl StrataScanExec {
             reduction: Some(Arc::new(reduction)),
             counts: self.counts,
             metrics: ExecutionPlanMetricsSet::new(),
-            properties: Arc::clone(&self.properties),
+            properties,
             lease: self.lease.clone(),
             store: Arc::clone(&self.store),
             filters_in_decoder: self.filters_in_decoder,
@@ -525,6 +539,8 @@ impl ExecutionPlan for StrataScanExec {
             None => units.into_iter().map(OrderedUnit::whole).collect(),
         };
         let best_for_filters = best.clone();
+        let merged_top = reduction.as_ref().and_then(|r| r.top.clone());
+        let merge_schema = schema.clone();
         // Polled by whoever consumes the partition (DataFusion's own tasks), as its Parquet
         // source is: no task or channel of our own between the reader and the plan above.
         // Units are taken one at a time, after the one before was read whole, so each sees
@@ -581,6 +597,16 @@ impl ExecutionPlan for StrataScanExec {
                 }))
             })
             .try_flatten();
+        // The partition's top rows, sorted, as the order `with_reduction` declared.
+        let batches = match merged_top {
+            Some(top) => futures::stream::once(async move {
+                let batches: Vec<RecordBatch> = batches.try_collect().await?;
+                top.merge(&merge_schema, &batches)
+            })
+            .try_filter_map(|batch| futures::future::ready(Ok(batch)))
+            .boxed(),
+            None => batches.boxed(),
+        };
         let batches = stop_after_rows(batches, limit);
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             stream_schema,

@@ -19,11 +19,12 @@ use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
 use arrow::compute::{
-    SortOptions, prep_null_mask_filter, sort_to_indices, take, take_record_batch,
+    SortOptions, concat_batches, prep_null_mask_filter, sort_to_indices, take, take_record_batch,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::read::{OutputPlan, build_output, build_outputs};
 
@@ -63,6 +64,37 @@ impl fmt::Display for RowReduction {
             ));
         }
         write!(f, "{}", parts.join(", "))
+    }
+}
+
+impl TopRows {
+    /// The top `fetch` rows of all of a partition's `batches`, in order, as one batch (None
+    /// when there are no rows). Each batch already holds only its own top rows, so this sorts
+    /// at most `fetch` rows per batch.
+    pub(super) fn merge(
+        &self,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+    ) -> Result<Option<RecordBatch>> {
+        let batch = concat_batches(schema, batches)?;
+        if batch.num_rows() == 0 {
+            return Ok(None);
+        }
+        let order = sort_to_indices(
+            batch.column(self.column),
+            Some(self.options),
+            Some(self.fetch),
+        )?;
+        Ok(Some(take_record_batch(&batch, &order)?))
+    }
+
+    /// The order of the rows a scan keeping these top rows hands up (see [`TopRows::merge`]).
+    pub(super) fn ordering(&self, schema: &SchemaRef) -> Option<PhysicalSortExpr> {
+        let field = schema.fields().get(self.column)?;
+        Some(PhysicalSortExpr {
+            expr: Arc::new(Column::new(field.name(), self.column)),
+            options: self.options,
+        })
     }
 }
 
