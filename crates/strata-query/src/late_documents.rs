@@ -8,12 +8,13 @@
 //! (a sort with a fetch, on one scan output) above a Strata scan (through repartitioning) and hands both to the scan as a [`RowReduction`]: the scan evaluates them
 //! on the cheap outputs first and rebuilds documents for the surviving rows only.
 //!
-//! Invariant: the filter and the sort above are left as they were and still run there, so
-//! the reduction may only drop rows they would drop (see `scan::reduce`); it is applied only
-//! when the scan builds whole documents that neither the predicate nor the sort key reads.
-//! The one change above the scan: a round-robin repartition between a top-k and its scan is
-//! removed (see `replace_scan`), which changes how many partitions reach the sort, not what
-//! rows it sees.
+//! Invariant: the reduction may only drop rows the plan above would drop (see `scan::reduce`),
+//! and is applied only when the scan builds whole documents that neither the predicate nor the
+//! sort key reads. The filter above still runs. The sort above is removed only when the scan
+//! declares its order, which it does once it keeps the top rows: each partition then hands up
+//! its top `fetch` rows sorted, exactly what the sort would have produced from it. A round-robin
+//! repartition between a top-k and its scan is removed too (see `replace_scan`), which changes
+//! how many partitions the rows arrive in, not which rows.
 
 use std::sync::Arc;
 

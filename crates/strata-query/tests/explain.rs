@@ -387,6 +387,21 @@ fn a_top_k_over_one_partition_is_not_repartitioned() {
             r#"{"n":104,"text":"row 104"}"#
         ]
     );
+    // On a path the part is not sorted by, every granule is read: the scan's batches of kept
+    // rows add up to more than twice the limit, and are cut back to it as they come.
+    let tmp_unsorted = tempfile::tempdir().unwrap();
+    let rows: Vec<(u64, u64)> = (0..40_000u64).map(|n| (n * 7_919 % 40_000, n)).collect();
+    let document = |(m, n): &(u64, u64)| format!(r#"{{"m":{m},"n":{n},"text":"row {n}"}}"#);
+    ingest_lines(
+        &DataDir::new(tmp_unsorted.path()),
+        "events",
+        &rows.iter().map(document).collect::<Vec<_>>(),
+    );
+    let mut expected = rows.clone();
+    expected.sort_unstable_by(|a, b| b.cmp(a));
+    let expected: Vec<String> = expected[..8_000].iter().map(document).collect();
+    let sql = "SELECT data FROM events ORDER BY data.m DESC LIMIT 8000";
+    assert_eq!(query_json(tmp_unsorted.path(), sql), expected);
     // The same scan without a top-k still feeds both cores.
     let filtered = "SELECT data FROM events WHERE data.n >= 100 AND data.n < 35000";
     assert_eq!(query_json(tmp.path(), filtered).len(), 34_900);

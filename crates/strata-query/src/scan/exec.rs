@@ -597,11 +597,26 @@ impl ExecutionPlan for StrataScanExec {
                 }))
             })
             .try_flatten();
-        // The partition's top rows, sorted, as the order `with_reduction` declared.
+        // The partition's top rows, sorted, as the order `with_reduction` declared. Batches
+        // are cut back to the top `fetch` rows whenever twice that many are held, so a large
+        // LIMIT holds about what DataFusion's own top-k sort would.
         let batches = match merged_top {
             Some(top) => futures::stream::once(async move {
-                let batches: Vec<RecordBatch> = batches.try_collect().await?;
-                top.merge(&merge_schema, &batches)
+                let (held, _) = batches
+                    .try_fold((Vec::new(), 0usize), |(mut held, rows), batch| {
+                        let rows = rows + batch.num_rows();
+                        held.push(batch);
+                        futures::future::ready(if rows > top.fetch.saturating_mul(2) {
+                            top.merge(&merge_schema, &held).map(|kept| {
+                                let rows = kept.as_ref().map_or(0, RecordBatch::num_rows);
+                                (Vec::from_iter(kept), rows)
+                            })
+                        } else {
+                            Ok((held, rows))
+                        })
+                    })
+                    .await?;
+                top.merge(&merge_schema, &held)
             })
             .try_filter_map(|batch| futures::future::ready(Ok(batch)))
             .boxed(),
