@@ -8,9 +8,12 @@
 //! (a sort with a fetch, on one scan output) above a Strata scan (through repartitioning) and hands both to the scan as a [`RowReduction`]: the scan evaluates them
 //! on the cheap outputs first and rebuilds documents for the surviving rows only.
 //!
+//! A top-k is handed to the scan whatever its outputs (paths as well as documents): the scan
+//! then reads sorted parts best granule first and hands its rows up sorted.
+//!
 //! Invariant: the reduction may only drop rows the plan above would drop (see `scan::reduce`),
-//! and is applied only when the scan builds whole documents that neither the predicate nor the
-//! sort key reads. The filter above still runs. The sort above is removed only when the scan
+//! and is applied only when neither the predicate nor the sort key reads a document; a filter
+//! without a top-k only when the scan builds whole documents. The filter above still runs. The sort above is removed only when the scan
 //! declares its order, which it does once it keeps the top rows: each partition then hands up
 //! its top `fetch` rows sorted, exactly what the sort would have produced from it. A round-robin
 //! repartition between a top-k and its scan is removed too (see `replace_scan`), which changes
@@ -133,7 +136,11 @@ fn reduce(
         .iter()
         .any(|&i| !matches!(outputs.get(i), Some(ScanOutput::Path(_))));
     let builds_documents = outputs.iter().any(|o| matches!(o, ScanOutput::Document));
-    if document_read || !builds_documents {
+    // A filter alone is worth taking into the scan only when it spares rebuilding documents.
+    // A top-k is worth it whatever the outputs: the scan then reads sorted parts best granule
+    // first and hands up its rows sorted (no sort above), e.g. `SELECT data.message … ORDER BY
+    // data.timestamp DESC LIMIT 1000`.
+    if document_read || (top.is_none() && !builds_documents) {
         return Ok(None);
     }
     let keeps_top_rows = top.is_some();

@@ -378,6 +378,13 @@ fn a_top_k_over_one_partition_is_not_repartitioned() {
     // hands them up in order, so no sort is left above it.
     assert!(!plan.contains("RepartitionExec"), "{plan}");
     assert!(!plan.contains("SortExec"), "{plan}");
+    // Paths instead of documents: the same top-k in the scan, and no sort above it.
+    let paths = "SELECT data.text, data.n FROM events WHERE data.n < 35000 \
+                 ORDER BY data.n DESC LIMIT 2";
+    assert_eq!(query_json(tmp.path(), paths), ["row 34999", "row 34998"]);
+    let plan = explain_analyze(tmp.path(), paths);
+    assert!(plan.contains("top 2 by output"), "{plan}");
+    assert!(!plan.contains("SortExec"), "{plan}");
     // Ascending, past an offset.
     let window = "SELECT data FROM events WHERE data.n >= 100 ORDER BY data.n LIMIT 2 OFFSET 3";
     assert_eq!(
