@@ -13,11 +13,12 @@
 //!
 //! Invariant: the reduction may only drop rows the plan above would drop (see `scan::reduce`),
 //! and is applied only when neither the predicate nor the sort key reads a document; a filter
-//! without a top-k only when the scan builds whole documents. The filter above still runs. The sort above is removed only when the scan
-//! declares its order, which it does once it keeps the top rows: each partition then hands up
-//! its top `fetch` rows sorted, exactly what the sort would have produced from it. A round-robin
-//! repartition between a top-k and its scan is removed too (see `replace_scan`), which changes
-//! how many partitions the rows arrive in, not which rows.
+//! without a top-k only when the scan builds whole documents. The filter above still runs.
+//! The sort above is removed only when the scan declares its order, which it does once it
+//! keeps the top rows: each partition then hands up its top `fetch` rows sorted, exactly what
+//! the sort would have produced from it. A round-robin repartition between a top-k and its
+//! scan is removed too (see `replace_scan`), which changes how many partitions the rows arrive
+//! in, not which rows.
 
 use std::sync::Arc;
 
