@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use strata_format::deletes::{
-    DeletionVector, deletion_vector_file, read_deletion_vector, write_deletion_vector,
+    DeletionVector, deletion_vector, deletion_vector_file, write_deletion_vector,
 };
 use strata_format::{KeyCache, Manifest, PartEntry};
 use strata_json::KeyValue;
@@ -126,7 +126,7 @@ pub(crate) fn stage_deletions_named(
             })?;
         let part = &manifest.parts[index];
         let mut vector = match &part.deletes {
-            Some(deletes) => read_deletion_vector(table_dir, deletes, part.rows)?,
+            Some(deletes) => Arc::unwrap_or_clone(deletion_vector(table_dir, deletes, part.rows)?),
             None => DeletionVector::new(),
         };
         let before = vector.len();
@@ -214,7 +214,7 @@ pub(crate) fn live_key_rows_in<'a>(
             continue;
         }
         let deleted = match &part.deletes {
-            Some(deletes) => Some(read_deletion_vector(table_dir, deletes, part.rows)?),
+            Some(deletes) => Some(deletion_vector(table_dir, deletes, part.rows)?),
             None => None,
         };
         rows.extend(

@@ -23,11 +23,13 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use parquet::arrow::arrow_reader::RowSelection;
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
+use crate::derived::Derived;
 use crate::error::FormatError;
 use crate::manifest::Manifest;
 
@@ -45,6 +47,9 @@ pub struct PartDeletes {
     pub rows: u64,
     /// Size of the file.
     pub bytes: u64,
+    /// The vector as written, when this process wrote it ([`deletion_vector`] reads no file).
+    #[serde(skip)]
+    pub vector: Derived<DeletionVector>,
 }
 
 /// Deleted row positions of one part.
@@ -204,7 +209,22 @@ pub fn write_deletion_vector(
         file: file.to_owned(),
         rows: vector.len(),
         bytes: blob.len() as u64,
+        vector: Derived::new(Arc::new(vector.clone())),
     })
+}
+
+/// The deletion vector `deletes` of a part of `part_rows` rows: the one this process wrote, or
+/// else read and checked ([`read_deletion_vector`]). On a server committing transactions a
+/// commit and a point read look at the vectors of the parts holding each key they look up.
+pub fn deletion_vector(
+    table_dir: &Path,
+    deletes: &PartDeletes,
+    part_rows: u64,
+) -> Result<Arc<DeletionVector>, FormatError> {
+    match deletes.vector.get() {
+        Some(vector) => Ok(vector.clone()),
+        None => read_deletion_vector(table_dir, deletes, part_rows).map(Arc::new),
+    }
 }
 
 /// Reads the deletion vector `deletes` of a part of `part_rows` rows and checks it against its
@@ -313,6 +333,7 @@ mod tests {
             file: "p.dv".into(),
             rows: 1,
             bytes: good.len() as u64,
+            vector: Derived::default(),
         };
         let err = decode_checked(&good, Path::new("p.dv"), &entry, 5).unwrap_err();
         assert!(

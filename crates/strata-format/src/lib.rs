@@ -18,6 +18,7 @@
 
 pub mod checksum;
 pub mod deletes;
+pub mod derived;
 pub mod durability;
 pub mod error;
 pub mod held;
@@ -40,7 +41,7 @@ pub use deletes::{DeletionVector, PartDeletes};
 pub use error::FormatError;
 pub use indexes::{IndexSetting, PartIndex};
 pub use key_cache::KeyCache;
-pub use keys::{KeyFile, KeyHit, KeyPage, PartKeys, find_keys, write_key_file};
+pub use keys::{KeyDigest, KeyFile, KeyHit, KeyPage, PartKeys, find_keys, write_key_file};
 pub use manifest::{KeyRun, KeyRuns, KeySetting, Manifest, PartEntry, RetiredPart, TableSettings};
 pub use part::{
     ColumnHints, FooterColumns, MIN_DELTA_VALUES_PER_ROW_GROUP, PartSchema, PartWriter,

@@ -200,8 +200,9 @@ impl PartMetadataCache {
         .map(Some)
     }
 
-    /// The deletion vector of the part `entry` of the table in `table_dir` (None: it has none),
-    /// read and checked once (`strata_format::deletes::read_deletion_vector`), then shared.
+    /// The deletion vector of the part `entry` of the table in `table_dir` (None: it has none):
+    /// the one this process wrote, or else read and checked once
+    /// (`strata_format::deletes::read_deletion_vector`), then shared.
     pub(super) fn deletion_vector(
         &self,
         table_dir: &Path,
@@ -210,6 +211,9 @@ impl PartMetadataCache {
         let Some(deletes) = &entry.deletes else {
             return Ok(None);
         };
+        if let Some(vector) = deletes.vector.get() {
+            return Ok(Some(vector.clone()));
+        }
         let path = Manifest::part_path(table_dir, &deletes.file);
         let bytes = deletes.bytes as usize;
         self.side_file(
