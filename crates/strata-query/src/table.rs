@@ -28,7 +28,7 @@ use strata_format::Manifest;
 use crate::paths::{PathColumn, PathIndex};
 use crate::point_read::{BoundValue, PointRead};
 use crate::scan::{
-    PartMetadataCache, PointSource, ScanOutput, StrataScanExec, read_documents,
+    ManifestRowsExec, PartMetadataCache, PointSource, ScanOutput, StrataScanExec, read_documents,
     read_documents_by_key,
 };
 use crate::transaction::{TableRead, TransactionTables};
@@ -388,6 +388,14 @@ impl TableProvider for StrataTable {
             .query_execution_start_time
             .and_then(|at| at.timestamp_nanos_opt());
         let (manifest, lease) = self.execution_snapshot(started, filters)?;
+        if outputs.is_empty() && filters.is_empty() {
+            return Ok(Arc::new(ManifestRowsExec::new(
+                self.name.clone(),
+                &manifest,
+                schema,
+                limit,
+            )));
+        }
         let exec = StrataScanExec::try_new(
             self.name.clone(),
             self.dir.clone(),

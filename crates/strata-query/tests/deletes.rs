@@ -211,3 +211,38 @@ fn grouped_counts_take_back_the_rows_they_read_deleted() {
         "{plan}"
     );
 }
+
+#[test]
+fn a_count_of_every_row_takes_the_live_rows_from_the_manifest_and_opens_no_file() {
+    // `count(*)` with no filter, and any statement needing no column, counts the parts' rows
+    // less their deleted rows as the manifest lists them: with the part's file gone from disk
+    // they still answer, while a statement that reads the part fails naming it.
+    let deleted = [0u64, 7, 5_000, DOCS as u64 - 1];
+    let tmp = table_with_deletions(&deleted);
+    let root = tmp.path();
+    let live = DOCS - deleted.len() as i64;
+    let dir = DataDir::new(root);
+    let part = dir.manifest("t").unwrap().parts[0].file.clone();
+    std::fs::remove_file(dir.table_dir("t").unwrap().join("parts").join(&part)).unwrap();
+    assert_eq!(scalar(root, "SELECT count(*) FROM t"), Some(live));
+    let rows = |sql: &str| -> usize { run(root, sql).iter().map(|b| b.num_rows()).sum() };
+    assert_eq!(rows("SELECT 1 FROM t"), live as usize);
+    assert_eq!(rows("SELECT 1 FROM t LIMIT 5"), 5);
+    let plan = pretty_format_batches(&run(root, "EXPLAIN SELECT 1 FROM t"))
+        .unwrap()
+        .to_string();
+    assert!(
+        plan.contains(&format!("ManifestRowsExec: table=t, rows={live}")),
+        "{plan}"
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let error = runtime.block_on(async {
+        let session = Session::open(root).unwrap();
+        session
+            .run("SELECT count(*) FROM t WHERE data.n > 5")
+            .await
+            .map(|_| ())
+            .unwrap_err()
+    });
+    assert!(error.to_string().contains(&part), "{error}");
+}

@@ -17,7 +17,8 @@
 //! best first, those that cannot beat the rows kept skipped), `group_counter` (grouped
 //! counts by dictionary key), `deleted_rows` (deleted rows found per batch, for grouped counts
 //! that take them back instead of skipping them), `metadata_cache` (parsed footers kept across statements), `point`
-//! (the rows of one key, read without a plan).
+//! (the rows of one key, read without a plan), `manifest_rows` (the rows of a statement that
+//! reads no column and filters none, counted from the manifest).
 
 mod access_plan;
 mod count;
@@ -25,6 +26,7 @@ mod deleted_rows;
 mod dictionary_keys;
 mod exec;
 mod group_counter;
+mod manifest_rows;
 mod metadata_cache;
 mod point;
 mod prune;
@@ -44,6 +46,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 
 pub use count::Covering;
 pub use exec::StrataScanExec;
+pub use manifest_rows::ManifestRowsExec;
 pub use metadata_cache::PartMetadataCache;
 pub use point::{PointSource, read_documents, read_documents_by_key};
 pub(crate) use prune::filter_is_exact;
