@@ -293,27 +293,9 @@ pub(crate) fn write_sorted_file(
     })
 }
 
-/// The values of a key column as keys (None unless it is `Utf8` or `Int64`).
+/// The values of a key column as keys (None unless every row holds a key: see [`bound`]).
 fn keys_of(column: &ArrayRef) -> Option<Vec<KeyValue>> {
-    match column.data_type() {
-        DataType::Utf8 => Some(
-            column
-                .as_string::<i32>()
-                .iter()
-                .flatten()
-                .map(|k| KeyValue::String(k.to_owned()))
-                .collect(),
-        ),
-        DataType::Int64 => Some(
-            column
-                .as_primitive::<Int64Type>()
-                .iter()
-                .flatten()
-                .map(KeyValue::Integer)
-                .collect(),
-        ),
-        _ => None,
-    }
+    (0..column.len()).map(|i| bound(column, i)).collect()
 }
 
 fn key_at(keys: &ArrayRef, i: usize) -> Option<Value> {

@@ -48,13 +48,7 @@ impl ManifestRowsExec {
         schema: SchemaRef,
         limit: Option<usize>,
     ) -> ManifestRowsExec {
-        let live: u64 = (manifest.parts.iter())
-            .map(|part| {
-                let deleted = part.deletes.as_ref().map_or(0, |d| d.rows);
-                part.rows.saturating_sub(deleted)
-            })
-            .sum();
-        let rows = usize::try_from(live).unwrap_or(usize::MAX);
+        let rows = usize::try_from(manifest.rows()).unwrap_or(usize::MAX);
         let rows = limit.map_or(rows, |limit| rows.min(limit));
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
