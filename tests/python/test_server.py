@@ -6,8 +6,10 @@ import json
 import os
 import re
 import shutil
+import select
 import signal
 import socket
+import struct
 import subprocess
 import time
 
@@ -135,6 +137,76 @@ def test_a_prepared_statement_sees_what_was_committed_before_each_execution(serv
             assert cur.fetchone()[0] == 10 * (round_number + 1)
             status, _ = server.ingest("growing", ndjson([{"i": 10 * (round_number + 1) + j} for j in range(10)]))
             assert status == 200
+
+
+class RawProtocol:
+    """The PostgreSQL v3 protocol at the level of messages, over one socket (what a driver does
+    below its API), to see which answers arrive when."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        params = b"user\0strata\0database\0strata\0\0"
+        self.sock.sendall(struct.pack("!ii", 8 + len(params), 196608) + params)
+        self.buffer = b""
+        while self.read_message()[0] != b"Z":
+            pass
+
+    @staticmethod
+    def message(kind, body=b""):
+        return kind + struct.pack("!i", 4 + len(body)) + body
+
+    def extended(self, sql):
+        """Parse, Bind, Describe (portal) and Execute of one unnamed statement, without Sync."""
+        return (self.message(b"P", b"\0" + sql.encode() + b"\0" + struct.pack("!h", 0))
+                + self.message(b"B", b"\0\0" + struct.pack("!hhh", 0, 0, 0))
+                + self.message(b"D", b"P\0")
+                + self.message(b"E", b"\0" + struct.pack("!i", 0)))
+
+    def pending(self, wait):
+        """Whether any byte arrives within `wait` seconds."""
+        if self.buffer:
+            return True
+        readable, _, _ = select.select([self.sock], [], [], wait)
+        return bool(readable)
+
+    def read_message(self):
+        while len(self.buffer) < 5 or len(self.buffer) < 1 + struct.unpack("!i", self.buffer[1:5])[0]:
+            chunk = self.sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            self.buffer += chunk
+        length = struct.unpack("!i", self.buffer[1:5])[0]
+        kind, body, self.buffer = self.buffer[:1], self.buffer[5:1 + length], self.buffer[1 + length:]
+        return kind, body
+
+    def read_until(self, last):
+        kinds = []
+        while not kinds or kinds[-1] != last:
+            kinds.append(self.read_message()[0].decode())
+        return kinds
+
+
+def test_extended_protocol_answers_wait_for_sync_or_flush(server):
+    """As the protocol allows, the answers to Parse/Bind/Describe/Execute are held until the
+    client sends Sync or Flush, and then leave together (one write instead of one per message; a
+    driver sends those messages together and reads nothing before ReadyForQuery); Flush hands
+    them over without ending the statement."""
+    server.ingest("held", ndjson([{"i": 1}, {"i": 2}]))
+    client = RawProtocol(server.pg_port)
+    client.sock.sendall(client.extended("SELECT data.i FROM held ORDER BY 1"))
+    assert not client.pending(0.5), "an answer left before Sync or Flush"
+    client.sock.sendall(client.message(b"H"))
+    assert client.read_until("C") == ["1", "2", "T", "D", "D", "C"]
+    assert not client.pending(0.2), "ReadyForQuery before Sync"
+    client.sock.sendall(client.message(b"S"))
+    assert client.read_until("Z") == ["Z"]
+    # A change, then Sync at once: every answer, then ReadyForQuery.
+    client.sock.sendall(client.extended("INSERT INTO held VALUES ('{\"i\": 3}')") + client.message(b"S"))
+    assert client.read_until("Z") == ["1", "2", "n", "C", "Z"]
+    # An error ends the statement's messages up to Sync, which answers.
+    client.sock.sendall(client.extended("SELECT * FROM no_such_table") + client.message(b"S"))
+    assert client.read_until("Z") == ["E", "Z"]
+    client.sock.close()
+    assert server.rows("SELECT count(*) AS n FROM held") == [{"n": 3}]
 
 
 def test_psycopg_with_parameters(server):

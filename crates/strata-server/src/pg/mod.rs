@@ -27,6 +27,7 @@ use pgwire::error::ErrorInfo;
 use statements::{CancelRegistry, StrataStatements};
 use transactions::OpenSlots;
 
+mod deferred_flush;
 mod login;
 mod parameters;
 mod prepared;

@@ -21,21 +21,23 @@ use std::time::Instant;
 use async_trait::async_trait;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion_postgres::{DfSessionService, Parser};
-use futures::{Sink, StreamExt};
+use futures::{Sink, SinkExt, StreamExt};
 use pgwire::api::Type;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
-use pgwire::api::stmt::QueryParser;
+use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore};
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::cancel::CancelRequest;
+use pgwire::messages::extendedquery::{Bind, Describe, Parse, ParseComplete};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
+use super::deferred_flush::Deferred;
 use super::prepared::{self, Command, PreparedStatements};
 use super::transactions::{
     Block, Control, OpenSlots, TransactionSlot, control_of, serializable_by_options,
@@ -1059,6 +1061,51 @@ impl ExtendedQueryHandler for StrataStatements {
         self.parser.clone()
     }
 
+    // Parse, Bind, Describe and Execute answer through `Deferred`: their messages leave with
+    // the `ReadyForQuery` of the `Sync` after them, in one write (see `deferred_flush`).
+
+    async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match StoredStatement::parse(client, &message, self.query_parser()).await? {
+            Some(statement) => client.portal_store().put_statement(Arc::new(statement)),
+            // An empty query binds, describes and executes as one (as in PostgreSQL).
+            None => client
+                .portal_store()
+                .put_empty_statement(message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME)),
+        }
+        client
+            .feed(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        // Binding reads only the portal store, never a handler's own state: the planner's
+        // handler binds as this one would.
+        ExtendedQueryHandler::on_bind(&*self.inner, &mut Deferred(client), message).await
+    }
+
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self._on_describe(&mut Deferred(client), message).await
+    }
+
     async fn on_execute<C>(
         &self,
         client: &mut C,
@@ -1077,7 +1124,13 @@ impl ExtendedQueryHandler for StrataStatements {
             let sql = portal.statement.statement.0.clone();
             align_status(self, client, &sql);
         }
-        self._on_execute(client, message).await
+        self._on_execute(&mut Deferred(&mut *client), message)
+            .await?;
+        if matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
+            // The client waits for a COPY answer before it sends anything more.
+            client.flush().await?;
+        }
+        Ok(())
     }
 
     async fn do_query<C>(
