@@ -18,6 +18,8 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{DFSchema, TableReference};
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{Expr, TableFactor, Update};
@@ -127,6 +129,15 @@ fn expression(
     }
     let (schema, qualified) = document_schema(relations)?;
     let logical = context.parse_sql_expr(text, &qualified)?;
+    // A planned statement's expressions are simplified by the optimizer before they run, and
+    // some functions are only executable in that form (`coalesce` becomes a `CASE`);
+    // `create_physical_expr` coerces types but does not simplify.
+    let simplifier = ExprSimplifier::new(
+        SimplifyContext::builder()
+            .with_schema(Arc::new(qualified.clone()))
+            .build(),
+    );
+    let logical = simplifier.simplify(simplifier.coerce(logical, &qualified)?)?;
     let physical = context.create_physical_expr(logical, &qualified)?;
     let compiled = (schema, physical);
     let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
