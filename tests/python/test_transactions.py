@@ -79,6 +79,27 @@ def test_a_block_reads_its_snapshot_and_its_own_changes(server):
     b.close()
 
 
+def test_prepared_changes_in_a_block_bind_their_values_as_literals_would(server):
+    """A change prepared once and executed in blocks is parsed once and gets each execution's
+    values bound into it: quotes, a `$1` inside a value, negative and fractional numbers and NULL
+    give the documents the same statements with the values written as literals give."""
+    status, answer = server.ingest("p", ndjson([{"id": 0, "s": "", "n": 0}]), query="?key=id:integer")
+    assert status == 200, answer
+    rows = [(1, "it's $1 -- not a comment", -5, 2.5), (2, None, 7, -3),
+            (3, "naïve \\ \"quoted\" '; DROP TABLE p; --", -0.125, 1e-3)]
+    with psycopg.connect(server.dsn()) as conn:
+        for id_, text, n, m in rows:
+            with conn.transaction():
+                conn.execute("INSERT INTO p VALUES (('{\"id\": ' || %s || ', \"n\": ' || %s || '}')::jsonb)",
+                             (id_, n), prepare=True)
+                conn.execute("UPDATE p SET data = jsonb_set(jsonb_set(data, '{s}', to_jsonb(COALESCE(%s::text, 'none'))), "
+                             "'{m}', to_jsonb(%s::float)) WHERE data.id = %s", (text, m, id_), prepare=True)
+        with conn.transaction():
+            conn.execute("DELETE FROM p WHERE data.id = %s", (0,), prepare=True)
+    got = {d["id"]: d for d in (row["data"] for row in server.rows("SELECT data FROM p"))}
+    assert got == {id_: {"id": id_, "n": n, "s": text or "none", "m": m} for id_, text, n, m in rows}
+
+
 def test_the_first_committer_wins(server):
     server.ingest("c", ndjson([{"id": 1, "n": 0}]), query="?key=id:integer")
     a = psycopg.connect(server.dsn())

@@ -83,7 +83,7 @@ fn parse_one(sql: &str) -> Option<Statement> {
     Some(statement)
 }
 
-fn parse_one_uncached(sql: &str) -> Option<Statement> {
+pub(crate) fn parse_one_uncached(sql: &str) -> Option<Statement> {
     let sql = without_conflict_expressions(sql);
     let mut statements = DFParser::parse_sql_with_dialect(&sql, &PostgreSqlDialect {}).ok()?;
     if statements.len() != 1 {
@@ -194,9 +194,17 @@ pub(crate) async fn change_of(
     transaction: &Transaction,
     sql: &str,
 ) -> Result<Option<(Change, Option<Returning>)>, QueryError> {
-    let Some(statement) = parse_one(sql) else {
-        return Ok(None);
-    };
+    match parse_one(sql) {
+        Some(statement) => change_of_statement(transaction, statement).await,
+        None => Ok(None),
+    }
+}
+
+/// [`change_of`] of a statement parsed already (`crate::prepared_change`).
+pub(crate) async fn change_of_statement(
+    transaction: &Transaction,
+    statement: Statement,
+) -> Result<Option<(Change, Option<Returning>)>, QueryError> {
     let returning = returning_of(&statement);
     let wanted = returning.is_some();
     Ok(Some((

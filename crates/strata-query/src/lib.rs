@@ -25,6 +25,7 @@ pub mod paths;
 pub mod planner;
 pub mod point_read;
 mod point_update;
+pub mod prepared_change;
 pub mod rule;
 pub mod scan;
 pub mod stream;

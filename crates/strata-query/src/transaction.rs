@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use datafusion::catalog::{CatalogProvider, CatalogProviderList, MemoryCatalogProvider};
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{DataFrame, SessionContext};
+use datafusion::sql::sqlparser::ast::Statement;
 use strata_engine::transaction::{
     CommitSummary, PrivateView, TableChanges, TableReads, TableWrite,
 };
@@ -503,15 +504,21 @@ impl Transaction {
     /// changes. Statements that change tables themselves (`DROP`, `ALTER`, `CREATE INDEX`)
     /// cannot run in a transaction. A failed statement changes nothing.
     pub async fn run(&self, sql: &str) -> Result<QueryResult, QueryError> {
-        if crate::changes_table(sql) {
-            return Err(QueryError::Statement {
-                sqlstate: ACTIVE_SQL_TRANSACTION,
-                message: "DROP TABLE, ALTER TABLE, CREATE INDEX and DROP INDEX cannot run inside \
-                          a transaction block"
-                    .into(),
-            });
-        }
-        if let Some((change, returning)) = dml::change_of(self, sql).await? {
+        self.run_parsed(sql, None).await
+    }
+
+    /// [`Transaction::run`] of `sql` whose document change was parsed already (`parsed`: a
+    /// prepared change bound to this execution's values, `crate::prepared_change`).
+    pub async fn run_parsed(
+        &self,
+        sql: &str,
+        parsed: Option<Statement>,
+    ) -> Result<QueryResult, QueryError> {
+        let change = match parsed {
+            Some(statement) => dml::change_of_statement(self, statement).await?,
+            None => self.change_of_text(sql).await?,
+        };
+        if let Some((change, returning)) = change {
             let (count, documents) = self.buffer(change, returning.is_some()).await?;
             return match returning {
                 Some(returning) => {
@@ -524,6 +531,21 @@ impl Transaction {
         let schema = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await?;
         Ok(QueryResult { schema, batches })
+    }
+
+    async fn change_of_text(
+        &self,
+        sql: &str,
+    ) -> Result<Option<(Change, Option<dml::Returning>)>, QueryError> {
+        if crate::changes_table(sql) {
+            return Err(QueryError::Statement {
+                sqlstate: ACTIVE_SQL_TRANSACTION,
+                message: "DROP TABLE, ALTER TABLE, CREATE INDEX and DROP INDEX cannot run inside \
+                          a transaction block"
+                    .into(),
+            });
+        }
+        dml::change_of(self, sql).await
     }
 
     /// Answers the point read `read` with `value` at the transaction's snapshot and with its

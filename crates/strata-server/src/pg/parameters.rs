@@ -36,6 +36,22 @@ pub fn bind<S>(
     })
 }
 
+/// `change` (a prepared document change) with each `$n` bound to the expression of the literal
+/// [`bind`] would write for parameter n of `portal`: the statement [`bind`]'s text parses to.
+pub fn bind_change<S>(
+    change: &strata_query::prepared_change::PreparedChange,
+    portal: &Portal<S>,
+    types: &[Option<Type>],
+) -> Result<datafusion::sql::sqlparser::ast::Statement, String> {
+    change.bind(|name| {
+        let index: usize = name[1..]
+            .parse()
+            .map_err(|_| format!("unknown parameter {name}"))?;
+        let text = literal(parameter(portal, index, types)?);
+        strata_query::prepared_change::literal_expression(&text)
+    })
+}
+
 /// `sql` with each `$n` placeholder token replaced by what `value` gives for its name (`"$1"`;
 /// None keeps the token). Every other token, string literals and comments included, is written
 /// back as it was, so only placeholders change.
@@ -84,6 +100,14 @@ impl Template {
             pieces.push(Piece::Text(text));
         }
         Ok(Template { pieces })
+    }
+
+    /// How many placeholder tokens the text holds (a name used twice counts twice).
+    pub fn placeholders(&self) -> usize {
+        self.pieces
+            .iter()
+            .filter(|piece| matches!(piece, Piece::Placeholder(_)))
+            .count()
     }
 
     /// The text with each placeholder replaced by what `value` gives for its name (None keeps

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::sqlparser::ast::Statement;
 use datafusion_postgres::{DfSessionService, Parser};
 use futures::{Sink, SinkExt, StreamExt};
 use pgwire::api::Type;
@@ -34,6 +35,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::extendedquery::{Bind, Describe, Parse, ParseComplete};
+use strata_query::prepared_change::PreparedChange;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
@@ -231,6 +233,9 @@ pub struct StrataStatements {
     kinds: Memo<StatementKind>,
     /// Each prepared statement's text cut at its placeholders, by its text.
     templates: Memo<Arc<Result<super::parameters::Template, String>>>,
+    /// Prepared document changes parsed with their placeholders, by their text (None: bound as
+    /// text and parsed at each execution).
+    changes: Memo<Option<Arc<PreparedChange>>>,
 }
 
 /// What is told of a prepared statement by its text, kept per text so that a statement is
@@ -309,20 +314,45 @@ impl StrataStatements {
             point_reads: PointReads::default(),
             kinds: Memo::default(),
             templates: Memo::default(),
+            changes: Memo::default(),
         }
     }
 
     /// The portal's statement `sql` with its parameters bound as literals.
     fn bind(&self, sql: &str, portal: &Portal<DfStatement>) -> PgWireResult<String> {
-        let template = self
-            .templates
-            .get_or(sql, |sql| Arc::new(super::parameters::Template::of(sql)));
         let types = &portal.statement.parameter_types;
-        template
+        self.template(sql)
             .as_ref()
             .as_ref()
             .map_err(Clone::clone)
             .and_then(|template| super::parameters::bind(sql, template, portal, types))
+            .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))
+    }
+
+    fn template(&self, sql: &str) -> Arc<Result<super::parameters::Template, String>> {
+        self.templates
+            .get_or(sql, |sql| Arc::new(super::parameters::Template::of(sql)))
+    }
+
+    /// The portal's document change `sql` parsed once and bound to the portal's parameters
+    /// (`strata_query::prepared_change`); None when it is bound as text instead.
+    fn bind_change(
+        &self,
+        sql: &str,
+        portal: &Portal<DfStatement>,
+    ) -> PgWireResult<Option<Statement>> {
+        let template = self.template(sql);
+        let Ok(template) = template.as_ref() else {
+            return Ok(None);
+        };
+        let prepared = self.changes.get_or(sql, |sql| {
+            PreparedChange::parse(sql, template.placeholders()).map(Arc::new)
+        });
+        let Some(prepared) = prepared else {
+            return Ok(None);
+        };
+        super::parameters::bind_change(&prepared, portal, &portal.statement.parameter_types)
+            .map(Some)
             .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))
     }
 
@@ -422,13 +452,15 @@ impl StrataStatements {
     /// Runs `sql` for a connection whose transaction block is `slot` (see
     /// `super::transactions`): a control statement, or a statement of the open block. Without
     /// a block, the statement runs in a transaction of its own.
-    /// `kind` is what the statement is when already told (None: told here from `sql`).
+    /// `kind` is what the statement is when already told (None: told here from `sql`);
+    /// `parsed`, its document change parsed already (a prepared one, bound).
     async fn in_block(
         &self,
         slot: &TransactionSlot,
         sql: &str,
         format: &Format,
         kind: Option<StatementKind>,
+        parsed: Option<Statement>,
     ) -> PgWireResult<Response> {
         let kind = kind.unwrap_or_else(|| StatementKind::of(sql));
         if let Some(control) = kind.control {
@@ -439,7 +471,7 @@ impl StrataStatements {
             None => {
                 let transaction = self.begin_transaction()?;
                 let response = self
-                    .in_transaction(&transaction, false, sql, change_tag, format)
+                    .in_transaction(&transaction, false, sql, change_tag, format, parsed)
                     .await?;
                 transaction.commit().await.map_err(query_error)?;
                 Ok(response)
@@ -447,7 +479,7 @@ impl StrataStatements {
             Some(Err(())) => Err(in_failed_transaction()),
             Some(Ok((transaction, read_only))) => {
                 let result = self
-                    .in_transaction(&transaction, read_only, sql, change_tag, format)
+                    .in_transaction(&transaction, read_only, sql, change_tag, format, parsed)
                     .await;
                 if result.is_err() {
                     slot.fail();
@@ -495,7 +527,8 @@ impl StrataStatements {
         let format = Format::UnifiedText;
         let kind = StatementKind::of(statement);
         if slot.in_block() || kind.control.is_some() {
-            self.in_block(slot, statement, &format, Some(kind)).await
+            self.in_block(slot, statement, &format, Some(kind), None)
+                .await
         } else if let Some(tag) = kind.change_tag {
             self.change_table(slot, statement, tag, &format).await
         } else {
@@ -513,8 +546,9 @@ impl StrataStatements {
         self.shared.session.begin().map_err(query_error)
     }
 
-    /// One statement of an open transaction: a change (`change_tag`: its command tag) is
-    /// buffered, a query reads the transaction's snapshot and its own changes.
+    /// One statement of an open transaction: a change (`change_tag`: its command tag; `parsed`,
+    /// the change parsed already) is buffered, a query reads the transaction's snapshot and its
+    /// own changes.
     async fn in_transaction(
         &self,
         transaction: &strata_query::Transaction,
@@ -522,6 +556,7 @@ impl StrataStatements {
         sql: &str,
         change_tag: Option<&'static str>,
         format: &Format,
+        parsed: Option<Statement>,
     ) -> PgWireResult<Response> {
         if let Some(tag) = change_tag {
             if read_only {
@@ -530,7 +565,10 @@ impl StrataStatements {
                     format!("cannot execute {tag} in a read-only transaction"),
                 ));
             }
-            let result = transaction.run(sql).await.map_err(query_error)?;
+            let result = transaction
+                .run_parsed(sql, parsed)
+                .await
+                .map_err(query_error)?;
             return change_response(tag, &result, format);
         }
         if let Some(read) = strata_query::point_read::PointRead::parse(sql)
@@ -1167,9 +1205,13 @@ impl ExtendedQueryHandler for StrataStatements {
                 let told = portal.parameters.is_empty()
                     || (template.control.is_none() && template.change_tag.is_some());
                 let kind = told.then(|| template.clone());
+                let parsed = match template.control.is_none() && template.change_tag.is_some() {
+                    true => self.bind_change(sql, portal)?,
+                    false => None,
+                };
                 guarded(
                     &running,
-                    self.in_block(&slot, &bound, &portal.result_column_format, kind),
+                    self.in_block(&slot, &bound, &portal.result_column_format, kind, parsed),
                 )
                 .await?
             }
