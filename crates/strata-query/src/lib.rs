@@ -44,6 +44,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::optimizer::Analyzer;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::sqlparser::ast::Statement;
 use strata_engine::DataDir;
 
 use crate::literal_typing::TypeComparisonsByLiteral;
@@ -393,6 +394,27 @@ impl Session {
         sql: &str,
         serializable: bool,
     ) -> Result<QueryResult, QueryError> {
+        self.autocommit_parsed(sql, None, serializable).await
+    }
+
+    /// [`Session::run_at`] of a document change parsed already (`parsed`: a prepared change
+    /// bound to this execution's values, [`prepared_change`]); `sql` is its bound text.
+    pub async fn run_change_at(
+        &self,
+        sql: &str,
+        parsed: Statement,
+        serializable: bool,
+    ) -> Result<QueryResult, QueryError> {
+        self.autocommit_parsed(sql, Some(parsed), serializable)
+            .await
+    }
+
+    async fn autocommit_parsed(
+        &self,
+        sql: &str,
+        parsed: Option<Statement>,
+        serializable: bool,
+    ) -> Result<QueryResult, QueryError> {
         let mut attempt = 1;
         loop {
             let transaction = Transaction::begin(
@@ -402,7 +424,7 @@ impl Session {
                 false,
             )?;
             transaction.set_serializable(serializable)?;
-            let result = transaction.run(sql).await?;
+            let result = transaction.run_parsed(sql, parsed.clone()).await?;
             match transaction.commit().await {
                 Ok(_) => return Ok(result),
                 Err(e) if is_write_conflict(&e) && attempt < AUTOCOMMIT_ATTEMPTS => attempt += 1,

@@ -437,13 +437,21 @@ impl StrataStatements {
         sql: &str,
         tag: &str,
         format: &Format,
+        parsed: Option<Statement>,
     ) -> PgWireResult<Response> {
         let serializable = slot.serializable_by_default();
-        // The table's writer lock may be held by a merge: wait off the runtime's workers.
-        let result = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current()
-                .block_on(self.shared.session.run_at(sql, serializable))
-        });
+        let session = &self.shared.session;
+        let result = match (parsed, tag) {
+            // A document change waits for its commit on a blocking thread (`Transaction::
+            // commit`); the rest of it runs here, as in a block.
+            (Some(parsed), _) => session.run_change_at(sql, parsed, serializable).await,
+            (None, "INSERT" | "UPDATE" | "DELETE") => session.run_at(sql, serializable).await,
+            // `DROP`, `ALTER`, `CREATE INDEX` take the table's writer lock, which a merge may
+            // hold: they wait off the runtime's workers.
+            (None, _) => tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(session.run_at(sql, serializable))
+            }),
+        };
         result
             .map_err(query_error)
             .and_then(|result| change_response(tag, &result, format))
@@ -530,7 +538,7 @@ impl StrataStatements {
             self.in_block(slot, statement, &format, Some(kind), None)
                 .await
         } else if let Some(tag) = kind.change_tag {
-            self.change_table(slot, statement, tag, &format).await
+            self.change_table(slot, statement, tag, &format, None).await
         } else {
             SimpleQueryHandler::do_query(&*self.inner, client, statement)
                 .await
@@ -1077,7 +1085,7 @@ impl SimpleQueryHandler for StrataStatements {
         if let Some(tag) = strata_query::table_change_tag(query) {
             let response = guarded(
                 &running,
-                self.change_table(&slot, query, tag, &Format::UnifiedText),
+                self.change_table(&slot, query, tag, &Format::UnifiedText, None),
             )
             .await?;
             return Ok(guard_responses(vec![response], running, &[]));
@@ -1217,9 +1225,13 @@ impl ExtendedQueryHandler for StrataStatements {
             }
             Some(tag) => {
                 let bound = self.bind(sql, portal)?;
+                let parsed = match template.control.is_none() {
+                    true => self.bind_change(sql, portal)?,
+                    false => None,
+                };
                 guarded(
                     &running,
-                    self.change_table(&slot, &bound, tag, &portal.result_column_format),
+                    self.change_table(&slot, &bound, tag, &portal.result_column_format, parsed),
                 )
                 .await?
             }
