@@ -557,7 +557,8 @@ fn reclaim_retired(table_dir: &Path, manifest: &mut Manifest) -> Result<Vec<Stri
     if !held_reclaimed.is_empty() {
         let going: std::collections::HashSet<&str> =
             held_reclaimed.iter().map(String::as_str).collect();
-        std::sync::Arc::make_mut(&mut manifest.retired)
+        manifest
+            .retired
             .retain(|retired| !going.contains(retired.file.as_str()));
     }
     for file in &held_reclaimed {
@@ -599,11 +600,12 @@ fn reclaim_retired_on_disk(
     if manifest.retired.iter().all(is_waiting) {
         return Ok(Vec::new());
     }
-    let (waiting, due): (Vec<_>, Vec<_>) =
-        std::sync::Arc::unwrap_or_clone(std::mem::take(&mut manifest.retired))
-            .into_iter()
-            .partition(|r| is_waiting(r));
-    manifest.retired = std::sync::Arc::new(waiting);
+    let (waiting, due): (Vec<_>, Vec<_>) = manifest
+        .retired
+        .iter()
+        .cloned()
+        .partition(|r| is_waiting(r));
+    manifest.retired = waiting.into();
     let retired: Vec<String> = due.into_iter().map(|r| r.file).collect();
     for file in &retired {
         remove_if_exists(&parts_dir.join(file))?;

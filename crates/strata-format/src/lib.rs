@@ -30,6 +30,7 @@ pub mod manifest;
 pub mod manifest_log;
 pub mod part;
 pub mod profile;
+pub mod retired;
 pub mod selfcheck;
 pub mod text_index;
 

@@ -19,6 +19,7 @@ use strata_json::Kind;
 use crate::deletes::{PartDeletes, deletion_vector_part};
 use crate::error::FormatError;
 use crate::keys::{PartKeys, key_file};
+pub use crate::retired::{RetiredList, RetiredPart};
 use crate::{FORMAT_VERSION, FORMAT_VERSION_WITH_DELETES, FORMAT_VERSION_WITH_KEYS};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -230,10 +231,10 @@ pub struct Manifest {
     pub parts: Vec<Arc<PartEntry>>,
     /// Parts replaced by a merge, kept on disk for readers of older manifests until a writer
     /// finds that no reader holds a lease (`strata-engine`'s `table` module).
-    /// Shared between versions like `parts` (one commit's retirements are kept until no reader
-    /// holds a lease: hundreds of names on a busy server, copied by every commit otherwise).
-    #[serde(default, with = "shared_list")]
-    pub retired: Arc<Vec<RetiredPart>>,
+    /// Shared between versions in chunks (`crate::retired`): a commit that retires files adds
+    /// a chunk instead of copying the list.
+    #[serde(default)]
+    pub retired: RetiredList,
     /// The highest write-ahead-log sequence number whose request is in this table's parts
     /// (the server's WAL, `strata-engine`'s `wal` module); absent when none ever was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -266,33 +267,6 @@ mod shared_parts {
     }
 }
 
-/// `Manifest::retired` as a plain list.
-mod shared_list {
-    use std::sync::Arc;
-
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub(super) fn serialize<T: Serialize, S: Serializer>(
-        list: &Arc<Vec<T>>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        list.as_slice().serialize(serializer)
-    }
-
-    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Arc<Vec<T>>, D::Error> {
-        Vec::<T>::deserialize(deserializer).map(Arc::new)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetiredPart {
-    pub file: String,
-    /// Seconds since the Unix epoch when the merge that replaced it committed.
-    pub retired_at: u64,
-}
-
 impl Manifest {
     pub fn new(settings: TableSettings) -> Self {
         Manifest {
@@ -300,7 +274,7 @@ impl Manifest {
             version: 0,
             settings,
             parts: Vec::new(),
-            retired: Arc::default(),
+            retired: RetiredList::default(),
             wal_applied: None,
             wal_transactions: None,
         }
@@ -310,11 +284,10 @@ impl Manifest {
     /// deleted by garbage collection once no reader holds a lease from before.
     pub fn retire(&mut self, files: impl IntoIterator<Item = String>, at: u64) {
         let mut files = files.into_iter().peekable();
-        // The list is shared with older versions: copied only when it grows.
         if files.peek().is_none() {
             return;
         }
-        Arc::make_mut(&mut self.retired).extend(files.map(|file| RetiredPart {
+        self.retired.extend(files.map(|file| RetiredPart {
             file,
             retired_at: at,
         }));

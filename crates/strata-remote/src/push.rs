@@ -359,7 +359,7 @@ pub(crate) fn rebase(
     for retired in local.retired.iter() {
         let new = base.is_none_or(|b| !b.retired.contains(retired));
         if new && !current.retired.contains(retired) {
-            Arc::make_mut(&mut current.retired).push(retired.clone());
+            current.retired.push(retired.clone());
         }
     }
     current.format_version = current.format_version.max(local.format_version);
