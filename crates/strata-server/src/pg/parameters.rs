@@ -28,12 +28,7 @@ pub fn bind<S>(
     if portal.parameters.is_empty() {
         return Ok(sql.to_owned());
     }
-    template.fill(|name| {
-        let index: usize = name[1..]
-            .parse()
-            .map_err(|_| format!("unknown parameter {name}"))?;
-        Ok(Some(literal(parameter(portal, index, types)?)))
-    })
+    template.fill(|name| Ok(Some(literal_of(portal, name, types)?)))
 }
 
 /// `change` (a prepared document change) with each `$n` bound to the expression of the literal
@@ -44,12 +39,16 @@ pub fn bind_change<S>(
     types: &[Option<Type>],
 ) -> Result<datafusion::sql::sqlparser::ast::Statement, String> {
     change.bind(|name| {
-        let index: usize = name[1..]
-            .parse()
-            .map_err(|_| format!("unknown parameter {name}"))?;
-        let text = literal(parameter(portal, index, types)?);
-        strata_query::prepared_change::literal_expression(&text)
+        strata_query::prepared_change::literal_expression(&literal_of(portal, name, types)?)
     })
+}
+
+/// The SQL literal of the parameter the placeholder `name` (`"$1"`) stands for.
+fn literal_of<S>(portal: &Portal<S>, name: &str, types: &[Option<Type>]) -> Result<String, String> {
+    let index: usize = name[1..]
+        .parse()
+        .map_err(|_| format!("unknown parameter {name}"))?;
+    Ok(literal(parameter(portal, index, types)?))
 }
 
 /// `sql` with each `$n` placeholder token replaced by what `value` gives for its name (`"$1"`;
