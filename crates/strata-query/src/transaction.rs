@@ -30,7 +30,7 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{DataFrame, SessionContext};
 use datafusion::sql::sqlparser::ast::Statement;
 use strata_engine::transaction::{
-    CommitSummary, PrivateView, TableChanges, TableReads, TableWrite,
+    CommitSummary, OpenWriter, PrivateView, TableChanges, TableReads, TableWrite,
 };
 use strata_engine::{DataDir, EngineError, OnConflict, ReadLease};
 use strata_format::Manifest;
@@ -91,6 +91,10 @@ pub struct TransactionTables {
     serializable: AtomicBool,
     /// A statement read or changed a table: the isolation level can no longer change.
     used: AtomicBool,
+    /// Taken with the first change: group commit waits a moment for the commits of open
+    /// writers (`strata_engine::transaction::OpenWriter`); given back by the commit, or
+    /// dropped with the transaction.
+    writer: Mutex<Option<OpenWriter>>,
 }
 
 impl std::fmt::Debug for TransactionTables {
@@ -125,6 +129,7 @@ impl TransactionTables {
             tables: Mutex::new(tables),
             serializable: AtomicBool::new(false),
             used: AtomicBool::new(false),
+            writer: Mutex::new(None),
         })
     }
 
@@ -265,6 +270,10 @@ impl TransactionTables {
         };
         if count > 0 {
             pinned.view = None;
+            let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            if writer.is_none() {
+                *writer = Some(OpenWriter::new(&self.data_dir));
+            }
         }
         Ok(count)
     }
@@ -787,8 +796,16 @@ impl Transaction {
             return Ok(CommitSummary::default());
         }
         let data_dir = self.tables.data_dir.clone();
-        let summary =
-            dml::blocking(move || strata_engine::transaction::commit(&data_dir, &writes)).await?;
+        let writer = self
+            .tables
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let summary = dml::blocking(move || {
+            strata_engine::transaction::commit_announced(&data_dir, &writes, writer)
+        })
+        .await?;
         if let Some(observer) = &self.on_commit {
             for table in &summary.tables {
                 observer(table);

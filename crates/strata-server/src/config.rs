@@ -22,6 +22,7 @@
 //! max_pending_bytes = 536870912
 //! admission_wait_ms = 1000
 //! checkpoint_interval_ms = 1000
+//! commit_delay_us = 5000
 //! [merge]
 //! enabled = true
 //! interval_secs = 5
@@ -174,6 +175,10 @@ pub struct WalPolicy {
     /// files and manifests (ADR 0017, "live manifests"); until then other processes reading
     /// the data directory do not see them, and a restart applies them from the WAL.
     pub checkpoint_interval_ms: u64,
+    /// How long a group commit's leader waits for transactions that have changes buffered to
+    /// commit with it (0: not at all; ADR 0017, "Group commit waits for open writers"). A
+    /// commit waits this long at most, and not at all when no other transaction is writing.
+    pub commit_delay_us: u64,
 }
 
 impl Default for WalPolicy {
@@ -189,6 +194,7 @@ impl Default for WalPolicy {
             segment_bytes: strata_engine::wal::DEFAULT_SEGMENT_BYTES,
             flush_threads: 2,
             checkpoint_interval_ms: 1000,
+            commit_delay_us: strata_engine::transaction::DEFAULT_COMMIT_DELAY.as_micros() as u64,
         }
     }
 }

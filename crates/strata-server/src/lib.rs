@@ -120,6 +120,9 @@ pub fn serve(
         }
     }
     let tls = options.config.tls.as_ref().map(tls::acceptor).transpose()?;
+    strata_engine::transaction::set_commit_delay(Duration::from_micros(
+        options.config.wal.commit_delay_us,
+    ));
     std::fs::create_dir_all(&options.data_dir).map_err(|source| {
         ServerError::Engine(strata_engine::EngineError::io(&options.data_dir, source))
     })?;

@@ -44,6 +44,7 @@ use crate::error::EngineError;
 use crate::part_writing::{shred_options, write_shredded};
 use crate::table::{DataDir, WriteLock, new_part_file};
 
+pub use group::{DEFAULT_COMMIT_DELAY, OpenWriter, set_commit_delay};
 pub use view::{PrivateView, stage_view};
 
 /// The net change of one transaction to one table.
@@ -140,6 +141,16 @@ pub fn commit(
     data_dir: &DataDir,
     writes: &BTreeMap<String, TableWrite>,
 ) -> Result<CommitSummary, EngineError> {
+    commit_announced(data_dir, writes, None)
+}
+
+/// [`commit`] for a transaction that announced itself to group commit with `writer` (taken
+/// with its first change): it stops being waited for once its commit is queued.
+pub fn commit_announced(
+    data_dir: &DataDir,
+    writes: &BTreeMap<String, TableWrite>,
+    writer: Option<OpenWriter>,
+) -> Result<CommitSummary, EngineError> {
     if writes.values().all(|write| write.changes.is_empty()) {
         return Ok(CommitSummary::default());
     }
@@ -148,7 +159,7 @@ pub fn commit(
         .filter(|(_, write)| !write.changes.is_empty() || !write.reads.is_empty())
         .map(|(table, write)| (table.clone(), write.clone()))
         .collect();
-    group::submit(data_dir, checked)
+    group::submit(data_dir, checked, writer)
 }
 
 /// Commits several transactions' writes together, in order: each is checked for write
@@ -641,7 +652,7 @@ mod tests {
         .unwrap();
     }
 
-    fn upsert(
+    pub(super) fn upsert(
         data_dir: &DataDir,
         table: &str,
         id: i64,
