@@ -100,6 +100,32 @@ def test_prepared_changes_in_a_block_bind_their_values_as_literals_would(server)
     assert got == {id_: {"id": id_, "n": n, "s": text or "none", "m": m} for id_, text, n, m in rows}
 
 
+def test_prepared_reads_by_key_in_a_block_answer_with_each_executions_value(server):
+    """A key join and a point read prepared once and executed in blocks are recognised once
+    from their text and get each execution's value: the answers are those the statements give
+    with the value written as a literal, the block's own changes included."""
+    server.ingest("fleet", ndjson([{"code": "A1", "seats": 180}, {"code": "O'K", "seats": 7}]),
+                  query="?key=code")
+    server.ingest("flights", ndjson([{"id": "1", "aircraft": "A1"}, {"id": "2", "aircraft": "O'K"},
+                                     {"id": "3", "aircraft": "none"}]), query="?key=id")
+    join = ("SELECT a.data->>'seats' FROM flights f JOIN fleet a ON a.data->>'code' = f.data->>'aircraft' "
+            "WHERE f.data->>'id' = %s")
+    point = "SELECT data->>'seats' FROM fleet WHERE data->>'code' = %s"
+    with psycopg.connect(server.dsn()) as conn:
+        # Three blocks: the first statement of the join's shape is planned, the rest not.
+        for seats in (190, 191, 192):
+            with conn.transaction():
+                conn.execute("UPDATE fleet SET data = jsonb_set(data, '{seats}', to_jsonb(%s::int)) "
+                             "WHERE data->>'code' = 'A1'", (seats,))
+                joined = [conn.execute(join, (id_,), prepare=True).fetchall() for id_ in ("1", "2", "3", "4", "1")]
+                assert joined == [[(str(seats),)], [("7",)], [], [], [(str(seats),)]]
+                read = [conn.execute(point, (code,), prepare=True).fetchall() for code in ("O'K", "A1", "x")]
+                assert read == [[("7",)], [(str(seats),)], []]
+        # Literals answer alike.
+        assert conn.execute(join.replace("%s", "'1'")).fetchall() == [("192",)]
+        assert conn.execute(point.replace("%s", "'O''K'")).fetchall() == [("7",)]
+
+
 def test_the_first_committer_wins(server):
     server.ingest("c", ndjson([{"id": 1, "n": 0}]), query="?key=id:integer")
     a = psycopg.connect(server.dsn())

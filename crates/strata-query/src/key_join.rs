@@ -12,7 +12,8 @@
 //! Recognised, whole statement only: `SELECT` of `alias.data->>'k'` items (`->` steps before the
 //! last allowed, an `AS` name allowed), `FROM` one table with an alias, `[INNER] JOIN` one table
 //! with an alias `ON` an equality of one path of each, and `WHERE` one equality of a path of
-//! either with a string or integer literal. Anything else is planned as usual.
+//! either with a string or integer literal, or with a parameter (`$n`: a prepared statement's
+//! text, parsed once, whose value [`run`] is given). Anything else is planned as usual.
 //!
 //! The result's schema is the planned statement's: the first statement of a shape (its text
 //! with the literal left out, see [`KeyJoin::shape`]) is planned, and its schema kept by shape
@@ -50,7 +51,7 @@ pub struct KeyJoin {
     /// The table the `WHERE` equality reads, and the path it compares with `value`.
     driving: String,
     driving_path: Vec<String>,
-    value: BoundValue,
+    value: PointValue,
     /// The driving table's `ON` path, and the joined table with its `ON` path.
     driving_on: Vec<String>,
     joined: String,
@@ -200,6 +201,11 @@ impl KeyJoin {
     pub fn shape(&self) -> &str {
         &self.shape
     }
+
+    /// What the `WHERE` equality compares the driving path with.
+    pub fn value(&self) -> &PointValue {
+        &self.value
+    }
 }
 
 /// A table with an alias, in `FROM` or `JOIN`.
@@ -289,13 +295,22 @@ fn string_literal(expr: &Expr) -> Option<String> {
     }
 }
 
-fn literal_value(expr: &Expr) -> Option<BoundValue> {
+fn literal_value(expr: &Expr) -> Option<PointValue> {
     let Expr::Value(value) = expr else {
         return None;
     };
     match &value.value {
-        Value::SingleQuotedString(text) => Some(BoundValue::Text(text.clone())),
-        Value::Number(text, false) => text.parse().ok().map(BoundValue::Integer),
+        Value::SingleQuotedString(text) => {
+            Some(PointValue::Literal(BoundValue::Text(text.clone())))
+        }
+        Value::Number(text, false) => text
+            .parse()
+            .ok()
+            .map(|n| PointValue::Literal(BoundValue::Integer(n))),
+        Value::Placeholder(name) => {
+            let index: usize = name.strip_prefix('$')?.parse().ok()?;
+            (index >= 1).then_some(PointValue::Parameter(index))
+        }
         _ => None,
     }
 }
@@ -336,12 +351,13 @@ impl KeyJoinSchemas {
 pub(crate) async fn run(
     tables: &DataDirSchema,
     join: &KeyJoin,
+    value: &BoundValue,
     schemas: &KeyJoinSchemas,
 ) -> Result<Option<QueryResult>, QueryError> {
     let Some(schema) = schemas.get(join.shape()) else {
         return Ok(None);
     };
-    let result = answer(tables, join, &schema).await?;
+    let result = answer(tables, join, value, &schema).await?;
     if result.is_some() {
         schemas.answered.fetch_add(1, Ordering::Relaxed);
     }
@@ -351,6 +367,7 @@ pub(crate) async fn run(
 async fn answer(
     tables: &DataDirSchema,
     join: &KeyJoin,
+    value: &BoundValue,
     schema: &SchemaRef,
 ) -> Result<Option<QueryResult>, QueryError> {
     if schema.fields().len() != join.outputs.len()
@@ -358,8 +375,7 @@ async fn answer(
     {
         return Ok(None);
     }
-    let Some(drivers) =
-        documents_by(tables, &join.driving, &join.driving_path, &join.value).await?
+    let Some(drivers) = documents_by(tables, &join.driving, &join.driving_path, value).await?
     else {
         return Ok(None);
     };

@@ -334,7 +334,8 @@ impl Session {
         }
         let join = key_join::KeyJoin::parse(sql);
         if let Some(join) = &join
-            && let Some(result) = key_join::run(&self.tables, join, &self.key_joins).await?
+            && let PointValue::Literal(value) = join.value()
+            && let Some(result) = key_join::run(&self.tables, join, value, &self.key_joins).await?
         {
             return Ok(result);
         }

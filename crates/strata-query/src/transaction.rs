@@ -39,7 +39,7 @@ use strata_json::KeyValue;
 use crate::dml::{self, Change, ConflictAction};
 use crate::key_join::{KeyJoin, KeyJoinSchemas};
 use crate::paths::PathIndex;
-use crate::point_read::{BoundValue, PointRead};
+use crate::point_read::{BoundValue, PointRead, PointValue};
 use crate::table::{DataDirSchema, SnapshotCache, StrataTable};
 use crate::{QueryError, QueryResult};
 
@@ -575,7 +575,9 @@ impl Transaction {
         let Some(join) = KeyJoin::parse(sql) else {
             return Ok(None);
         };
-        if let Some(result) = crate::key_join::run(&self.schema, &join, &self.key_joins).await? {
+        if let PointValue::Literal(value) = join.value()
+            && let Some(result) = self.bound_key_join(&join, value).await?
+        {
             return Ok(Some(result));
         }
         let frame = self.sql(sql).await?;
@@ -583,6 +585,17 @@ impl Transaction {
         self.key_joins.remember(join.shape(), schema.clone());
         let batches = frame.collect().await?;
         Ok(Some(QueryResult { schema, batches }))
+    }
+
+    /// Answers the key join `join` (parsed once from a prepared statement's text) with
+    /// `value` for its `WHERE` equality, without planning; None when it must be planned (the
+    /// first statement of its shape, or what `crate::key_join::run` does not answer).
+    pub async fn bound_key_join(
+        &self,
+        join: &KeyJoin,
+        value: &BoundValue,
+    ) -> Result<Option<QueryResult>, QueryError> {
+        crate::key_join::run(&self.schema, join, value, &self.key_joins).await
     }
 
     /// Plans a query (not a change) in the transaction.

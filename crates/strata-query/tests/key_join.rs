@@ -13,6 +13,7 @@ use std::path::Path;
 use strata_json::KeyType;
 use strata_query::Session;
 use strata_query::key_join::KeyJoin;
+use strata_query::point_read::{BoundValue, PointValue};
 
 fn tables(root: &Path) {
     common::create(
@@ -181,4 +182,59 @@ fn a_transaction_joins_its_own_changes() {
     let sql = "SELECT a.data->>'seats' FROM schedules s JOIN aircraft a \
                ON a.data->>'code' = s.data->>'aircraft' WHERE s.data->>'id' = '1'";
     assert_eq!(rows(&session, sql).1, ["180"]);
+}
+
+#[test]
+fn a_prepared_key_join_is_parsed_once_and_answers_with_each_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    tables(tmp.path());
+    let session = Session::open(tmp.path()).unwrap();
+    let literal = |id: &str| {
+        format!(
+            "SELECT a.data->>'seats', s.data->>'minutes' FROM schedules s JOIN aircraft a \
+             ON a.data->>'code' = s.data->>'aircraft' WHERE s.data->>'id' = {id}"
+        )
+    };
+    let template = KeyJoin::parse(&literal("$1")).unwrap();
+    assert_eq!(template.value(), &PointValue::Parameter(1));
+    // One shape with the literal statements: their result schema serves it.
+    assert_eq!(
+        template.shape(),
+        KeyJoin::parse(&literal("'1'")).unwrap().shape()
+    );
+    let ids = ["1", "2", "4", "9"];
+    let planned_session = Session::open_without_pruning(tmp.path()).unwrap();
+    let planned: Vec<Vec<String>> = ids
+        .iter()
+        .map(|id| rows(&planned_session, &literal(&format!("'{id}'"))).1)
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let transaction = session.begin().unwrap();
+        // Not planned yet: the template alone cannot answer.
+        let value = BoundValue::Text("1".into());
+        assert!(
+            transaction
+                .bound_key_join(&template, &value)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        transaction
+            .key_join(&literal("'1'"))
+            .await
+            .unwrap()
+            .unwrap();
+        for (id, planned) in ids.iter().zip(&planned) {
+            let value = BoundValue::Text((*id).into());
+            let bound = transaction
+                .bound_key_join(&template, &value)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(&common::rows(&bound.batches), planned, "{id}");
+        }
+        assert_eq!(session.key_joins().answered(), 4);
+    });
+    assert_eq!(planned[0], ["180 | 90"]);
 }

@@ -236,6 +236,9 @@ pub struct StrataStatements {
     /// Prepared document changes parsed with their placeholders, by their text (None: bound as
     /// text and parsed at each execution).
     changes: Memo<Option<Arc<PreparedChange>>>,
+    /// Prepared queries recognised as key joins (`strata_query::key_join`) with a parameter
+    /// for their `WHERE` value, by their text (None: not one).
+    key_joins: Memo<Option<Arc<strata_query::key_join::KeyJoin>>>,
 }
 
 /// What is told of a prepared statement by its text, kept per text so that a statement is
@@ -271,6 +274,21 @@ impl<V: Clone> Memo<V> {
 
 /// Statement texts recognised as point reads (`strata_query::point_read`) or not.
 type PointReads = Memo<Option<Arc<strata_query::point_read::PointRead>>>;
+
+/// What a prepared statement's template gives one execution in a transaction block besides its
+/// bound text: the change's tree with the values bound, or the point read or key join its text
+/// was recognised as once, with the value of its parameter. Without it the bound text is parsed.
+enum Bound {
+    Change(Box<Statement>),
+    PointRead(
+        Arc<strata_query::point_read::PointRead>,
+        strata_query::point_read::BoundValue,
+    ),
+    KeyJoin(
+        Arc<strata_query::key_join::KeyJoin>,
+        strata_query::point_read::BoundValue,
+    ),
+}
 
 /// What a statement is, as far as choosing how to run it goes: transaction control, a change
 /// of a table (with its command tag), or neither. Parsing a statement to tell costs about what
@@ -315,6 +333,7 @@ impl StrataStatements {
             kinds: Memo::default(),
             templates: Memo::default(),
             changes: Memo::default(),
+            key_joins: Memo::default(),
         }
     }
 
@@ -354,6 +373,27 @@ impl StrataStatements {
         super::parameters::bind_change(&prepared, portal, &portal.statement.parameter_types)
             .map(Some)
             .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))
+    }
+
+    /// The portal's query `sql` as a point read or key join recognised once from its text, its
+    /// parameter bound; None when it is neither, or its value is not one a read by key takes.
+    fn bind_read(&self, sql: &str, portal: &Portal<DfStatement>) -> PgWireResult<Option<Bound>> {
+        use strata_query::point_read::PointValue;
+        let value_of = |value: &PointValue| match value {
+            PointValue::Parameter(index) => {
+                super::parameters::point_value(portal, *index, &portal.statement.parameter_types)
+                    .map_err(|message| statement_error(sqlstate::INVALID_PARAMETER, message))
+            }
+            // A literal is read from the bound text as well.
+            PointValue::Literal(_) => Ok(None),
+        };
+        if let Some(read) = self.point_reads.get_or(sql, point_read_of) {
+            return Ok(value_of(&read.value)?.map(|value| Bound::PointRead(read, value)));
+        }
+        if let Some(join) = self.key_joins.get_or(sql, key_join_of) {
+            return Ok(value_of(join.value())?.map(|value| Bound::KeyJoin(join, value)));
+        }
+        Ok(None)
     }
 
     /// The transaction block of `client`'s connection (created idle on first use, and
@@ -468,7 +508,7 @@ impl StrataStatements {
         sql: &str,
         format: &Format,
         kind: Option<StatementKind>,
-        parsed: Option<Statement>,
+        bound: Option<Bound>,
     ) -> PgWireResult<Response> {
         let kind = kind.unwrap_or_else(|| StatementKind::of(sql));
         if let Some(control) = kind.control {
@@ -479,7 +519,7 @@ impl StrataStatements {
             None => {
                 let transaction = self.begin_transaction()?;
                 let response = self
-                    .in_transaction(&transaction, false, sql, change_tag, format, parsed)
+                    .in_transaction(&transaction, false, sql, change_tag, format, bound)
                     .await?;
                 transaction.commit().await.map_err(query_error)?;
                 Ok(response)
@@ -487,7 +527,7 @@ impl StrataStatements {
             Some(Err(())) => Err(in_failed_transaction()),
             Some(Ok((transaction, read_only))) => {
                 let result = self
-                    .in_transaction(&transaction, read_only, sql, change_tag, format, parsed)
+                    .in_transaction(&transaction, read_only, sql, change_tag, format, bound)
                     .await;
                 if result.is_err() {
                     slot.fail();
@@ -554,9 +594,9 @@ impl StrataStatements {
         self.shared.session.begin().map_err(query_error)
     }
 
-    /// One statement of an open transaction: a change (`change_tag`: its command tag; `parsed`,
-    /// the change parsed already) is buffered, a query reads the transaction's snapshot and its
-    /// own changes.
+    /// One statement of an open transaction: a change (`change_tag`: its command tag) is
+    /// buffered, a query reads the transaction's snapshot and its own changes. `bound`: what a
+    /// prepared statement's template already told of it.
     async fn in_transaction(
         &self,
         transaction: &strata_query::Transaction,
@@ -564,7 +604,7 @@ impl StrataStatements {
         sql: &str,
         change_tag: Option<&'static str>,
         format: &Format,
-        parsed: Option<Statement>,
+        bound: Option<Bound>,
     ) -> PgWireResult<Response> {
         if let Some(tag) = change_tag {
             if read_only {
@@ -573,11 +613,33 @@ impl StrataStatements {
                     format!("cannot execute {tag} in a read-only transaction"),
                 ));
             }
+            let parsed = match bound {
+                Some(Bound::Change(parsed)) => Some(*parsed),
+                _ => None,
+            };
             let result = transaction
                 .run_parsed(sql, parsed)
                 .await
                 .map_err(query_error)?;
             return change_response(tag, &result, format);
+        }
+        let answered = match &bound {
+            Some(Bound::PointRead(read, value)) => transaction
+                .point_read(read, value)
+                .await
+                .map_err(query_error)?,
+            Some(Bound::KeyJoin(join, value)) => transaction
+                .bound_key_join(join, value)
+                .await
+                .map_err(query_error)?,
+            _ => None,
+        };
+        if let Some(result) = answered {
+            return Ok(Response::Query(rows_response(
+                &result,
+                format,
+                &json_fields(&result),
+            )?));
         }
         if let Some(read) = strata_query::point_read::PointRead::parse(sql)
             && let strata_query::point_read::PointValue::Literal(value) = &read.value
@@ -1213,13 +1275,16 @@ impl ExtendedQueryHandler for StrataStatements {
                 let told = portal.parameters.is_empty()
                     || (template.control.is_none() && template.change_tag.is_some());
                 let kind = told.then(|| template.clone());
-                let parsed = match template.control.is_none() && template.change_tag.is_some() {
-                    true => self.bind_change(sql, portal)?,
-                    false => None,
+                let prepared = match (&template.control, template.change_tag) {
+                    (Some(_), _) => None,
+                    (None, Some(_)) => self
+                        .bind_change(sql, portal)?
+                        .map(|parsed| Bound::Change(Box::new(parsed))),
+                    (None, None) => self.bind_read(sql, portal)?,
                 };
                 guarded(
                     &running,
-                    self.in_block(&slot, &bound, &portal.result_column_format, kind, parsed),
+                    self.in_block(&slot, &bound, &portal.result_column_format, kind, prepared),
                 )
                 .await?
             }
@@ -1257,6 +1322,11 @@ impl ExtendedQueryHandler for StrataStatements {
 /// The point read `sql` is, if it is one (`strata_query::point_read`).
 fn point_read_of(sql: &str) -> Option<Arc<strata_query::point_read::PointRead>> {
     strata_query::point_read::PointRead::parse(sql).map(Arc::new)
+}
+
+/// The key join `sql` is, if it is one (`strata_query::key_join`).
+fn key_join_of(sql: &str) -> Option<Arc<strata_query::key_join::KeyJoin>> {
+    strata_query::key_join::KeyJoin::parse(sql).map(Arc::new)
 }
 
 /// Which columns of a result hold JSON (answered with PostgreSQL's `json` type).
