@@ -213,9 +213,11 @@ pub fn write_deletion_vector(
     })
 }
 
-/// The deletion vector `deletes` of a part of `part_rows` rows: the one this process wrote, or
-/// else read and checked ([`read_deletion_vector`]). On a server committing transactions a
-/// commit and a point read look at the vectors of the parts holding each key they look up.
+/// The deletion vector `deletes` of a part of `part_rows` rows: the one this process wrote or
+/// read already for this entry, or else read and checked ([`read_deletion_vector`]) and kept
+/// beside the entry. On a server committing transactions a commit and a point read look at the
+/// vectors of the parts holding each key they look up, and after each checkpoint the entries of
+/// durable parts come from the manifest on disk, with nothing derived.
 pub fn deletion_vector(
     table_dir: &Path,
     deletes: &PartDeletes,
@@ -223,7 +225,10 @@ pub fn deletion_vector(
 ) -> Result<Arc<DeletionVector>, FormatError> {
     match deletes.vector.get() {
         Some(vector) => Ok(vector.clone()),
-        None => read_deletion_vector(table_dir, deletes, part_rows).map(Arc::new),
+        None => {
+            let vector = read_deletion_vector(table_dir, deletes, part_rows)?;
+            Ok(deletes.vector.fill(Arc::new(vector)))
+        }
     }
 }
 
@@ -342,6 +347,27 @@ mod tests {
         );
         let wrong_count = PartDeletes { rows: 2, ..entry };
         assert!(decode_checked(&good, Path::new("p.dv"), &wrong_count, 10).is_err());
+    }
+
+    #[test]
+    fn a_vector_read_for_an_entry_loaded_from_disk_is_kept_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("parts")).unwrap();
+        let written = write_deletion_vector(dir.path(), "p.dv", &vector(&[2, 4])).unwrap();
+        // As a manifest read from disk has it: nothing derived.
+        let loaded = PartDeletes {
+            vector: Derived::default(),
+            ..written
+        };
+        let copy = loaded.clone();
+        let first = deletion_vector(dir.path(), &loaded, 10).unwrap();
+        assert_eq!(first.iter().collect::<Vec<_>>(), [2, 4]);
+        // Read once: the entry answers without the file from now on.
+        std::fs::remove_file(Manifest::part_path(dir.path(), "p.dv")).unwrap();
+        let again = deletion_vector(dir.path(), &loaded, 10).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        // A copy made before the read has its own, and goes to the file.
+        assert!(deletion_vector(dir.path(), &copy, 10).is_err());
     }
 
     #[test]
