@@ -22,6 +22,7 @@
 //! `DELETE` need a table with a key, which addresses the rows; `INSERT` works on every table.
 //! The result is one row, `count`, the documents changed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch, UInt64Array};
@@ -497,11 +498,13 @@ pub(crate) async fn conflict_updates(
     key: &TableKey,
     (target, document, condition): (&str, &str, Option<&str>),
     excluded: &[(KeyValue, String)],
+    present: Option<&BTreeMap<KeyValue, Option<String>>>,
 ) -> Result<Vec<(KeyValue, String)>, QueryError> {
     if excluded.is_empty() {
         return Ok(Vec::new());
     }
-    // Each present document read by its key: no query planned (`crate::point_update`).
+    // Each present document read by its key, or as `present` has it: no query planned
+    // (`crate::point_update`).
     let found = crate::point_update::conflict_updates(
         transaction.session(),
         transaction.schema(),
@@ -509,6 +512,7 @@ pub(crate) async fn conflict_updates(
         key,
         (target, document, condition),
         excluded,
+        present,
     )
     .await?;
     let rows: Vec<(Option<KeyValue>, Option<String>)> = match found {

@@ -11,7 +11,7 @@
 //! `CAST(… AS JSON)` makes it), whose paths, casts, `||` and `jsonb_set` read it as the planned
 //! statement's rewritten columns do. Anything else is left to the planned path (None).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
@@ -193,11 +193,34 @@ async fn document_by_key(
     Ok(Some(found))
 }
 
+/// The document of each of `keys` in `table` as `schema` reads it (a transaction's: its
+/// snapshot with its own changes), None for an absent key; None when the table cannot be read
+/// by key.
+pub(crate) async fn present_documents(
+    schema: &DataDirSchema,
+    table: &str,
+    key: &TableKey,
+    keys: &[KeyValue],
+) -> Result<Option<BTreeMap<KeyValue, Option<String>>>, QueryError> {
+    let mut present = BTreeMap::new();
+    for value in keys {
+        if present.contains_key(value) {
+            continue;
+        }
+        let Some(found) = document_by_key(schema, table, key, value).await? else {
+            return Ok(None);
+        };
+        present.insert(value.clone(), found);
+    }
+    Ok(Some(present))
+}
+
 /// `ON CONFLICT DO UPDATE SET data = <document> [WHERE <condition>]` for the documents
-/// `excluded` proposes (key, text), without a planned query: each present document is read by
-/// its key and the expressions (over `target.data` and `excluded.data`) evaluated. Per
-/// excluded document whose key is present and whose condition holds: `(key, new document
-/// text)`. None when the table cannot be read by key (the caller plans it).
+/// `excluded` proposes (key, text), without a planned query: each present document is taken
+/// from `present` (read by [`present_documents`]) or else read by its key, and the expressions
+/// (over `target.data` and `excluded.data`) evaluated. Per excluded document whose key is
+/// present and whose condition holds: `(key, new document text)`. None when the table cannot be
+/// read by key (the caller plans it).
 pub(crate) async fn conflict_updates(
     context: &SessionContext,
     schema: &DataDirSchema,
@@ -205,6 +228,7 @@ pub(crate) async fn conflict_updates(
     key: &TableKey,
     (target, document, condition): (&str, &str, Option<&str>),
     excluded: &[(KeyValue, String)],
+    present: Option<&BTreeMap<KeyValue, Option<String>>>,
 ) -> Result<Option<Vec<(KeyValue, Option<String>)>>, QueryError> {
     let relations = [target, crate::dml::EXCLUDED];
     let document = expression(
@@ -217,8 +241,12 @@ pub(crate) async fn conflict_updates(
         .transpose()?;
     let mut updates = Vec::new();
     for (value, proposed) in excluded {
-        let Some(present) = document_by_key(schema, table, key, value).await? else {
-            return Ok(None);
+        let present = match present.and_then(|present| present.get(value)) {
+            Some(found) => found.clone(),
+            None => match document_by_key(schema, table, key, value).await? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
         };
         let Some(present) = present else {
             continue;

@@ -641,7 +641,22 @@ impl Transaction {
                 on_conflict,
             } => {
                 let keys: Vec<KeyValue> = documents.iter().filter_map(|(k, _)| k.clone()).collect();
-                let in_snapshot = self.live_in_snapshot(&table, keys).await?;
+                // An upsert that updates what it finds reads each present document once, by
+                // its key in the transaction's view: that tells whether the key is held (its
+                // own changes included) and what the update starts from. Else (other policies,
+                // or a table not read by key) whether each key is live in the snapshot.
+                let present = match &on_conflict {
+                    ConflictAction::Update { .. } => {
+                        self.tables.read_keys(&table, Some(&keys))?;
+                        crate::point_update::present_documents(&self.schema, &table, &key, &keys)
+                            .await?
+                    }
+                    ConflictAction::Policy(_) => None,
+                };
+                let in_snapshot = match &present {
+                    Some(_) => BTreeSet::new(),
+                    None => self.live_in_snapshot(&table, keys).await?,
+                };
                 let policy = match &on_conflict {
                     ConflictAction::Policy(policy) => Some(*policy),
                     ConflictAction::Update { .. } => None,
@@ -655,7 +670,16 @@ impl Transaction {
                     let in_statement = statement.contains_key(&document_key)
                         || conflicting.iter().any(|(k, _)| *k == document_key);
                     let held = in_statement
-                        || tables.holds(&table, &document_key, in_snapshot.contains(&document_key));
+                        || match &present {
+                            Some(present) => {
+                                present.get(&document_key).is_some_and(Option::is_some)
+                            }
+                            None => tables.holds(
+                                &table,
+                                &document_key,
+                                in_snapshot.contains(&document_key),
+                            ),
+                        };
                     match (held, policy) {
                         (false, _) | (true, Some(OnConflict::Replace)) => {
                             statement.insert(document_key, Some(document));
@@ -693,6 +717,7 @@ impl Transaction {
                         &key,
                         (target, document, condition.as_deref()),
                         &conflicting,
+                        present.as_ref(),
                     )
                     .await?;
                     statement.extend(updates.into_iter().map(|(k, d)| (k, Some(d))));

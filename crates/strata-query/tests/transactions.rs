@@ -610,3 +610,43 @@ async fn serializable_single_statements_run_again_after_a_read_conflict() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_in_a_transaction_finds_what_its_own_changes_left() {
+    let dir = tempfile::tempdir().unwrap();
+    accounts(dir.path());
+    let session = Session::open(dir.path()).unwrap();
+    let transaction = session.begin().unwrap();
+    let upsert = |id: &str, balance: u32, condition: &str| {
+        format!(
+            r#"INSERT INTO accounts VALUES ('{{"id":"{id}","balance":{balance}}}')
+               ON CONFLICT ((data->>'id')) DO UPDATE
+               SET data = jsonb_set(accounts.data, '{{balance}}',
+                   to_jsonb((accounts.data->>'balance')::int + (EXCLUDED.data->>'balance')::int)){condition}"#
+        )
+    };
+    // Inserted by the transaction, then found by the upsert: updated.
+    transaction
+        .run(r#"INSERT INTO accounts VALUES ('{"id":"x","balance":1}')"#)
+        .await
+        .unwrap();
+    assert_eq!(count(&transaction, &upsert("x", 10, "")).await, 1);
+    // Deleted by the transaction: the upsert inserts it again.
+    transaction
+        .run("DELETE FROM accounts WHERE data->>'id' = 'a'")
+        .await
+        .unwrap();
+    assert_eq!(count(&transaction, &upsert("a", 7, "")).await, 1);
+    // Present in the snapshot, and the condition does not hold: neither updated nor inserted.
+    let not_taken = " WHERE (accounts.data->>'balance')::int > 1000";
+    assert_eq!(count(&transaction, &upsert("b", 5, not_taken)).await, 0);
+    // Present in the snapshot: updated.
+    assert_eq!(count(&transaction, &upsert("c", 5, "")).await, 1);
+    transaction.commit().await.unwrap();
+    let balances = session_texts(
+        &session,
+        "SELECT (data->>'id') || '=' || (data->>'balance') FROM accounts",
+    )
+    .await;
+    assert_eq!(balances, ["a=7", "b=100", "c=105", "x=11"]);
+}
