@@ -307,10 +307,7 @@ fn literal_value(expr: &Expr) -> Option<PointValue> {
             .parse()
             .ok()
             .map(|n| PointValue::Literal(BoundValue::Integer(n))),
-        Value::Placeholder(name) => {
-            let index: usize = name.strip_prefix('$')?.parse().ok()?;
-            (index >= 1).then_some(PointValue::Parameter(index))
-        }
+        Value::Placeholder(name) => PointValue::parameter(name),
         _ => None,
     }
 }

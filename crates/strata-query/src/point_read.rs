@@ -57,6 +57,14 @@ pub enum BoundValue {
     Integer(i64),
 }
 
+impl PointValue {
+    /// The parameter a placeholder (`$1`, `$2`, …) stands for; None for any other name.
+    pub(crate) fn parameter(name: &str) -> Option<PointValue> {
+        let index: usize = name.strip_prefix('$')?.parse().ok()?;
+        (index >= 1).then_some(PointValue::Parameter(index))
+    }
+}
+
 impl PointRead {
     /// The point read `sql` is, or None when it is any other statement.
     pub fn parse(sql: &str) -> Option<PointRead> {
@@ -209,10 +217,7 @@ impl Tokens {
 
     fn value(&mut self) -> Option<PointValue> {
         match self.next()? {
-            Token::Placeholder(name) => {
-                let index: usize = name.strip_prefix('$')?.parse().ok()?;
-                (index >= 1).then_some(PointValue::Parameter(index))
-            }
+            Token::Placeholder(name) => PointValue::parameter(name),
             Token::SingleQuotedString(text) => {
                 Some(PointValue::Literal(BoundValue::Text(text.clone())))
             }

@@ -642,12 +642,12 @@ impl Transaction {
             } => {
                 let keys: Vec<KeyValue> = documents.iter().filter_map(|(k, _)| k.clone()).collect();
                 // An upsert that updates what it finds reads each present document once, by
-                // its key in the transaction's view: that tells whether the key is held (its
-                // own changes included) and what the update starts from. Else (other policies,
-                // or a table not read by key) whether each key is live in the snapshot.
+                // its key in the transaction's view (which records the key read): that tells
+                // whether the key is held (its own changes included) and what the update starts
+                // from. Else (other policies, or a table not read by key) whether each key is
+                // live in the snapshot.
                 let present = match &on_conflict {
                     ConflictAction::Update { .. } => {
-                        self.tables.read_keys(&table, Some(&keys))?;
                         crate::point_update::present_documents(&self.schema, &table, &key, &keys)
                             .await?
                     }

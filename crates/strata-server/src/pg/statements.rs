@@ -635,11 +635,7 @@ impl StrataStatements {
             _ => None,
         };
         if let Some(result) = answered {
-            return Ok(Response::Query(rows_response(
-                &result,
-                format,
-                &json_fields(&result),
-            )?));
+            return document_rows(&result, format);
         }
         if let Some(read) = strata_query::point_read::PointRead::parse(sql)
             && let strata_query::point_read::PointValue::Literal(value) = &read.value
@@ -649,18 +645,10 @@ impl StrataStatements {
                 .map_err(query_error)?
         {
             // Parameters were bound into the statement's text as literals (`bind`).
-            return Ok(Response::Query(rows_response(
-                &result,
-                format,
-                &json_fields(&result),
-            )?));
+            return document_rows(&result, format);
         }
         if let Some(result) = transaction.key_join(sql).await.map_err(query_error)? {
-            return Ok(Response::Query(rows_response(
-                &result,
-                format,
-                &json_fields(&result),
-            )?));
+            return document_rows(&result, format);
         }
         let frame = transaction.sql(sql).await.map_err(query_error)?;
         let response =
@@ -891,6 +879,15 @@ fn change_response(
         Some(rows) => Tag::new(tag).with_rows(rows),
         None => Tag::new(tag),
     }))
+}
+
+/// A query's rows read by key (documents, typed `json` where they are JSON) as its response.
+fn document_rows(result: &strata_query::QueryResult, format: &Format) -> PgWireResult<Response> {
+    Ok(Response::Query(rows_response(
+        result,
+        format,
+        &json_fields(result),
+    )?))
 }
 
 /// The rows of `result` as a query response, the columns `json` marks typed `json`.
