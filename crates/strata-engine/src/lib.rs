@@ -27,6 +27,7 @@ pub mod retention;
 pub mod selfcheck;
 pub mod settings;
 pub mod table;
+mod table_names;
 pub mod transaction;
 pub mod wal;
 

@@ -9,14 +9,16 @@
 //! - `TABLE/.readers`: readers hold it shared from before they read the manifest until they have
 //!   read their last part (the read lease). A retired part (replaced by a merge) is deleted by
 //!   the first writer that gets this lock exclusively without waiting: then no reader can hold
-//!   a manifest that still lists the part, and every later reader reads a newer one.
+//!   a manifest that still lists the part, and every later reader reads a newer one. A
+//!   process's readers of a table share one locked file while any of them reads
+//!   (`DataDir::read_lease`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use strata_format::checksum::CHECKSUM_SUFFIX;
@@ -27,12 +29,17 @@ use strata_json::reconstruct::DocumentWriter;
 
 use crate::error::EngineError;
 use crate::settings::{SettingChange, apply_changes};
+use crate::table_names::TableNames;
 
 /// The root directory holding all tables.
 #[derive(Clone)]
 pub struct DataDir {
     root: PathBuf,
     on_lock_wait: Option<Arc<LockWaitNotice>>,
+    /// Shared by the clones of this value (`crate::table_names`).
+    names: Arc<TableNames>,
+    /// The lease files this process holds locked for its readers, by table directory.
+    leases: Arc<Mutex<HashMap<PathBuf, Weak<fs::File>>>>,
 }
 
 /// Called when a writer has to wait for another writer's lock.
@@ -103,7 +110,8 @@ impl Drop for WriteLock {
 /// lease is held, parts retired by merges stay on disk (see the module docs).
 #[derive(Debug)]
 pub struct ReadLease {
-    _file: fs::File,
+    /// Shared by the process's leases of the table (`DataDir::locked_lease_file`).
+    _file: Arc<fs::File>,
     /// This process's readers of held files (ADR 0017) are told apart by epoch instead.
     _held: strata_format::held::Reader,
 }
@@ -126,6 +134,8 @@ impl DataDir {
         DataDir {
             root: root.into(),
             on_lock_wait: None,
+            names: Arc::default(),
+            leases: Arc::default(),
         }
     }
 
@@ -174,28 +184,10 @@ impl DataDir {
         Manifest::load_shared(&dir)?.ok_or_else(|| EngineError::NoSuchTable(table.to_owned()))
     }
 
-    /// Names of all tables (directories holding a manifest), sorted.
+    /// Names of all tables (directories holding a manifest), sorted; listed again only when the
+    /// data directory may have changed (`crate::table_names`).
     pub fn table_names(&self) -> Result<Vec<String>, EngineError> {
-        let entries = match fs::read_dir(&self.root) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(EngineError::io(&self.root, e)),
-        };
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| EngineError::io(&self.root, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if entry
-                .path()
-                .join(strata_format::manifest::MANIFEST_FILE)
-                .exists()
-                && validate_table_name(&name).is_ok()
-            {
-                names.push(name);
-            }
-        }
-        names.sort();
-        Ok(names)
+        self.names.of(&self.root)
     }
 
     /// Every table with what its (validated) manifest says, or why it cannot be read: one
@@ -316,6 +308,22 @@ impl DataDir {
     pub fn read_lease(&self, table: &str) -> Result<Option<ReadLease>, EngineError> {
         let table_dir = self.table_dir(table)?;
         let held = strata_format::held::reader(&table_dir.join(PARTS_DIR));
+        Ok(self.locked_lease_file(&table_dir)?.map(|file| ReadLease {
+            _file: file,
+            _held: held,
+        }))
+    }
+
+    /// The lease file of `table_dir` locked shared: the one this process's readers hold
+    /// already, or opened and locked now. A shared lock of one open file serves every reader
+    /// of the process as well as a lock each (a writer's exclusive lock waits for all of
+    /// them either way), and opening and locking a file for each of a transaction's tables
+    /// cost more than the rest of its `BEGIN`.
+    fn locked_lease_file(&self, table_dir: &Path) -> Result<Option<Arc<fs::File>>, EngineError> {
+        let leases = || self.leases.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(file) = leases().get(table_dir).and_then(Weak::upgrade) {
+            return Ok(Some(file));
+        }
         let path = table_dir.join(READERS_FILE);
         let file = match fs::File::open(&path) {
             Ok(file) => file,
@@ -332,11 +340,14 @@ impl DataDir {
             }
             Err(_) => return Ok(None),
         };
+        // Locked without the map's mutex: a writer collecting garbage holds the lock
+        // exclusively for a moment, and other tables' readers need not wait for it.
         file.lock_shared().map_err(|e| EngineError::io(&path, e))?;
-        Ok(Some(ReadLease {
-            _file: file,
-            _held: held,
-        }))
+        let file = Arc::new(file);
+        let mut leases = leases();
+        leases.retain(|_, held| held.strong_count() > 0);
+        leases.insert(table_dir.to_owned(), Arc::downgrade(&file));
+        Ok(Some(file))
     }
 
     /// Announces a merge that writes parts before it takes the writer lock to commit them; fails
@@ -374,6 +385,11 @@ impl DataDir {
         fs::remove_file(&manifest).map_err(|e| EngineError::io(&manifest, e))?;
         strata_format::manifest::sync_dir(&dir)?;
         crate::transaction::logged::forget(&dir);
+        // A table created again under this name has a lease file of its own.
+        self.leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&dir);
         remove_table_dir(&dir)?;
         drop(lock);
         Ok(true)

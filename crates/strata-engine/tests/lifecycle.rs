@@ -447,6 +447,46 @@ fn retired_parts_are_deleted_once_no_reader_holds_a_lease() {
     assert_eq!(dir.manifest("t").unwrap().rows(), 5);
 }
 
+/// A process's readers of a table share one locked lease file; a table dropped and created
+/// again under its name gets a lease of its own, not the dropped table's file.
+#[test]
+fn a_lease_of_a_table_created_again_protects_the_new_tables_parts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path().join("db"));
+    let load_three = |from: usize| {
+        for i in from..from + 3 {
+            let input = write(
+                tmp.path(),
+                &format!("{i}.ndjson"),
+                &format!("{{\"i\":{i}}}\n"),
+            );
+            load(&dir, "t", input, &no_merge());
+        }
+    };
+    load_three(0);
+    let first = dir.read_lease("t").unwrap().unwrap();
+    let second = dir.clone().read_lease("t").unwrap().unwrap();
+    drop(first);
+    let summary = merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
+    assert_eq!(summary.retired_kept, 3, "the second reader still reads");
+    drop(second);
+
+    let old = dir.read_lease("t").unwrap().unwrap();
+    assert!(dir.drop_table("t").unwrap());
+    load_three(3);
+    let new = dir.read_lease("t").unwrap().unwrap();
+    drop(old);
+    let summary = merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
+    assert_eq!(
+        (summary.inputs_merged, summary.retired_kept),
+        (3, 3),
+        "the new table's reader holds its parts"
+    );
+    drop(new);
+    let summary = merge_parts(&dir, "t", &MergeOptions::default()).unwrap();
+    assert_eq!(summary.retired_kept, 0);
+}
+
 /// The server parses a request once and writes the parsed documents later: that must commit
 /// exactly what loading the lines commits — counts, rejects (line, offset, text) and documents,
 /// across several parts.

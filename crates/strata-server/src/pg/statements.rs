@@ -617,8 +617,7 @@ impl StrataStatements {
                 Some(Bound::Change(parsed)) => Some(*parsed),
                 _ => None,
             };
-            let result = transaction
-                .run_parsed(sql, parsed)
+            let result = Box::pin(transaction.run_parsed(sql, parsed))
                 .await
                 .map_err(query_error)?;
             return change_response(tag, &result, format);
@@ -647,14 +646,21 @@ impl StrataStatements {
             // Parameters were bound into the statement's text as literals (`bind`).
             return document_rows(&result, format);
         }
-        if let Some(result) = transaction.key_join(sql).await.map_err(query_error)? {
+        if let Some(result) = Box::pin(transaction.key_join(sql))
+            .await
+            .map_err(query_error)?
+        {
             return document_rows(&result, format);
         }
-        let frame = transaction.sql(sql).await.map_err(query_error)?;
-        let response =
+        // Boxed, as is every statement's work below `do_query`: a future holds its largest
+        // branch inline, and pgwire moves `do_query`'s future into a box for every statement
+        // (a copy of all of it), while planning a query through DataFusion is rare here.
+        let planned = Box::pin(async {
+            let frame = transaction.sql(sql).await.map_err(query_error)?;
             datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe(frame, format, None)
-                .await?;
-        Ok(Response::Query(response))
+                .await
+        });
+        Ok(Response::Query(planned.await?))
     }
 
     /// `BEGIN`, `COMMIT`, `ROLLBACK` and the rest (see `super::transactions`).
@@ -1281,7 +1287,13 @@ impl ExtendedQueryHandler for StrataStatements {
                 };
                 guarded(
                     &running,
-                    self.in_block(&slot, &bound, &portal.result_column_format, kind, prepared),
+                    Box::pin(self.in_block(
+                        &slot,
+                        &bound,
+                        &portal.result_column_format,
+                        kind,
+                        prepared,
+                    )),
                 )
                 .await?
             }
@@ -1293,11 +1305,17 @@ impl ExtendedQueryHandler for StrataStatements {
                 };
                 guarded(
                     &running,
-                    self.change_table(&slot, &bound, tag, &portal.result_column_format, parsed),
+                    Box::pin(self.change_table(
+                        &slot,
+                        &bound,
+                        tag,
+                        &portal.result_column_format,
+                        parsed,
+                    )),
                 )
                 .await?
             }
-            None => match guarded(&running, self.point_read(portal)).await? {
+            None => match guarded(&running, Box::pin(self.point_read(portal))).await? {
                 Some(response) => response,
                 None => {
                     guarded(
