@@ -840,10 +840,31 @@ impl Transaction {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let summary = dml::blocking(move || {
-            strata_engine::transaction::commit_announced(&data_dir, &writes, writer)
-        })
-        .await?;
+        // Awaited as a task: only the committer that leads the batch takes a blocking thread
+        // (`strata_engine::transaction::group`).
+        let (sender, outcome) = tokio::sync::oneshot::channel();
+        let done: strata_engine::transaction::Completion = Box::new(move |result| {
+            // The receiver is gone only when the statement was cancelled: the commit's
+            // outcome then has nobody to tell.
+            let _ = sender.send(result);
+        });
+        if let Some(leader) =
+            strata_engine::transaction::queue_commit(&data_dir, &writes, writer, done)
+        {
+            // Not awaited: the batch commits the others' transactions too, whatever becomes
+            // of this statement.
+            drop(tokio::task::spawn_blocking(move || {
+                strata_json::run_with_deep_stack(move || leader.run())
+            }));
+        }
+        let summary = outcome
+            .await
+            .map_err(|_| {
+                QueryError::Engine(EngineError::Invalid(
+                    "the commit's batch ended without an outcome".into(),
+                ))
+            })?
+            .map_err(QueryError::from)?;
         if let Some(observer) = &self.on_commit {
             for table in &summary.tables {
                 observer(table);

@@ -2,10 +2,12 @@
 //! together, so that N concurrent commits cost about one part write and one manifest commit per
 //! table instead of N (the writer locks and fsyncs that would otherwise serialise them).
 //!
-//! A committer queues its writes and waits. The first waiter that finds no batch running
-//! becomes the leader: it takes every queued commit of its data directory, runs
-//! [`super::commit_batch`] and hands each its outcome; commits queued meanwhile form the next
-//! batch. A transaction's outcome is exactly what committing it alone would give, except that a
+//! A committer queues its writes with what to do with its outcome ([`Completion`]). The first
+//! committer that finds no batch running for its data directory becomes the leader: it takes
+//! every queued commit of the directory, runs [`super::commit_batch`] and hands each its
+//! outcome, and goes on with the commits queued meanwhile until none is left. The others do not
+//! wait on a thread of their own: a server's transaction awaits its outcome as a task, so a
+//! commit costs no blocking thread and no thread switch unless it leads. A transaction's outcome is exactly what committing it alone would give, except that a
 //! transaction writing a key an earlier one of its batch wrote fails with a write conflict (it
 //! could not have seen that write), and a batch whose writing fails fails every transaction in it.
 //!
@@ -20,26 +22,27 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{CommitSummary, TableWrite, commit_batch};
 use crate::error::EngineError;
 use crate::table::DataDir;
 
+/// Told the outcome of a queued commit, on the leader's thread (it must not block).
+pub type Completion = Box<dyn FnOnce(Result<CommitSummary, EngineError>) + Send>;
+
 struct Queued {
-    id: u64,
     data_dir: DataDir,
     writes: BTreeMap<String, TableWrite>,
+    done: Completion,
 }
 
 #[derive(Default)]
 struct State {
     queue: Vec<Queued>,
-    /// Data directories with a batch running (one batch per directory at a time).
+    /// Data directories with a leader (one batch per directory at a time).
     running: Vec<PathBuf>,
-    outcomes: HashMap<u64, Result<CommitSummary, EngineError>>,
-    next_id: u64,
     /// Per data directory: the [`OpenWriter`]s alive (transactions with changes buffered that
     /// have not been queued to commit).
     open_writers: HashMap<PathBuf, usize>,
@@ -48,16 +51,18 @@ struct State {
 }
 
 impl State {
+    fn queued_for(&self, root: &PathBuf) -> usize {
+        self.queue
+            .iter()
+            .filter(|q| q.data_dir.root() == root)
+            .count()
+    }
+
     /// Whether the leader of `root`'s next batch should wait for more commits: some writer of
     /// `root` is still open, and the batch is not full.
     fn expects_more(&self, root: &PathBuf) -> bool {
         self.open_writers.get(root).is_some_and(|open| *open > 0)
-            && self
-                .queue
-                .iter()
-                .filter(|q| q.data_dir.root() == root)
-                .count()
-                < MAX_BATCH
+            && self.queued_for(root) < MAX_BATCH
     }
 
     fn writer_left(&mut self, root: &PathBuf) {
@@ -73,8 +78,6 @@ impl State {
 #[derive(Default)]
 struct Group {
     state: Mutex<State>,
-    /// Outcomes were handed out, or a batch ended: committers look again.
-    changed: Condvar,
     /// A commit was queued or an open writer left: waiting leaders look again.
     arrived: Condvar,
 }
@@ -156,84 +159,144 @@ impl Group {
     }
 }
 
-/// Commits `writes` (non-empty) with whatever else is committing now (see the module docs);
-/// `writer`, when the transaction announced itself, stops being open as its commit is queued.
-pub(super) fn submit(
+/// The duty of committing a data directory's queued batches, handed to the committer that
+/// found no batch running: [`Leader::run`] it on a thread with a deep stack (commits shred
+/// documents). Dropped without running, it runs where it is dropped, so that the commits it
+/// owes are never stranded.
+#[must_use = "the queued commits wait until the leader runs"]
+pub struct Leader {
+    data_dir: Option<DataDir>,
+}
+
+impl Leader {
+    /// Commits the directory's queued batches until none is left, then stops leading.
+    pub fn run(mut self) {
+        if let Some(data_dir) = self.data_dir.take() {
+            lead(&data_dir);
+        }
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        if let Some(data_dir) = self.data_dir.take() {
+            lead(&data_dir);
+        }
+    }
+}
+
+/// Queues `writes` (non-empty) to be committed with whatever else commits now (see the module
+/// docs), `done` told the outcome; `writer`, when the transaction announced itself, stops being
+/// open. Returns the [`Leader`] when no batch of the directory is running.
+pub(super) fn enqueue(
     data_dir: &DataDir,
     writes: BTreeMap<String, TableWrite>,
     writer: Option<OpenWriter>,
-) -> Result<CommitSummary, EngineError> {
+    done: Completion,
+) -> Option<Leader> {
     let group = group();
     let mut state = group.lock();
     if let Some(mut writer) = writer {
         writer.leave(&mut state);
     }
-    let id = state.next_id;
-    state.next_id += 1;
     state.queue.push(Queued {
-        id,
         data_dir: data_dir.clone(),
         writes,
+        done,
     });
     if state.waiting_leaders > 0 {
         group.arrived.notify_all();
     }
-    let root = data_dir.root().to_owned();
+    let root = data_dir.root();
+    if state.running.iter().any(|r| r == root) {
+        return None;
+    }
+    state.running.push(root.to_owned());
+    Some(Leader {
+        data_dir: Some(data_dir.clone()),
+    })
+}
+
+/// Queues `writes` and waits for their outcome on this thread, leading when it must.
+pub(super) fn submit(
+    data_dir: &DataDir,
+    writes: BTreeMap<String, TableWrite>,
+    writer: Option<OpenWriter>,
+) -> Result<CommitSummary, EngineError> {
+    type Slot = (Mutex<Option<Result<CommitSummary, EngineError>>>, Condvar);
+    let slot: Arc<Slot> = Arc::default();
+    let filled = slot.clone();
+    let done: Completion = Box::new(move |outcome| {
+        *filled.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        filled.1.notify_all();
+    });
+    if let Some(leader) = enqueue(data_dir, writes, writer, done) {
+        leader.run();
+    }
+    let mut outcome = slot.0.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
-        if let Some(outcome) = state.outcomes.remove(&id) {
+        if let Some(outcome) = outcome.take() {
             return outcome;
         }
-        if !state.running.contains(&root) && state.queue.iter().any(|q| q.id == id) {
-            // Lead: wait a moment for the open writers' commits, then take every commit
-            // queued for this directory.
-            state.running.push(root.clone());
-            let deadline = Instant::now() + commit_delay();
-            while state.expects_more(&root) {
-                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                    break;
-                };
-                state.waiting_leaders += 1;
-                state = group
-                    .arrived
-                    .wait_timeout(state, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-                state.waiting_leaders -= 1;
-            }
-            let (batch, rest): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut state.queue)
-                .into_iter()
-                .partition(|q| q.data_dir.root() == root);
-            state.queue = rest;
-            drop(state);
-            let ids: Vec<u64> = batch.iter().map(|q| q.id).collect();
-            let writes: Vec<BTreeMap<String, TableWrite>> =
-                batch.into_iter().map(|q| q.writes).collect();
-            // A panic here would strand the waiters: it is turned into each one's error.
-            let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                commit_batch(data_dir, &writes)
-            }))
-            .unwrap_or_else(|_| {
-                writes
-                    .iter()
-                    .map(|_| {
-                        Err(EngineError::Invalid(
-                            "a transaction commit panicked; nothing of its batch is known to be \
-                             committed"
-                                .into(),
-                        ))
-                    })
-                    .collect()
-            });
-            state = group.lock();
+        outcome = slot.1.wait(outcome).unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+/// Commits `data_dir`'s queued batches until none is left: for each, waits a moment for the
+/// open writers' commits, then takes every commit queued for the directory.
+fn lead(data_dir: &DataDir) {
+    let root = data_dir.root().to_owned();
+    let group = group();
+    loop {
+        let mut state = group.lock();
+        if state.queued_for(&root) == 0 {
             state.running.retain(|r| *r != root);
-            state.outcomes.extend(ids.into_iter().zip(outcomes));
-            group.changed.notify_all();
-            continue;
+            return;
         }
-        state = group
-            .changed
-            .wait(state)
-            .unwrap_or_else(PoisonError::into_inner);
+        let deadline = Instant::now() + commit_delay();
+        while state.expects_more(&root) {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            state.waiting_leaders += 1;
+            state = group
+                .arrived
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            state.waiting_leaders -= 1;
+        }
+        let (batch, rest): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut state.queue)
+            .into_iter()
+            .partition(|q| q.data_dir.root() == root);
+        state.queue = rest;
+        drop(state);
+        let (writes, dones): (Vec<BTreeMap<String, TableWrite>>, Vec<Completion>) =
+            batch.into_iter().map(|q| (q.writes, q.done)).unzip();
+        // A panic here would strand the committers: it is turned into each one's error.
+        let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            commit_batch(data_dir, &writes)
+        }))
+        .unwrap_or_else(|_| {
+            writes
+                .iter()
+                .map(|_| {
+                    Err(EngineError::Invalid(
+                        "a transaction commit panicked; nothing of its batch is known to be \
+                         committed"
+                            .into(),
+                    ))
+                })
+                .collect()
+        });
+        let mut outcomes = outcomes.into_iter();
+        for done in dones {
+            done(outcomes.next().unwrap_or_else(|| {
+                Err(EngineError::Invalid(
+                    "a batch commit gave fewer outcomes than it had transactions".into(),
+                ))
+            }));
+        }
     }
 }
 
@@ -243,8 +306,8 @@ mod tests {
     use std::thread::JoinHandle;
 
     use super::*;
-    use crate::transaction::commit_announced;
     use crate::transaction::tests::{keyed_table, upsert};
+    use crate::transaction::{commit_announced, queue_commit};
 
     /// The commit delay is the process's: tests that set it take turns, and put it back.
     struct Delay {
@@ -305,6 +368,75 @@ mod tests {
         assert_eq!(second.join().unwrap().unwrap().written, 1);
         // One batch: one commit of the table for both.
         assert_eq!(data_dir.manifest("a").unwrap().version, before + 1);
+    }
+
+    #[test]
+    fn queued_commits_are_told_their_outcomes_by_the_one_leader() {
+        let _delay = Delay::set(Duration::ZERO);
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        keyed_table(&data_dir, "a", &[r#"{"id":1,"v":0}"#, r#"{"id":2,"v":0}"#]);
+        let before = data_dir.manifest("a").unwrap().version;
+        let (told, outcomes) = std::sync::mpsc::channel();
+        let done = |n: u32| -> Completion {
+            let told = told.clone();
+            Box::new(move |outcome| told.send((n, outcome)).unwrap())
+        };
+        let leader = queue_commit(
+            &data_dir,
+            &upsert(&data_dir, "a", 1, r#"{"id":1,"v":1}"#),
+            None,
+            done(1),
+        )
+        .expect("the first committer leads");
+        let second = queue_commit(
+            &data_dir,
+            &upsert(&data_dir, "a", 2, r#"{"id":2,"v":2}"#),
+            None,
+            done(2),
+        );
+        assert!(second.is_none(), "a leader is already there");
+        assert!(
+            outcomes.try_recv().is_err(),
+            "nothing commits before the leader runs"
+        );
+        run_on_thread(leader);
+        let mut told: Vec<(u32, u64)> = outcomes
+            .try_iter()
+            .map(|(n, outcome)| (n, outcome.unwrap().written))
+            .collect();
+        told.sort();
+        assert_eq!(told, [(1, 1), (2, 1)]);
+        assert_eq!(
+            data_dir.manifest("a").unwrap().version,
+            before + 1,
+            "one batch"
+        );
+
+        // Once the leader found nothing more to commit, the next committer leads.
+        let leader = queue_commit(
+            &data_dir,
+            &upsert(&data_dir, "a", 1, r#"{"id":1,"v":3}"#),
+            None,
+            done(3),
+        )
+        .expect("nobody leads any more");
+        run_on_thread(leader);
+        assert_eq!(outcomes.try_recv().unwrap().1.unwrap().written, 1);
+        // A commit of nothing is told at once, and leads nothing.
+        let nothing = queue_commit(&data_dir, &BTreeMap::new(), None, done(4));
+        assert!(nothing.is_none());
+        assert_eq!(outcomes.try_recv().unwrap().1.unwrap().written, 0);
+    }
+
+    /// Runs a leader on a thread with a deep stack, as commits need.
+    fn run_on_thread(leader: Leader) {
+        std::thread::Builder::new()
+            .stack_size(strata_json::DEEP_STACK_BYTES)
+            .spawn(move || leader.run())
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

@@ -44,7 +44,7 @@ use crate::error::EngineError;
 use crate::part_writing::{shred_options, write_shredded};
 use crate::table::{DataDir, WriteLock, new_part_file};
 
-pub use group::{DEFAULT_COMMIT_DELAY, OpenWriter, set_commit_delay};
+pub use group::{Completion, DEFAULT_COMMIT_DELAY, Leader, OpenWriter, set_commit_delay};
 pub use view::{PrivateView, stage_view};
 
 /// The net change of one transaction to one table.
@@ -151,15 +151,43 @@ pub fn commit_announced(
     writes: &BTreeMap<String, TableWrite>,
     writer: Option<OpenWriter>,
 ) -> Result<CommitSummary, EngineError> {
-    if writes.values().all(|write| write.changes.is_empty()) {
-        return Ok(CommitSummary::default());
+    match checked_writes(writes) {
+        None => Ok(CommitSummary::default()),
+        Some(checked) => group::submit(data_dir, checked, writer),
     }
-    let checked: BTreeMap<String, TableWrite> = writes
-        .iter()
-        .filter(|(_, write)| !write.changes.is_empty() || !write.reads.is_empty())
-        .map(|(table, write)| (table.clone(), write.clone()))
-        .collect();
-    group::submit(data_dir, checked, writer)
+}
+
+/// [`commit_announced`] without waiting on this thread: `done` is told the outcome, on the
+/// thread that commits the batch. Returns the [`Leader`] when the caller must commit the batch
+/// (`Leader::run`, where `strata_engine::ingest` may run).
+pub fn queue_commit(
+    data_dir: &DataDir,
+    writes: &BTreeMap<String, TableWrite>,
+    writer: Option<OpenWriter>,
+    done: Completion,
+) -> Option<Leader> {
+    match checked_writes(writes) {
+        None => {
+            drop(writer);
+            done(Ok(CommitSummary::default()));
+            None
+        }
+        Some(checked) => group::enqueue(data_dir, checked, writer, done),
+    }
+}
+
+/// The tables a commit writes or checks; None when it changes nothing.
+fn checked_writes(writes: &BTreeMap<String, TableWrite>) -> Option<BTreeMap<String, TableWrite>> {
+    if writes.values().all(|write| write.changes.is_empty()) {
+        return None;
+    }
+    Some(
+        writes
+            .iter()
+            .filter(|(_, write)| !write.changes.is_empty() || !write.reads.is_empty())
+            .map(|(table, write)| (table.clone(), write.clone()))
+            .collect(),
+    )
 }
 
 /// Commits several transactions' writes together, in order: each is checked for write
