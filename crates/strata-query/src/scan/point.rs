@@ -130,6 +130,10 @@ pub async fn read_documents(
     )?)
 }
 
+/// A granule of at most this many rows is rebuilt whole when one of its rows is read: a part
+/// that transactions committed holds a few documents of each, about to be read by key again.
+const MAX_REBUILT_GRANULE_ROWS: u64 = 512;
+
 /// A granule whose columns would take more than this decoded (by the row group's uncompressed
 /// size) is not decoded whole for a point read: its rows asked for are read alone.
 const MAX_KEPT_GRANULE_BYTES: u64 = 4 * 1024 * 1024;
@@ -138,9 +142,10 @@ const MAX_KEPT_GRANULE_BYTES: u64 = 4 * 1024 * 1024;
 /// the one column of `schema`.
 ///
 /// Rows are read granule by granule (the rows a data page holds at most, `GRANULE_ROWS`):
-/// decoding a page costs about the same for one row as for all of them, so a granule small
-/// enough is decoded whole and kept in the session's cache (`PartMetadataCache::granule`), and
-/// the next point read of any of its rows rebuilds the document from it without decoding —
+/// decoding a page costs about the same for one row as for all of them. A granule of a few
+/// rows is rebuilt whole and its documents kept (`PartMetadataCache::document`); a larger one
+/// small enough is decoded whole and kept in the session's cache (`PartMetadataCache::granule`),
+/// and the next point read of any of its rows rebuilds the document from it without decoding —
 /// as a page cache serves a database's neighbouring rows.
 async fn read_rows(
     source: &PointSource<'_>,
@@ -183,7 +188,37 @@ async fn read_rows(
         let count = rest.iter().take_while(|&&row| row < granule.end).count();
         let (here, after) = rest.split_at(count);
         rest = after;
-        let batches = if *decoded_bytes <= MAX_KEPT_GRANULE_BYTES {
+        let granule_rows = granule.end - granule.start;
+        let batches = if granule_rows <= MAX_REBUILT_GRANULE_ROWS {
+            // A small granule (a transaction's part) is rebuilt whole, its other documents
+            // kept for the point reads that follow: taking one row from it costs more than
+            // rebuilding a document.
+            let read = read_ranges(source, &part, &plans, std::slice::from_ref(granule)).await?;
+            let mut row = granule.start;
+            let mut wanted = here.iter().peekable();
+            for batch in &read {
+                for document in rebuilt_documents(batch, &plans, schema, table, &part)? {
+                    if wanted.next_if_eq(&&row).is_some() {
+                        documents.push(document);
+                    } else {
+                        metadata_cache.keep_document(path, row, Arc::new(document));
+                    }
+                    row += 1;
+                }
+            }
+            if row != granule.end {
+                return Err(part_error(
+                    table,
+                    &part.path,
+                    DataFusionError::Internal(format!(
+                        "granule at row {} read as {} rows",
+                        granule.start,
+                        row - granule.start
+                    )),
+                ));
+            }
+            Vec::new()
+        } else if *decoded_bytes <= MAX_KEPT_GRANULE_BYTES {
             let whole = match metadata_cache.granule(path, granule.start) {
                 Some(batch) => batch,
                 None => {
@@ -214,20 +249,7 @@ async fn read_rows(
             read_ranges(source, &part, &plans, &access_plan::row_ranges(here)).await?
         };
         for batch in batches {
-            let built = build_outputs(&batch, &plans, schema)
-                .map_err(|e| part_error(table, &part.path, e))?;
-            let column = arrow::compute::cast(built.column(0), &DataType::Utf8)?;
-            let text = column.as_string::<i32>();
-            for i in 0..text.len() {
-                if text.is_null(i) {
-                    return Err(part_error(
-                        table,
-                        &part.path,
-                        DataFusionError::Internal("a row rebuilt no document".into()),
-                    ));
-                }
-                documents.push(text.value(i).to_owned());
-            }
+            documents.extend(rebuilt_documents(&batch, &plans, schema, table, &part)?);
         }
     }
     if documents.len() != rows.len() {
@@ -242,6 +264,31 @@ async fn read_rows(
         ));
     }
     Ok(documents)
+}
+
+/// The documents of `batch`'s rows (read from `part` with `plans`), built as the one column of
+/// `schema`.
+fn rebuilt_documents(
+    batch: &RecordBatch,
+    plans: &[super::read::OutputPlan],
+    schema: &SchemaRef,
+    table: &str,
+    part: &PartInScan,
+) -> Result<Vec<String>> {
+    let built =
+        build_outputs(batch, plans, schema).map_err(|e| part_error(table, &part.path, e))?;
+    let column = arrow::compute::cast(built.column(0), &DataType::Utf8)?;
+    let text = column.as_string::<i32>();
+    (0..text.len())
+        .map(|i| match text.is_null(i) {
+            true => Err(part_error(
+                table,
+                &part.path,
+                DataFusionError::Internal("a row rebuilt no document".into()),
+            )),
+            false => Ok(text.value(i).to_owned()),
+        })
+        .collect()
 }
 
 /// The granules of a part, each with the bytes its columns take uncompressed (its share of its
