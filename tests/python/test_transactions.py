@@ -547,3 +547,38 @@ def test_a_block_left_idle_past_the_timeout_is_rolled_back_and_its_connection_cl
         assert value(outside, "SELECT count(*) FROM t") == 1
         busy.close()
         outside.close()
+
+
+@pytest.mark.parametrize("protocol", ["simple", "extended"])
+def test_a_commit_waiting_for_its_group_leaves_its_query_slot_to_others(tmp_path, protocol):
+    # One query slot, and a group commit that waits (up to 30 s) for transactions with changes
+    # buffered: the second block's COMMIT waits for the first block. The first block's next
+    # statement must not wait for the slot that COMMIT would hold: it runs, then commits, and
+    # only then can the waiting COMMIT end.
+    config = "[limits]\nmax_concurrent_queries = 1\n[wal]\ncommit_delay_us = 30000000\n"
+    with Server(tmp_path / "db", config=config) as server:
+        server.ingest("t", ndjson([{"id": 1}]), query="?key=id:integer")
+        first = psycopg.connect(server.dsn())
+        second = psycopg.connect(server.dsn())
+        first.execute("INSERT INTO t VALUES (%s)", (json.dumps({"id": 2}),))
+        second.execute("INSERT INTO t VALUES (%s)", (json.dumps({"id": 3}),))
+        order = []
+
+        def commit_second():
+            if protocol == "simple":
+                second.commit()  # psycopg sends COMMIT as a simple query
+            else:
+                second.execute("COMMIT", prepare=True)  # a prepared statement: the extended protocol
+            order.append("second committed")
+
+        committing = threading.Thread(target=commit_second)
+        committing.start()
+        time.sleep(0.5)
+        assert value(first, "SELECT count(*) FROM t WHERE data->>'id' = '2'") == 1
+        order.append("first read")
+        first.commit()
+        committing.join(timeout=60)
+        assert order == ["first read", "second committed"]
+        assert value(first, "SELECT count(*) FROM t") == 3
+        first.close()
+        second.close()

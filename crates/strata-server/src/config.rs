@@ -106,7 +106,8 @@ pub struct Limits {
     pub max_line_bytes: usize,
     /// Open connections per protocol; more are refused (HTTP 503, PostgreSQL SQLSTATE 53300).
     pub max_connections: usize,
-    /// Statements running at once over both protocols; more wait for a slot.
+    /// Statements running at once over both protocols; more wait for a slot. A `COMMIT`
+    /// gives its slot back while it waits for its group commit.
     pub max_concurrent_queries: usize,
     /// A statement running longer is cancelled (SQLSTATE 57014).
     pub query_timeout_secs: f64,
