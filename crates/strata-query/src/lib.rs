@@ -15,6 +15,7 @@ pub mod group_count;
 mod insert_values;
 pub mod jsonb;
 pub mod key_join;
+mod known_fields;
 pub mod late_documents;
 pub mod literal_typing;
 pub mod memory;

@@ -138,7 +138,10 @@ fn expression(
             .build(),
     );
     let logical = simplifier.simplify(simplifier.coerce(logical, &qualified)?)?;
-    let physical = context.create_physical_expr(logical, &qualified)?;
+    let physical = crate::known_fields::with_known_fields(
+        context.create_physical_expr(logical, &qualified)?,
+        &schema,
+    )?;
     let compiled = (schema, physical);
     let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
     if cache.len() >= MAX_CACHED_EXPRESSIONS {
