@@ -13,25 +13,22 @@
 //! being created, or one whose creation was interrupted), which are looked at again on every
 //! call.
 //!
-//! Invariant: a kept listing is answered only while the data directory's modification time is
-//! the one read before it was listed, and only when that time was at least `SETTLED` older than
-//! the listing. File systems keep modification times at a clock tick's granularity, so a change
-//! made within the tick after a listing may leave the time as it was; a listing of a directory
-//! that had not changed for `SETTLED` before it was taken cannot meet such a change unseen.
+//! Invariant: a kept listing is answered only while the data directory's stamp
+//! (`strata_format::stamp`: identity and modification time) is the one read before it was
+//! listed, and that stamp was settled: a change made within the clock tick after a listing may
+//! leave the modification time as it was, and a listing of a directory that had not changed for
+//! a while before it was taken cannot meet such a change unseen.
 
 use std::fs;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use strata_format::manifest::MANIFEST_FILE;
+use strata_format::stamp::Stamp;
 
 use crate::error::EngineError;
 use crate::table::validate_table_name;
-
-/// How much older than a listing the directory's modification time must be for the listing to
-/// be kept (see the module docs): far above any file system's timestamp granularity.
-const SETTLED: Duration = Duration::from_secs(1);
 
 /// The kept listing of one data directory (see the module docs).
 #[derive(Default)]
@@ -40,7 +37,8 @@ pub(crate) struct TableNames {
 }
 
 struct Listing {
-    modified: SystemTime,
+    /// The data directory's stamp, read just before it was listed.
+    stamp: Option<Stamp>,
     /// Table names, sorted.
     names: Vec<String>,
     /// Entries with a valid table name and no manifest when listed.
@@ -50,15 +48,19 @@ struct Listing {
 impl TableNames {
     /// The names of the tables in `root`, sorted.
     pub(crate) fn of(&self, root: &Path) -> Result<Vec<String>, EngineError> {
-        let modified = match fs::metadata(root) {
-            Ok(metadata) => metadata.modified().map_err(|e| EngineError::io(root, e))?,
+        let read_at = SystemTime::now();
+        let stamp = match fs::metadata(root) {
+            Ok(metadata) => Stamp::of(&metadata, read_at),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(EngineError::io(root, e)),
         };
         {
             let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(listing) = kept.as_ref()
-                && listing.modified == modified
+            if let (Some(listing), Some(stamp)) = (kept.as_ref(), &stamp)
+                && listing
+                    .stamp
+                    .as_ref()
+                    .is_some_and(|listed| listed.still_holds(stamp))
                 && !listing
                     .pending
                     .iter()
@@ -67,32 +69,29 @@ impl TableNames {
                 return Ok(listing.names.clone());
             }
         }
-        let listed_at = SystemTime::now();
-        let listing = list(root, modified)?;
+        let listing = list(root, stamp)?;
         let names = listing.names.clone();
-        let settled = listed_at
-            .duration_since(modified)
-            .is_ok_and(|age| age >= SETTLED);
-        *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = settled.then_some(listing);
+        *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(listing);
         Ok(names)
     }
 }
 
-/// Reads `root`: its table names (sorted) and its pending entries.
-fn list(root: &Path, modified: SystemTime) -> Result<Listing, EngineError> {
+/// Reads `root` (stamped `stamp` just before): its table names (sorted) and its pending
+/// entries.
+fn list(root: &Path, stamp: Option<Stamp>) -> Result<Listing, EngineError> {
+    let mut names = Vec::new();
+    let mut pending = Vec::new();
     let entries = match fs::read_dir(root) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Listing {
-                modified,
-                names: Vec::new(),
-                pending: Vec::new(),
+                stamp,
+                names,
+                pending,
             });
         }
         Err(e) => return Err(EngineError::io(root, e)),
     };
-    let mut names = Vec::new();
-    let mut pending = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| EngineError::io(root, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -106,7 +105,7 @@ fn list(root: &Path, modified: SystemTime) -> Result<Listing, EngineError> {
     }
     names.sort();
     Ok(Listing {
-        modified,
+        stamp,
         names,
         pending,
     })
@@ -115,10 +114,18 @@ fn list(root: &Path, modified: SystemTime) -> Result<Listing, EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn create_table(root: &Path, name: &str) {
         fs::create_dir_all(root.join(name)).unwrap();
         fs::write(root.join(name).join(MANIFEST_FILE), b"{}").unwrap();
+    }
+
+    /// Whether the kept listing would answer while the directory stays as it is.
+    fn kept_settled(names: &TableNames) -> bool {
+        let kept = names.kept.lock().unwrap();
+        let stamp = kept.as_ref().unwrap().stamp.clone().unwrap();
+        stamp.still_holds(&stamp)
     }
 
     /// Sets the data directory's modification time `age` into the past.
@@ -153,13 +160,13 @@ mod tests {
     }
 
     #[test]
-    fn a_listing_of_a_directory_changed_just_before_is_not_kept() {
+    fn a_listing_of_a_directory_changed_just_before_is_not_trusted() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         create_table(root, "a");
         let names = TableNames::default();
         assert_eq!(names.of(root).unwrap(), ["a"]);
-        assert!(names.kept.lock().unwrap().is_none());
+        assert!(!kept_settled(&names));
     }
 
     #[test]
@@ -171,7 +178,7 @@ mod tests {
         age(root, Duration::from_secs(10));
         let names = TableNames::default();
         assert_eq!(names.of(root).unwrap(), ["a"]);
-        assert!(names.kept.lock().unwrap().is_some());
+        assert!(kept_settled(&names));
         // The manifest of the new table's first commit: the data directory does not change.
         let before = fs::metadata(root).unwrap().modified().unwrap();
         fs::write(root.join("new").join(MANIFEST_FILE), b"{}").unwrap();

@@ -32,6 +32,7 @@ pub mod part;
 pub mod profile;
 pub mod retired;
 pub mod selfcheck;
+pub mod stamp;
 pub mod text_index;
 
 pub use checksum::{

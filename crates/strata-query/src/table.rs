@@ -33,6 +33,7 @@ use crate::scan::{
 };
 use crate::transaction::{TableRead, TransactionTables};
 use crate::udf::json_field;
+use strata_format::stamp::Stamp;
 
 /// Field metadata naming the Strata table a `data` column belongs to.
 pub const TABLE_FIELD_METADATA: &str = "strata.table";
@@ -41,15 +42,19 @@ pub const DATA_COLUMN: &str = "data";
 
 /// The last manifest read per table in a session, parsed and indexed.
 ///
-/// Every statement reads the manifest file (its snapshot); only when the bytes differ from the
-/// last ones are they parsed and the path index rebuilt, which on a table of many parts costs
-/// more than a small query itself.
+/// Every statement looks at the manifest file (its snapshot): when its stamp
+/// (`strata_format::stamp`) shows the file read last, unchanged, the last snapshot is the
+/// answer; otherwise the file is read, and only when its bytes differ from the last ones are
+/// they parsed and the path index rebuilt, which on a table of many parts costs more than a
+/// small query itself.
 #[derive(Debug, Default)]
 pub struct SnapshotCache {
     tables: Mutex<HashMap<String, CachedSnapshot>>,
 }
 
-type CachedSnapshot = (Vec<u8>, Arc<Manifest>, Arc<PathIndex>);
+/// The bytes of the manifest file and their stamp (both empty for a live manifest), the
+/// manifest and its path index.
+type CachedSnapshot = (Vec<u8>, Option<Stamp>, Arc<Manifest>, Arc<PathIndex>);
 /// A table's manifest and the path facts indexed from it.
 pub(crate) type Snapshot = (Arc<Manifest>, Arc<PathIndex>);
 
@@ -64,7 +69,7 @@ impl SnapshotCache {
         if let Some(live) = strata_format::live::get(dir) {
             let mut before = None;
             if let Ok(tables) = self.tables.lock()
-                && let Some((_, manifest, paths)) = tables.get(table)
+                && let Some((_, _, manifest, paths)) = tables.get(table)
             {
                 if Arc::ptr_eq(manifest, &live) {
                     return Ok(Some((manifest.clone(), paths.clone())));
@@ -78,20 +83,37 @@ impl SnapshotCache {
                 None => PathIndex::from_manifest(&live),
             });
             if let Ok(mut tables) = self.tables.lock() {
-                tables.insert(table.to_owned(), (Vec::new(), live.clone(), paths.clone()));
+                tables.insert(
+                    table.to_owned(),
+                    (Vec::new(), None, live.clone(), paths.clone()),
+                );
             }
             return Ok(Some((live, paths)));
         }
         let path = dir.join(strata_format::manifest::MANIFEST_FILE);
+        let read_at = std::time::SystemTime::now();
+        let stamp = match std::fs::metadata(&path) {
+            Ok(metadata) => Stamp::of(&metadata, read_at),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(strata_format::FormatError::io(path, e)),
+        };
+        if let (Some(stamp), Ok(tables)) = (&stamp, self.tables.lock())
+            && let Some((_, Some(kept), manifest, paths)) = tables.get(table)
+            && kept.still_holds(stamp)
+        {
+            return Ok(Some((manifest.clone(), paths.clone())));
+        }
+        // Read after the stamp: a file replaced in between is read again next time.
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(strata_format::FormatError::io(path, e)),
         };
-        if let Ok(tables) = self.tables.lock()
-            && let Some((cached, manifest, paths)) = tables.get(table)
+        if let Ok(mut tables) = self.tables.lock()
+            && let Some((cached, kept, manifest, paths)) = tables.get_mut(table)
             && *cached == bytes
         {
+            *kept = stamp;
             return Ok(Some((manifest.clone(), paths.clone())));
         }
         let manifest = Manifest::parse(&path, &bytes)?;
@@ -102,7 +124,10 @@ impl SnapshotCache {
         let manifest = Arc::new(manifest);
         let paths = Arc::new(PathIndex::from_manifest(&manifest));
         if let Ok(mut tables) = self.tables.lock() {
-            tables.insert(table.to_owned(), (bytes, manifest.clone(), paths.clone()));
+            tables.insert(
+                table.to_owned(),
+                (bytes, stamp, manifest.clone(), paths.clone()),
+            );
         }
         Ok(Some((manifest, paths)))
     }

@@ -57,3 +57,35 @@ fn each_statement_sees_the_table_as_last_committed() {
         assert_eq!(count_and_sum(&session).await, (20, 190));
     });
 }
+
+/// Sets the modification time of `t`'s manifest to a moment long past (the same every time).
+fn age_manifest(root: &std::path::Path) {
+    let path = root.join("t").join(strata_format::manifest::MANIFEST_FILE);
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+}
+
+/// A manifest left unchanged for a while is not read again by every statement (its stamp
+/// answers); a commit replaces the file, and the next statement reads the new one even when
+/// the new file carries the same modification time.
+#[test]
+fn a_settled_manifest_is_kept_by_its_stamp_until_a_commit_replaces_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let session = Session::open(tmp.path()).unwrap();
+        ingest_rows(&dir, 0, 10);
+        age_manifest(tmp.path());
+        assert_eq!(count_and_sum(&session).await, (10, 45));
+        assert_eq!(count_and_sum(&session).await, (10, 45));
+        ingest_rows(&dir, 10, 20);
+        age_manifest(tmp.path());
+        assert_eq!(count_and_sum(&session).await, (20, 190));
+    });
+}
