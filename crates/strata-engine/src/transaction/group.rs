@@ -7,7 +7,9 @@
 //! every queued commit of the directory, runs [`super::commit_batch`] and hands each its
 //! outcome, and goes on with the commits queued meanwhile until none is left. The others do not
 //! wait on a thread of their own: a server's transaction awaits its outcome as a task, so a
-//! commit costs no blocking thread and no thread switch unless it leads. A transaction's outcome is exactly what committing it alone would give, except that a
+//! commit costs no blocking thread and no thread switch unless it leads.
+//!
+//! A transaction's outcome is exactly what committing it alone would give, except that a
 //! transaction writing a key an earlier one of its batch wrote fails with a write conflict (it
 //! could not have seen that write), and a batch whose writing fails fails every transaction in it.
 //!
@@ -382,19 +384,16 @@ mod tests {
             let told = told.clone();
             Box::new(move |outcome| told.send((n, outcome)).unwrap())
         };
-        let leader = queue_commit(
-            &data_dir,
-            &upsert(&data_dir, "a", 1, r#"{"id":1,"v":1}"#),
-            None,
-            done(1),
-        )
-        .expect("the first committer leads");
-        let second = queue_commit(
-            &data_dir,
-            &upsert(&data_dir, "a", 2, r#"{"id":2,"v":2}"#),
-            None,
-            done(2),
-        );
+        let queue = |n: u32, id: i64, document: &str| {
+            queue_commit(
+                &data_dir,
+                &upsert(&data_dir, "a", id, document),
+                None,
+                done(n),
+            )
+        };
+        let leader = queue(1, 1, r#"{"id":1,"v":1}"#).expect("the first committer leads");
+        let second = queue(2, 2, r#"{"id":2,"v":2}"#);
         assert!(second.is_none(), "a leader is already there");
         assert!(
             outcomes.try_recv().is_err(),
@@ -414,13 +413,7 @@ mod tests {
         );
 
         // Once the leader found nothing more to commit, the next committer leads.
-        let leader = queue_commit(
-            &data_dir,
-            &upsert(&data_dir, "a", 1, r#"{"id":1,"v":3}"#),
-            None,
-            done(3),
-        )
-        .expect("nobody leads any more");
+        let leader = queue(3, 1, r#"{"id":1,"v":3}"#).expect("nobody leads any more");
         run_on_thread(leader);
         assert_eq!(outcomes.try_recv().unwrap().1.unwrap().written, 1);
         // A commit of nothing is told at once, and leads nothing.

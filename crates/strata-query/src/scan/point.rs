@@ -207,15 +207,7 @@ async fn read_rows(
                 }
             }
             if row != granule.end {
-                return Err(part_error(
-                    table,
-                    &part.path,
-                    DataFusionError::Internal(format!(
-                        "granule at row {} read as {} rows",
-                        granule.start,
-                        row - granule.start
-                    )),
-                ));
+                return Err(misread_granule(table, &part, granule, row - granule.start));
             }
             Vec::new()
         } else if *decoded_bytes <= MAX_KEPT_GRANULE_BYTES {
@@ -229,14 +221,11 @@ async fn read_rows(
                         _ => concat_batches(&part_schema(&read, &part)?, &read)?,
                     });
                     if batch.num_rows() as u64 != granule.end - granule.start {
-                        return Err(part_error(
+                        return Err(misread_granule(
                             table,
-                            &part.path,
-                            DataFusionError::Internal(format!(
-                                "granule at row {} read as {} rows",
-                                granule.start,
-                                batch.num_rows()
-                            )),
+                            &part,
+                            granule,
+                            batch.num_rows() as u64,
                         ));
                     }
                     metadata_cache.keep_granule(path, granule.start, batch.clone());
@@ -264,6 +253,23 @@ async fn read_rows(
         ));
     }
     Ok(documents)
+}
+
+/// The error of a granule of `part` that read as `rows` rows, not as many as it has.
+fn misread_granule(
+    table: &str,
+    part: &PartInScan,
+    granule: &Range<u64>,
+    rows: u64,
+) -> DataFusionError {
+    part_error(
+        table,
+        &part.path,
+        DataFusionError::Internal(format!(
+            "granule at row {} read as {rows} rows",
+            granule.start
+        )),
+    )
 }
 
 /// The documents of `batch`'s rows (read from `part` with `plans`), built as the one column of
