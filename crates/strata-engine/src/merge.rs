@@ -173,24 +173,23 @@ fn merge_parts_observed(
         let Some(round) = round else {
             break (lock, manifest);
         };
-        if !round.applies_to(&manifest, &snapshot) {
+        let round = if round.applies_to(&manifest, &snapshot) {
+            round
+        } else {
             round.discard(&table_dir);
-            if options.scope == MergeScope::Tiered {
-                // Its inputs changed while it was written: under a steady stream of upserts
-                // some input always gains a deletion meanwhile, and a table merged only when
-                // none did was never merged (the booking benchmark's audit table grew to 211
-                // parts). Small parts are merged again under the writer lock, where nothing
-                // changes them; commits of the table wait that long.
-                if let Some(round) =
-                    write_round(table, &table_dir, &manifest, options, &mut settled)?
-                {
-                    round.apply(&mut manifest, summary);
-                    commit_manifest(&mut manifest, &table_dir)?;
-                }
-                drop(merging);
+            if options.scope != MergeScope::Tiered {
+                break (lock, manifest);
             }
-            break (lock, manifest);
-        }
+            // Its inputs changed while it was written: under a steady stream of upserts some
+            // input always gains a deletion meanwhile, and a table merged only when none did
+            // was never merged (the booking benchmark's audit table grew to 211 parts). Small
+            // parts are merged again under the writer lock, where nothing changes them;
+            // commits of the table wait that long.
+            match write_round(table, &table_dir, &manifest, options, &mut settled)? {
+                Some(round) => round,
+                None => break (lock, manifest),
+            }
+        };
         round.apply(&mut manifest, summary);
         commit_manifest(&mut manifest, &table_dir)?;
         // The outputs are listed now: garbage collection may look at unlisted files again.
