@@ -29,6 +29,7 @@
 mod group;
 pub mod intent;
 pub mod logged;
+mod side_by_side;
 pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -348,35 +349,40 @@ fn write_and_commit<'a>(
 /// Writes each changed table's part and deletion vectors (`apply_changes`) into its next
 /// manifest, built on `current` (the tables now, under their writer locks). With
 /// `defer_durability` nothing is fsynced, and each table comes with the files and directories
-/// left undurable (`strata_format::durability`); otherwise that list is empty.
+/// left undurable (`strata_format::durability`); otherwise that list is empty. The tables are
+/// written side by side ([`side_by_side`]); the first error is returned.
 pub(crate) fn stage_tables<'a>(
     data_dir: &DataDir,
     mut current: BTreeMap<&'a String, Manifest>,
     merged: &BTreeMap<&'a String, TableChanges>,
     defer_durability: bool,
 ) -> Result<Vec<(StagedTable, Vec<PathBuf>)>, EngineError> {
-    let mut staged = Vec::with_capacity(merged.len());
+    let mut jobs = Vec::with_capacity(merged.len());
     for (table, changes) in merged {
         let table_dir = data_dir.table_dir(table)?;
-        let mut manifest = current
+        let manifest = current
             .remove(table)
             .ok_or_else(|| EngineError::NoSuchTable((*table).clone()))?;
-        let base_version = manifest.version;
-        let mut write = || apply_changes(table, &table_dir, &mut manifest, changes);
-        let (applied, undurable) = match defer_durability {
-            true => strata_format::durability::deferred(write),
-            false => (write(), Vec::new()),
-        };
-        applied?;
-        let staged_table = StagedTable {
-            table: (*table).clone(),
-            table_dir,
-            base_version,
-            manifest,
-        };
-        staged.push((staged_table, undurable));
+        jobs.push((*table, changes, table_dir, manifest));
     }
-    Ok(staged)
+    let stage =
+        |(table, changes, table_dir, mut manifest): (&String, &TableChanges, PathBuf, Manifest)| {
+            let base_version = manifest.version;
+            let mut write = || apply_changes(table, &table_dir, &mut manifest, changes);
+            let (applied, undurable) = match defer_durability {
+                true => strata_format::durability::deferred(write),
+                false => (write(), Vec::new()),
+            };
+            applied?;
+            let staged_table = StagedTable {
+                table: table.clone(),
+                table_dir,
+                base_version,
+                manifest,
+            };
+            Ok((staged_table, undurable))
+        };
+    side_by_side::map(jobs, stage).into_iter().collect()
 }
 
 /// A table's next manifest, written but not committed.
