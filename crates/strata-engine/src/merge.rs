@@ -14,8 +14,10 @@
 //! Outputs are written first; one manifest commit then swaps them in and retires the inputs, so
 //! a reader sees either the inputs or the outputs and never a document twice or not at all.
 //! [`merge_parts`] writes without the table's writer lock and takes it only for that commit,
-//! which keeps the parts other writers committed meanwhile and gives up when one of its inputs
-//! is no longer listed; `strata ingest`'s own follow-up merge runs under the ingest's lock.
+//! which keeps the parts other writers committed meanwhile, carries onto the outputs the rows
+//! deleted from the inputs since they were read ([`row_map`]), and gives up when one of its
+//! inputs is no longer listed; `strata ingest`'s own follow-up merge runs under the ingest's
+//! lock.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -43,6 +45,10 @@ use crate::part_writing::{
     DEFAULT_PART_TARGET_BYTES, full_part, part_writer_options, shred_options, write_shredded,
 };
 use crate::table::{DataDir, collect_garbage, new_part_file, unix_now};
+
+mod row_map;
+
+use row_map::RowMap;
 
 /// Parts smaller than this on disk are candidates for the automatic (tiered) merge; larger ones
 /// are merged by `strata optimize` (and the server's idle merge) only: the automatic merge
@@ -173,24 +179,23 @@ fn merge_parts_observed(
         let Some(round) = round else {
             break (lock, manifest);
         };
-        let round = if round.applies_to(&manifest, &snapshot) {
-            round
-        } else {
+        // Under a steady stream of upserts some input always gains a deletion while the round
+        // is written: it is carried onto the outputs (ADR 0017).
+        if let Err(round) =
+            round.apply_onto(table, &table_dir, &mut manifest, &snapshot, summary)?
+        {
             round.discard(&table_dir);
             if options.scope != MergeScope::Tiered {
                 break (lock, manifest);
             }
-            // Its inputs changed while it was written: under a steady stream of upserts some
-            // input always gains a deletion meanwhile, and a table merged only when none did
-            // was never merged (the booking benchmark's audit table grew to 211 parts). Small
-            // parts are merged again under the writer lock, where nothing changes them;
-            // commits of the table wait that long.
+            // Its inputs changed in a way that cannot be carried: small parts are merged again
+            // under the writer lock, where nothing changes them; commits of the table wait
+            // that long.
             match write_round(table, &table_dir, &manifest, options, &mut settled)? {
-                Some(round) => round,
+                Some(round) => round.apply(&mut manifest, summary),
                 None => break (lock, manifest),
             }
-        };
-        round.apply(&mut manifest, summary);
+        }
         commit_manifest(&mut manifest, &table_dir)?;
         // The outputs are listed now: garbage collection may look at unlisted files again.
         drop(merging);
@@ -245,6 +250,8 @@ pub(crate) fn merge_locked(
 struct Round {
     groups: Vec<Vec<Arc<PartEntry>>>,
     outputs: Vec<Vec<PartEntry>>,
+    /// Per group, where its output's rows came from (None: unknown).
+    row_maps: Vec<Option<RowMap>>,
 }
 
 /// Plans a round of merges over `manifest`'s parts and writes its outputs; None when there is
@@ -265,40 +272,96 @@ fn write_round(
     if groups.is_empty() {
         return Ok(None);
     }
-    let mut outputs: Vec<Vec<PartEntry>> = Vec::with_capacity(groups.len());
     for group in &groups {
         crate::mirror::read_whole(table_dir, group)?;
-        outputs.push(match merge_group(table, table_dir, manifest, group)? {
-            // Every row of the group was deleted: the inputs go, and nothing replaces them.
-            Some(output) if output.rows == 0 => {
-                discard_part(table_dir, &output);
-                Vec::new()
-            }
-            Some(output) => vec![output],
-            None => {
-                let rewritten = merge_by_reshredding(table, table_dir, manifest, group, options)?;
-                settled.extend(rewritten.iter().map(|p| p.file.clone()));
-                rewritten
-            }
-        });
     }
-    Ok(Some(Round { groups, outputs }))
+    Ok(Some(Round::write(
+        table, table_dir, manifest, groups, options, settled,
+    )?))
 }
 
 impl Round {
-    /// Whether this round, written from `snapshot`, can commit onto `current`: every input is
-    /// still a part, with the deleted rows it had when it was read (a deletion committed since
-    /// would come back in the outputs), and the settings the outputs were written with still
-    /// hold.
-    fn applies_to(&self, current: &Manifest, snapshot: &Manifest) -> bool {
+    /// Writes the outputs of `groups` (parts of `manifest`); the re-shredding fallback's outputs
+    /// are added to `settled`.
+    fn write(
+        table: &str,
+        table_dir: &Path,
+        manifest: &Manifest,
+        groups: Vec<Vec<Arc<PartEntry>>>,
+        options: &MergeOptions,
+        settled: &mut HashSet<String>,
+    ) -> Result<Round, EngineError> {
+        let mut outputs: Vec<Vec<PartEntry>> = Vec::with_capacity(groups.len());
+        let mut row_maps = Vec::with_capacity(groups.len());
+        for group in &groups {
+            let (output, row_map) = match merge_group(table, table_dir, manifest, group)? {
+                // Every row of the group was deleted: the inputs go, and nothing replaces them.
+                Some((output, row_map)) if output.rows == 0 => {
+                    discard_part(table_dir, &output);
+                    (Vec::new(), row_map)
+                }
+                Some((output, row_map)) => (vec![output], row_map),
+                None => {
+                    let rewritten =
+                        merge_by_reshredding(table, table_dir, manifest, group, options)?;
+                    settled.extend(rewritten.iter().map(|p| p.file.clone()));
+                    (rewritten, None)
+                }
+            };
+            outputs.push(output);
+            row_maps.push(row_map);
+        }
+        Ok(Round {
+            groups,
+            outputs,
+            row_maps,
+        })
+    }
+
+    /// Swaps this round, written from `snapshot`, in for its inputs in `current` (the table
+    /// now, under its writer lock) and deletes from its outputs the rows its inputs lost since
+    /// they were read ([`row_map`]), for the caller to commit; `current` is left as it was on
+    /// error. Gives the round back, with `current` as it was, when it cannot: an input is no longer listed or changed otherwise,
+    /// a deletion falls in outputs whose rows are not mapped, or the settings the outputs were
+    /// written with no longer hold.
+    fn apply_onto(
+        self,
+        table: &str,
+        table_dir: &Path,
+        current: &mut Manifest,
+        snapshot: &Manifest,
+        summary: &mut MergeSummary,
+    ) -> Result<Result<(), Round>, EngineError> {
+        if current.settings != snapshot.settings {
+            return Ok(Err(self));
+        }
         let listed: std::collections::HashMap<&str, &Arc<PartEntry>> =
             current.parts.iter().map(|p| (p.file.as_str(), p)).collect();
-        current.settings == snapshot.settings
-            && self.groups.iter().flatten().all(|p| {
-                listed
-                    .get(p.file.as_str())
-                    .is_some_and(|listed| Arc::ptr_eq(listed, p) || listed.as_ref() == p.as_ref())
-            })
+        let mut carried: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for ((group, outputs), row_map) in self.groups.iter().zip(&self.outputs).zip(&self.row_maps)
+        {
+            let rows = row_map::carried_deletions(table_dir, group, &listed, row_map.as_ref())?;
+            match (rows, &outputs[..]) {
+                (None, _) => return Ok(Err(self)),
+                (Some(rows), _) if rows.is_empty() => {}
+                (Some(rows), [output]) => {
+                    carried.insert(output.file.clone(), rows);
+                }
+                // A map is kept for one output only.
+                (Some(_), _) => return Ok(Err(self)),
+            }
+        }
+        drop(listed);
+        // Built aside, so that a failure to write the outputs' deletions leaves `current` as
+        // it was.
+        let mut next = current.clone();
+        self.apply(&mut next, summary);
+        if !carried.is_empty() {
+            let version = next.version;
+            crate::deletes::stage_deletions(table, table_dir, &mut next, version, &carried)?;
+        }
+        *current = next;
+        Ok(Ok(()))
     }
 
     /// Deletes the outputs of a round that will not commit (failures to delete leave garbage
@@ -316,6 +379,7 @@ impl Round {
         let Round {
             groups,
             mut outputs,
+            row_maps: _,
         } = self;
         let group_of: std::collections::HashMap<&str, usize> = groups
             .iter()
@@ -381,29 +445,74 @@ pub(crate) fn fold_held_parts(
     table_dir: &Path,
     manifest: &mut Manifest,
 ) -> Result<usize, EngineError> {
+    let Some(fold) = write_fold(table, table_dir, manifest)? else {
+        return Ok(0);
+    };
+    let mut summary = MergeSummary::default();
+    fold.0.apply(manifest, &mut summary);
+    Ok(summary.inputs_merged)
+}
+
+/// The fold of a table's held parts (see [`fold_held_parts`]), written but not swapped in.
+pub(crate) struct Fold(Round);
+
+/// Writes the fold of `manifest`'s held parts without swapping it in: a checkpoint writes it
+/// before it takes the table's writer lock, and then swaps it in ([`Fold::apply_onto`]) onto
+/// the table as it is by then. None when there is nothing to fold.
+pub(crate) fn write_fold(
+    table: &str,
+    table_dir: &Path,
+    manifest: &Manifest,
+) -> Result<Option<Fold>, EngineError> {
     let held: Vec<&Arc<PartEntry>> = held_parts(table_dir, &manifest.parts).collect();
     let groups = group_parts(held.into_iter(), MAX_FOLDED_INPUTS);
     if groups.is_empty() {
-        return Ok(0);
+        return Ok(None);
     }
     let options = MergeOptions {
         scope: MergeScope::Tiered,
         ..MergeOptions::default()
     };
-    let mut outputs = Vec::with_capacity(groups.len());
-    for group in &groups {
-        outputs.push(match merge_group(table, table_dir, manifest, group)? {
-            Some(output) if output.rows == 0 => {
-                discard_part(table_dir, &output);
-                Vec::new()
-            }
-            Some(output) => vec![output],
-            None => merge_by_reshredding(table, table_dir, manifest, group, &options)?,
-        });
+    let round = Round::write(
+        table,
+        table_dir,
+        manifest,
+        groups,
+        &options,
+        &mut HashSet::new(),
+    )?;
+    Ok(Some(Fold(round)))
+}
+
+impl Fold {
+    /// Deletes the fold's outputs, listed nowhere.
+    pub(crate) fn discard(self, table_dir: &Path) {
+        self.0.discard(table_dir);
     }
-    let mut summary = MergeSummary::default();
-    Round { groups, outputs }.apply(manifest, &mut summary);
-    Ok(summary.inputs_merged)
+
+    /// Swaps the fold, written from `snapshot`, in for its inputs in `current` (the table now,
+    /// under its writer lock), carrying the deletions its inputs gained since; false, with
+    /// `current` unchanged and the fold's outputs deleted, when it cannot (see
+    /// `Round::apply_onto`).
+    pub(crate) fn apply_onto(
+        self,
+        table: &str,
+        table_dir: &Path,
+        current: &mut Manifest,
+        snapshot: &Manifest,
+    ) -> Result<bool, EngineError> {
+        let mut summary = MergeSummary::default();
+        match self
+            .0
+            .apply_onto(table, table_dir, current, snapshot, &mut summary)?
+        {
+            Ok(()) => Ok(true),
+            Err(round) => {
+                round.discard(table_dir);
+                Ok(false)
+            }
+        }
+    }
 }
 
 /// Groups of candidate parts, each of at least two parts and at most [`MAX_MERGE_INPUTS`]
@@ -525,14 +634,15 @@ fn dictionary_columns(
 /// chooses its encoding.
 const UNPROFILED_SHARE: f64 = 0.1;
 
-/// Merges one group of parts into one output part by interleaving their sorted rows; None when
-/// their sort-key columns cannot be interleaved (see the module doc).
+/// Merges one group of parts into one output part by interleaving their sorted rows, with the
+/// map of where its rows came from (None when too large to keep); None when their sort-key
+/// columns cannot be interleaved (see the module doc).
 fn merge_group(
     table: &str,
     table_dir: &Path,
     manifest: &Manifest,
     group: &[Arc<PartEntry>],
-) -> Result<Option<PartEntry>, EngineError> {
+) -> Result<Option<(PartEntry, Option<RowMap>)>, EngineError> {
     let sort_key = &manifest.settings.sort_key;
     let mut counts = Vec::new();
     let mut footers = Vec::with_capacity(group.len());
@@ -681,6 +791,7 @@ fn merge_group(
         held: Vec::new(),
         batch_rows: (OUTPUT_BATCH_BYTES / widest_row_bytes).clamp(256, MAX_OUTPUT_BATCH_ROWS),
         picks: Vec::new(),
+        row_map: RowMap::new(footers.iter().map(|f| f.deleted().cloned()).collect()),
     };
     // Encoding and compressing the output costs about as much as reading and interleaving the
     // inputs: the writer gets its own thread, fed through a short queue.
@@ -713,7 +824,7 @@ fn merge_group(
             EngineError::Invalid(format!("table {table}: the merge writer thread panicked"))
         })?;
         merged?;
-        written.map(Some)
+        Ok(Some((written?, merge.row_map.finish())))
     })
 }
 
@@ -744,6 +855,8 @@ struct KWayMerge<'a> {
     batch_rows: usize,
     /// Output rows so far: (slot in `held`, row).
     picks: Vec<(usize, usize)>,
+    /// Where every output row came from.
+    row_map: RowMap,
 }
 
 impl KWayMerge<'_> {
@@ -838,6 +951,7 @@ impl KWayMerge<'_> {
                 return Ok(());
             };
             self.picks.push((*slot, *row));
+            self.row_map.take(best);
             let rows_in_batch = self.held[*slot].num_rows();
             if let Some((_, _, row)) = cursors[best].current.as_mut() {
                 *row += 1;
@@ -1067,9 +1181,14 @@ mod tests {
     }
 
     fn add_part(dir: &DataDir, scratch: &Path, part: usize) {
+        add_part_of(dir, scratch, part, (0..20).map(|i| part * 100 + i));
+    }
+
+    /// Ingests the documents of `ids` (tagged with `part`) as one part.
+    fn add_part_of(dir: &DataDir, scratch: &Path, part: usize, ids: impl Iterator<Item = usize>) {
         let path = scratch.join(format!("in{part}.ndjson"));
-        let text: String = (0..20)
-            .map(|i| format!("{{\"id\":{},\"part\":{part}}}\n", part * 100 + i))
+        let text: String = ids
+            .map(|id| format!("{{\"id\":{id},\"part\":{part}}}\n"))
             .collect();
         std::fs::write(&path, text).unwrap();
         let options = crate::IngestOptions {
@@ -1172,26 +1291,75 @@ mod tests {
     }
 
     #[test]
-    fn a_merge_whose_input_lost_rows_meanwhile_discards_its_outputs() {
-        // A full merge (`optimize`) gives up; a tiered merge (the server's, of small parts)
-        // merges again under the writer lock, with the deletion.
-        for (options, merged, parts) in [
-            (MergeOptions::default(), 0, AUTO_MERGE_MIN_PARTS),
-            (tiered(), AUTO_MERGE_MIN_PARTS, 1),
-        ] {
-            let (_tmp, dir) = small_parts(AUTO_MERGE_MIN_PARTS);
-            let first = dir.manifest("t").unwrap().parts[0].file.clone();
+    fn deletions_committed_while_a_merge_writes_are_carried_onto_its_output() {
+        // The parts' ids interleave (part p holds p, p + n, p + 2n, …), so the output takes
+        // one row at a time from each input, and some inputs had deleted rows already when the
+        // merge read them. Both scopes merge, and the output lists the later deletions as its
+        // own deleted rows instead of being written again without them.
+        let parts = AUTO_MERGE_MIN_PARTS;
+        for options in [MergeOptions::default(), tiered()] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = DataDir::new(tmp.path().join("data"));
+            for part in 0..parts {
+                let ids = (0..20).map(|row| row * parts + part);
+                add_part_of(&dir, tmp.path(), part, ids);
+            }
+            let files: Vec<String> = dir
+                .manifest("t")
+                .unwrap()
+                .parts
+                .iter()
+                .map(|p| p.file.clone())
+                .collect();
+            // Row r of part p holds id r * n + p.
+            let id_of = |part: usize, row: u64| row as usize * parts + part;
+            let before: BTreeMap<String, Vec<u64>> =
+                [(files[0].clone(), vec![1, 5]), (files[2].clone(), vec![0])].into();
+            crate::delete_rows(&dir, "t", &before).unwrap();
+            let meanwhile: BTreeMap<String, Vec<u64>> = [
+                (files[0].clone(), vec![0, 2, 19]),
+                (files[1].clone(), vec![7]),
+                (files[3].clone(), vec![10, 11]),
+            ]
+            .into();
+            // A full merge runs rounds until one merges nothing: the deletions go in the first.
+            let mut first_round = true;
             let summary = merge_parts_observed(&dir, "t", &options, &mut || {
-                // Row 0 of the first part holds id 0 (parts are sorted by id).
-                let rows = [(first.clone(), vec![0])].into();
-                assert_eq!(crate::delete_rows(&dir, "t", &rows).unwrap(), 1);
+                if std::mem::take(&mut first_round) {
+                    assert_eq!(crate::delete_rows(&dir, "t", &meanwhile).unwrap(), 6);
+                }
             })
             .unwrap();
-            assert_eq!(summary.inputs_merged, merged, "{:?}", options.scope);
-            assert_eq!(dir.manifest("t").unwrap().parts.len(), parts);
-            let mut expected = expected_ids(AUTO_MERGE_MIN_PARTS);
-            expected.retain(|&id| id != 0);
-            assert_eq!(ids(&dir), expected);
+            let manifest = dir.manifest("t").unwrap();
+            assert_eq!(manifest.parts.len(), 1);
+            let output = &manifest.parts[0];
+            let rows = 20 * parts as u64;
+            match options.scope {
+                MergeScope::Tiered => {
+                    assert_eq!(summary.inputs_merged, parts);
+                    assert_eq!(output.rows, rows - 3);
+                    assert_eq!(output.deletes.as_ref().map(|d| d.rows), Some(6));
+                }
+                // A full merge's next round rewrites the output alone, without its deleted rows.
+                MergeScope::All => {
+                    assert_eq!(summary.inputs_merged, parts + 1);
+                    assert_eq!(output.rows, rows - 9);
+                    assert!(output.deletes.is_none());
+                }
+            }
+            let gone: HashSet<usize> = before
+                .iter()
+                .chain(&meanwhile)
+                .flat_map(|(file, rows)| {
+                    let part = files.iter().position(|f| f == file).unwrap();
+                    rows.iter().map(move |&row| id_of(part, row))
+                })
+                .collect();
+            let expected: Vec<u64> = (0..20 * parts)
+                .filter(|id| !gone.contains(id))
+                .map(|id| id as u64)
+                .collect();
+            assert_eq!(ids(&dir), expected, "{:?}", options.scope);
             assert!(unlisted_files(&dir).is_empty());
         }
     }

@@ -86,6 +86,11 @@ impl DeletionVector {
         self.positions |= &other.positions;
     }
 
+    /// How many deleted positions are at most `position`.
+    pub fn rank(&self, position: u64) -> u64 {
+        self.positions.rank(position)
+    }
+
     /// Deleted positions in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         self.positions.iter()

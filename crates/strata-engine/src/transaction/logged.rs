@@ -36,7 +36,7 @@ use strata_json::KeyValue;
 use super::{TableChanges, apply_changes, stage_tables, visibility};
 use crate::error::EngineError;
 use crate::input::Compression;
-use crate::table::{DataDir, MergeLease};
+use crate::table::{DataDir, MergeLease, ReadLease};
 use crate::wal::{TRANSACTIONS_FRAME, Wal};
 
 /// The logged commits of one data directory.
@@ -377,8 +377,10 @@ pub(crate) fn forget(table_dir: &Path) {
 
 /// Makes every live table of `data_dir` durable, each under its writer lock: the parts its
 /// logged transactions wrote, held in memory ([`strata_format::held`]), are merged into durable
-/// parts on disk ([`crate::merge::fold_held_parts`]), the other files its live manifest lists
-/// are written out and synced, and the manifest is committed to disk; the held files no
+/// parts on disk — before the lock is taken ([`crate::merge::write_fold`]: commits do not wait
+/// for it), then swapped in with the deletions committed meanwhile carried onto them, and the
+/// parts committed since folded under the lock ([`crate::merge::fold_held_parts`]) — the other
+/// files its live manifest lists are written out and synced, and the manifest is committed to disk; the held files no
 /// manifest lists any more are then dropped (garbage collection, once no reader needs them).
 /// Then the WAL is told that the transaction frames published before it began are applied.
 /// Returns the names of the tables committed.
@@ -397,6 +399,9 @@ pub fn checkpoint(data_dir: &DataDir) -> Result<Vec<String>, EngineError> {
         let Some(table) = table_dir.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        // Folded before the writer lock is taken, so that the table's commits do not wait for
+        // it; the rows they delete meanwhile are deleted from the fold's output too.
+        let mut folded = fold_unlocked(data_dir, table, table_dir);
         let _lock = match data_dir.lock_existing(table, "checkpoint") {
             Ok(lock) => lock,
             Err(EngineError::NoSuchTable(_)) => {
@@ -407,7 +412,20 @@ pub fn checkpoint(data_dir: &DataDir) -> Result<Vec<String>, EngineError> {
         };
         if let Some(manifest) = live::get(table_dir) {
             let mut manifest = (*manifest).clone();
-            // A fold that fails changes nothing: the held parts are written out as they are.
+            if let Some((snapshot, fold)) = folded.written.take() {
+                // One that cannot be swapped in leaves the manifest as it was: the held parts
+                // are folded under the lock below, as if it had not been written.
+                if let Err(e) = fold.apply_onto(table, table_dir, &mut manifest, &snapshot) {
+                    eprintln!(
+                        "strata: checkpoint of {table}: swapping in its transactions' merged \
+                         parts failed (merging them again): {e}"
+                    );
+                }
+            }
+            drop(folded.reading.take());
+            // What was committed since the fold above was written (all of the held parts when
+            // there was none). A fold that fails changes nothing: the held parts are written
+            // out as they are.
             if let Err(e) = crate::merge::fold_held_parts(table, table_dir, &mut manifest) {
                 eprintln!(
                     "strata: checkpoint of {table}: merging its transactions' parts failed \
@@ -418,16 +436,67 @@ pub fn checkpoint(data_dir: &DataDir) -> Result<Vec<String>, EngineError> {
             // A table another process changed meanwhile is rebased and committed instead.
             if before_durable_commit(table_dir)? {
                 crate::commit::commit_manifest(&mut manifest, table_dir)?;
+                // The fold's output is listed now: garbage collection may look at unlisted
+                // files again.
+                drop(folded);
                 if crate::table::collect_garbage(table_dir, &mut manifest)? {
                     manifest.version += 1;
                     crate::commit::commit_manifest(&mut manifest, table_dir)?;
                 }
             }
             committed.push(table.to_owned());
+        } else if let Some((_, fold)) = folded.written.take() {
+            // Made durable by another writer meanwhile: the fold is not needed.
+            fold.discard(table_dir);
         }
     }
     wal.applied(TRANSACTIONS_FRAME, upto)?;
     Ok(committed)
+}
+
+/// A fold of a table's held parts written before the checkpoint takes the table's writer lock.
+struct UnlockedFold {
+    /// The live manifest it was written from, and the fold; None when there was nothing to
+    /// fold, or the fold failed (the checkpoint then folds under the lock).
+    written: Option<(Arc<Manifest>, crate::merge::Fold)>,
+    /// Keeps the fold's inputs while it is swapped in.
+    reading: Option<ReadLease>,
+    /// Keeps garbage collection from deleting the fold's output, listed nowhere until it is
+    /// swapped in: a merge committing meanwhile may end the table's live state, and with it the
+    /// lease that state holds.
+    _merging: Option<MergeLease>,
+}
+
+/// Writes the fold of the table's held parts as its live manifest lists them now, without the
+/// table's writer lock.
+fn fold_unlocked(data_dir: &DataDir, table: &str, table_dir: &Path) -> UnlockedFold {
+    let nothing = UnlockedFold {
+        written: None,
+        reading: None,
+        _merging: None,
+    };
+    let (Ok(merging), Ok(reading)) = (data_dir.merge_lease(table), data_dir.read_lease(table))
+    else {
+        return nothing;
+    };
+    let Some(snapshot) = live::get(table_dir) else {
+        return nothing;
+    };
+    let written = match crate::merge::write_fold(table, table_dir, &snapshot) {
+        Ok(fold) => fold.map(|fold| (snapshot, fold)),
+        Err(e) => {
+            eprintln!(
+                "strata: checkpoint of {table}: merging its transactions' parts before taking \
+                 the table's lock failed (merging them under it instead): {e}"
+            );
+            None
+        }
+    };
+    UnlockedFold {
+        written,
+        reading,
+        _merging: Some(merging),
+    }
 }
 
 /// One `syncfs(2)` of the file system holding `root`: every file written there so far is
@@ -661,6 +730,17 @@ mod tests {
         }
     }
 
+    /// Tells the other threads of a test that the thread holding it panicked.
+    struct PanicFlag<'a>(&'a std::sync::atomic::AtomicBool);
+
+    impl Drop for PanicFlag<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+
     /// Logged commits, background merges of both scopes, checkpoints and readers all at once
     /// (what a server under an update mix runs): none of them fails, every read sees each key
     /// once, and the table ends as the commits left it — also after a crash and replay. The
@@ -679,6 +759,10 @@ mod tests {
         register(&data_dir, wal);
 
         let writers_done = std::sync::atomic::AtomicUsize::new(0);
+        // A thread that panics stops the others' loops, so that the test fails instead of
+        // hanging.
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let failed = &failed;
         const WRITERS: i64 = 2;
         let models: Vec<BTreeMap<i64, Option<String>>> = std::thread::scope(|scope| {
             let data_dir = &data_dir;
@@ -686,6 +770,7 @@ mod tests {
                 .map(|writer| {
                     let writers_done = &writers_done;
                     scope.spawn(move || {
+                        let _flag = PanicFlag(failed);
                         // Each writer owns the keys of its residue: no two conflict by key.
                         let mut model: BTreeMap<i64, Option<String>> = (0..40)
                             .filter(|id| id % WRITERS == writer)
@@ -717,9 +802,12 @@ mod tests {
                     })
                 })
                 .collect();
-            let running =
-                || writers_done.load(std::sync::atomic::Ordering::SeqCst) < WRITERS as usize;
+            let running = || {
+                writers_done.load(std::sync::atomic::Ordering::SeqCst) < WRITERS as usize
+                    && !failed.load(std::sync::atomic::Ordering::SeqCst)
+            };
             scope.spawn(move || {
+                let _flag = PanicFlag(failed);
                 let mut scope_all = false;
                 while running() {
                     let options = crate::merge::MergeOptions {
@@ -736,6 +824,7 @@ mod tests {
                 }
             });
             scope.spawn(move || {
+                let _flag = PanicFlag(failed);
                 while running() {
                     if let Err(e) = checkpoint(data_dir) {
                         panic!("checkpoint failed: {e}");
@@ -744,6 +833,7 @@ mod tests {
                 }
             });
             scope.spawn(move || {
+                let _flag = PanicFlag(failed);
                 while running() {
                     let documents = exported(data_dir, "a");
                     let mut ids: Vec<i64> = documents

@@ -2,11 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
 use crate::checksum::{OpenedPart, open_part};
+use crate::deletes::DeletionVector;
 use crate::error::FormatError;
 use crate::manifest::PartEntry;
 use crate::profile::{ColumnProfile, PROFILES_KEY, decode_profiles};
@@ -21,6 +23,13 @@ pub struct FooterColumns {
     pub value_counts: BTreeMap<String, u64>,
     /// The part's column profiles (none for parts written before profiles existed).
     pub profiles: BTreeMap<String, ColumnProfile>,
+}
+
+impl FooterColumns {
+    /// The rows of the part deleted when it was opened: its reader skips them.
+    pub fn deleted(&self) -> Option<&Arc<DeletionVector>> {
+        self.opened.deleted.as_ref()
+    }
 }
 
 /// Reads the footer of the part `entry` at `path` (verified, [`open_part`]): its columns' value
