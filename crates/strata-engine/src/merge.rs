@@ -321,9 +321,9 @@ impl Round {
     /// Swaps this round, written from `snapshot`, in for its inputs in `current` (the table
     /// now, under its writer lock) and deletes from its outputs the rows its inputs lost since
     /// they were read ([`row_map`]), for the caller to commit; `current` is left as it was on
-    /// error. Gives the round back, with `current` as it was, when it cannot: an input is no longer listed or changed otherwise,
-    /// a deletion falls in outputs whose rows are not mapped, or the settings the outputs were
-    /// written with no longer hold.
+    /// error. Gives the round back, with `current` as it was, when it cannot: an input is no
+    /// longer listed or changed otherwise, a deletion falls in outputs whose rows are not
+    /// mapped, or the settings the outputs were written with no longer hold.
     fn apply_onto(
         self,
         table: &str,

@@ -380,8 +380,9 @@ pub(crate) fn forget(table_dir: &Path) {
 /// parts on disk — before the lock is taken ([`crate::merge::write_fold`]: commits do not wait
 /// for it), then swapped in with the deletions committed meanwhile carried onto them, and the
 /// parts committed since folded under the lock ([`crate::merge::fold_held_parts`]) — the other
-/// files its live manifest lists are written out and synced, and the manifest is committed to disk; the held files no
-/// manifest lists any more are then dropped (garbage collection, once no reader needs them).
+/// files its live manifest lists are written out and synced, and the manifest is committed to
+/// disk; the held files no manifest lists any more are then dropped (garbage collection, once
+/// no reader needs them).
 /// Then the WAL is told that the transaction frames published before it began are applied.
 /// Returns the names of the tables committed.
 pub fn checkpoint(data_dir: &DataDir) -> Result<Vec<String>, EngineError> {
