@@ -65,8 +65,12 @@ impl RowMap {
 
     /// Records that the next output row is the next live row of input `input`.
     pub(super) fn take(&mut self, input: usize) {
+        if self.overflowed {
+            return;
+        }
         let (Some(taken), Some(runs)) = (self.taken.get_mut(input), self.runs.get_mut(input))
         else {
+            // Not an input of this map: it can no longer say where rows came from.
             self.overflowed = true;
             return;
         };
@@ -74,9 +78,6 @@ impl RowMap {
         *taken += 1;
         let output = self.written;
         self.written += 1;
-        if self.overflowed {
-            return;
-        }
         match runs.last_mut() {
             Some(run)
                 if run.live_start + run.rows == live && run.output_start + run.rows == output =>
