@@ -45,6 +45,8 @@ struct Logged {
     /// The highest sequence number of a transaction frame published so far.
     published: u64,
     tables: HashMap<PathBuf, LiveTable>,
+    /// Set when a durable frame could not be voided ([`void`]): why no commit is taken.
+    broken: Option<String>,
 }
 
 /// A table whose newest version is live (in memory) only.
@@ -83,6 +85,7 @@ pub fn register(data_dir: &DataDir, wal: Arc<Wal>) {
             wal,
             published,
             tables: HashMap::new(),
+            broken: None,
         },
     );
 }
@@ -111,10 +114,15 @@ pub(super) fn wal_of(data_dir: &DataDir) -> Option<Arc<Wal>> {
     registry().get(data_dir.root()).map(|l| l.wal.clone())
 }
 
-/// One transaction frame's body: every changed table's net changes (JSON, docs/format.md).
-#[derive(Debug, Serialize, Deserialize)]
+/// One transaction frame's body: every changed table's net changes (JSON, docs/format.md), or
+/// the frames it voids.
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct LoggedCommit {
     tables: BTreeMap<String, LoggedChanges>,
+    /// Earlier frames whose batch failed after they were written ([`void`]): recovery skips
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    voids: Vec<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -157,17 +165,21 @@ fn encode(merged: &BTreeMap<&String, TableChanges>) -> Result<Vec<u8>, EngineErr
                 ((*table).clone(), logged)
             })
             .collect(),
+        voids: Vec::new(),
     };
     serde_json::to_vec(&commit).map_err(|e| EngineError::Invalid(e.to_string()))
 }
 
-fn decode(seq: u64, body: &[u8]) -> Result<BTreeMap<String, TableChanges>, EngineError> {
+/// A frame's tables' changes, and the earlier frames it voids.
+type Decoded = (BTreeMap<String, TableChanges>, Vec<u64>);
+
+fn decode(seq: u64, body: &[u8]) -> Result<Decoded, EngineError> {
     let commit: LoggedCommit = serde_json::from_slice(body).map_err(|e| {
         EngineError::Invalid(format!(
             "write-ahead log frame {seq} is not a logged transaction commit: {e}"
         ))
     })?;
-    Ok(commit
+    let tables = commit
         .tables
         .into_iter()
         .map(|(table, logged)| {
@@ -188,11 +200,23 @@ fn decode(seq: u64, body: &[u8]) -> Result<BTreeMap<String, TableChanges>, Engin
             };
             (table, changes)
         })
-        .collect())
+        .collect();
+    Ok((tables, commit.voids))
 }
 
-/// Appends `body` as a transaction frame and waits until it is durable; its sequence number.
-fn append(wal: &Wal, body: Vec<u8>) -> Result<u64, EngineError> {
+/// A transaction frame queued on the WAL: its sequence number once it is durable.
+struct QueuedFrame(std::sync::mpsc::Receiver<Result<u64, EngineError>>);
+
+impl QueuedFrame {
+    fn durable(self) -> Result<u64, EngineError> {
+        self.0.recv().map_err(|_| {
+            EngineError::Invalid("the write-ahead log stopped before the commit was durable".into())
+        })?
+    }
+}
+
+/// Queues `body` as a transaction frame.
+fn append(wal: &Wal, body: Vec<u8>) -> QueuedFrame {
     let (sender, receiver) = std::sync::mpsc::sync_channel(1);
     wal.append(
         TRANSACTIONS_FRAME,
@@ -202,9 +226,7 @@ fn append(wal: &Wal, body: Vec<u8>) -> Result<u64, EngineError> {
             let _ = sender.send(outcome);
         }),
     );
-    receiver.recv().map_err(|_| {
-        EngineError::Invalid("the write-ahead log stopped before the commit was durable".into())
-    })?
+    QueuedFrame(receiver)
 }
 
 /// Commits a batch's merged changes through `wal` (module docs): `current` are the tables now,
@@ -215,8 +237,20 @@ pub(super) fn commit<'a>(
     current: BTreeMap<&'a String, Manifest>,
     merged: &BTreeMap<&'a String, TableChanges>,
 ) -> Result<(), EngineError> {
-    let staged = stage_tables(data_dir, current, merged, true)?;
-    let seq = append(wal, encode(merged)?)?;
+    if let Some(why) = registry()
+        .get(data_dir.root())
+        .and_then(|logged| logged.broken.clone())
+    {
+        return Err(EngineError::Invalid(why));
+    }
+    // The frame is made durable while the parts are written, not after: the WAL's fdatasync
+    // took a quarter of a batch's time (ADR 0017). A batch whose parts then fail voids it.
+    let frame = append(wal, encode(merged)?);
+    let staged = match stage_tables(data_dir, current, merged, true) {
+        Ok(staged) => staged,
+        Err(e) => return Err(void(data_dir, wal, frame, e)),
+    };
+    let seq = frame.durable()?;
     // Durable from here on: the frame holds the commit.
     let _visible = visibility().write().unwrap_or_else(PoisonError::into_inner);
     let mut registry = registry();
@@ -249,6 +283,48 @@ pub(super) fn commit<'a>(
         live::publish(&table.table_dir, Arc::new(table.manifest));
     }
     Ok(())
+}
+
+/// Takes back the frame of a batch whose parts could not be written (`cause`): once the frame
+/// is durable, a second frame voiding it is made durable too, so that recovery does not apply
+/// a batch its transactions were told failed. Returns the error to tell them. Should the void
+/// not be written, the first frame stays in the WAL and will be applied at the next start: the
+/// transactions are told so, and the data directory takes no more logged commits in this
+/// process (a later commit could contradict the one recovery will apply).
+fn void(data_dir: &DataDir, wal: &Wal, frame: QueuedFrame, cause: EngineError) -> EngineError {
+    let Ok(seq) = frame.durable() else {
+        // Never written: nothing to take back.
+        return cause;
+    };
+    let body = LoggedCommit {
+        voids: vec![seq],
+        ..LoggedCommit::default()
+    };
+    let voided = serde_json::to_vec(&body)
+        .map_err(|e| EngineError::Invalid(e.to_string()))
+        .and_then(|body| append(wal, body).durable());
+    let mut registry = registry();
+    let logged = registry.get_mut(data_dir.root());
+    match voided {
+        Ok(void_seq) => {
+            // Both frames are done with: the next checkpoint releases them.
+            if let Some(logged) = logged {
+                logged.published = logged.published.max(void_seq);
+            }
+            cause
+        }
+        Err(e) => {
+            let why = format!(
+                "a commit's write-ahead log frame {seq} is durable but its tables could not be \
+                 written ({cause}), and the frame could not be voided ({e}): the server applies \
+                 it when it starts again, and takes no more transactions until then"
+            );
+            if let Some(logged) = logged {
+                logged.broken = Some(why.clone());
+            }
+            EngineError::Invalid(why)
+        }
+    }
 }
 
 /// What a durable commit of a table with a live manifest must do first (module docs), called
@@ -521,8 +597,18 @@ pub struct Replayed {
 /// Runs before [`register`] (no table is live).
 pub fn replay(data_dir: &DataDir, frames: &[(u64, &[u8])]) -> Result<Replayed, EngineError> {
     let mut replayed = Replayed::default();
+    let mut decoded = Vec::with_capacity(frames.len());
+    let mut voided = HashSet::new();
     for (seq, body) in frames {
-        for (table, changes) in decode(*seq, body)? {
+        let (tables, voids) = decode(*seq, body)?;
+        voided.extend(voids);
+        decoded.push((seq, tables));
+    }
+    for (seq, tables) in decoded {
+        if voided.contains(seq) {
+            continue;
+        }
+        for (table, changes) in tables {
             let _lock = match data_dir.lock_existing(&table, "replaying a logged commit") {
                 Ok(lock) => lock,
                 Err(EngineError::NoSuchTable(_)) => {
@@ -872,6 +958,51 @@ mod tests {
     fn replay_frames(data_dir: &DataDir, frames: &[(u64, Vec<u8>)]) -> Replayed {
         let frames: Vec<(u64, &[u8])> = frames.iter().map(|(s, b)| (*s, &b[..])).collect();
         replay(data_dir, &frames).unwrap()
+    }
+
+    #[test]
+    fn a_batch_whose_parts_fail_after_its_frame_was_written_is_not_replayed() {
+        let (_dir, data_dir, _) = logged_table_a();
+        crate::transaction::tests::failing_staging::arm(&data_dir);
+        let mut writes: BTreeMap<String, TableWrite> = BTreeMap::new();
+        let mut changes = TableChanges::default();
+        changes
+            .keyed
+            .insert(KeyValue::Integer(2), Some(r#"{"id":2}"#.into()));
+        writes.insert(
+            "a".into(),
+            TableWrite {
+                snapshot: Arc::new(data_dir.manifest("a").unwrap()),
+                changes,
+                reads: Default::default(),
+            },
+        );
+        let failed = crate::transaction::commit(&data_dir, &writes).unwrap_err();
+        assert!(failed.to_string().contains("fail point"), "{failed}");
+        commit_upserts(&data_dir, &[("a", 3, r#"{"id":3}"#)]);
+        let expected = [r#"{"id":3}"#, r#"{"id":1,"v":0}"#];
+        assert_eq!(exported_by_length(&data_dir, "a"), expected);
+
+        crash(&data_dir);
+        let (wal, frames) = open_wal(&data_dir);
+        // The failed batch's frame, the frame voiding it, the later commit.
+        assert_eq!(frames.len(), 3);
+        let replayed = replay_frames(&data_dir, &frames);
+        assert_eq!(replayed.applied, 1);
+        assert_eq!(exported_by_length(&data_dir, "a"), expected);
+
+        // Once checkpointed, neither frame of the failed batch holds the floor down.
+        register(&data_dir, wal.clone());
+        crate::transaction::tests::failing_staging::arm(&data_dir);
+        assert!(crate::transaction::commit(&data_dir, &writes).is_err());
+        checkpoint(&data_dir).unwrap();
+        let told = wal.told();
+        wal.raise_floor(told).unwrap();
+        drop(wal);
+        unregister(&data_dir).unwrap();
+        let (_wal, frames) = open_wal(&data_dir);
+        assert!(frames.is_empty(), "{} frames above the floor", frames.len());
+        assert_eq!(exported_by_length(&data_dir, "a"), expected);
     }
 
     #[test]

@@ -357,6 +357,8 @@ pub(crate) fn stage_tables<'a>(
     merged: &BTreeMap<&'a String, TableChanges>,
     defer_durability: bool,
 ) -> Result<Vec<(StagedTable, Vec<PathBuf>)>, EngineError> {
+    #[cfg(test)]
+    tests::failing_staging::check(data_dir)?;
     let mut jobs = Vec::with_capacity(merged.len());
     for (table, changes) in merged {
         let table_dir = data_dir.table_dir(table)?;
@@ -664,6 +666,32 @@ mod tests {
     use super::*;
     use crate::input::Input;
     use crate::{IngestOptions, export_table, ingest};
+
+    /// A fail point: the next staging of a batch in a chosen data directory fails.
+    pub(crate) mod failing_staging {
+        use std::path::PathBuf;
+        use std::sync::Mutex;
+
+        use crate::error::EngineError;
+        use crate::table::DataDir;
+
+        static NEXT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+        pub(crate) fn arm(data_dir: &DataDir) {
+            NEXT.lock().unwrap().push(data_dir.root().to_owned());
+        }
+
+        pub(crate) fn check(data_dir: &DataDir) -> Result<(), EngineError> {
+            let mut next = NEXT.lock().unwrap();
+            match next.iter().position(|root| root == data_dir.root()) {
+                Some(at) => {
+                    next.remove(at);
+                    Err(EngineError::Invalid("staging failed (fail point)".into()))
+                }
+                None => Ok(()),
+            }
+        }
+    }
 
     /// Creates table `name` keyed by the integer `id`, with `lines` as its documents.
     pub(super) fn keyed_table(data_dir: &DataDir, name: &str, lines: &[&str]) {
