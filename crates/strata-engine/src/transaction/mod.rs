@@ -365,27 +365,30 @@ pub(crate) fn stage_tables<'a>(
         let manifest = current
             .remove(table)
             .ok_or_else(|| EngineError::NoSuchTable((*table).clone()))?;
-        jobs.push((*table, changes, table_dir, manifest));
+        // Owned: the pool's threads outlive the batch (a few documents a table to copy).
+        jobs.push(((*table).clone(), changes.clone(), table_dir, manifest));
     }
-    let stage =
-        |(table, changes, table_dir, mut manifest): (&String, &TableChanges, PathBuf, Manifest)| {
-            let base_version = manifest.version;
-            let mut write = || apply_changes(table, &table_dir, &mut manifest, changes);
-            let (applied, undurable) = match defer_durability {
-                true => strata_format::durability::deferred(write),
-                false => (write(), Vec::new()),
-            };
-            applied?;
-            let staged_table = StagedTable {
-                table: table.clone(),
-                table_dir,
-                base_version,
-                manifest,
-            };
-            Ok((staged_table, undurable))
+    let stage = move |(table, changes, table_dir, mut manifest): StageJob| {
+        let base_version = manifest.version;
+        let mut write = || apply_changes(&table, &table_dir, &mut manifest, &changes);
+        let (applied, undurable) = match defer_durability {
+            true => strata_format::durability::deferred(write),
+            false => (write(), Vec::new()),
         };
+        applied?;
+        let staged_table = StagedTable {
+            table,
+            table_dir,
+            base_version,
+            manifest,
+        };
+        Ok((staged_table, undurable))
+    };
     side_by_side::map(jobs, stage).into_iter().collect()
 }
+
+/// One table of a batch to stage: its name, its changes, its directory and its manifest now.
+type StageJob = (String, TableChanges, PathBuf, Manifest);
 
 /// A table's next manifest, written but not committed.
 pub(crate) struct StagedTable {
