@@ -302,7 +302,11 @@ fn void(data_dir: &DataDir, wal: &Wal, frame: QueuedFrame, cause: EngineError) -
     };
     let voided = serde_json::to_vec(&body)
         .map_err(|e| EngineError::Invalid(e.to_string()))
-        .and_then(|body| append(wal, body).durable());
+        .and_then(|body| {
+            #[cfg(test)]
+            super::tests::failing_void::check(data_dir)?;
+            append(wal, body).durable()
+        });
     let mut registry = registry();
     let logged = registry.get_mut(data_dir.root());
     match voided {
@@ -1003,6 +1007,43 @@ mod tests {
         let (_wal, frames) = open_wal(&data_dir);
         assert!(frames.is_empty(), "{} frames above the floor", frames.len());
         assert_eq!(exported_by_length(&data_dir, "a"), expected);
+    }
+
+    #[test]
+    fn a_failed_batch_whose_frame_cannot_be_voided_stops_commits_and_is_applied_at_restart() {
+        let (_dir, data_dir, _) = logged_table_a();
+        crate::transaction::tests::failing_staging::arm(&data_dir);
+        crate::transaction::tests::failing_void::arm(&data_dir);
+        let upsert = |id: i64| {
+            let mut changes = TableChanges::default();
+            changes
+                .keyed
+                .insert(KeyValue::Integer(id), Some(format!(r#"{{"id":{id}}}"#)));
+            let write = TableWrite {
+                snapshot: Arc::new(data_dir.manifest("a").unwrap()),
+                changes,
+                reads: Default::default(),
+            };
+            crate::transaction::commit(&data_dir, &BTreeMap::from([("a".to_owned(), write)]))
+        };
+        let failed = upsert(2).unwrap_err().to_string();
+        assert!(failed.contains("could not be voided"), "{failed}");
+        assert!(
+            failed.contains("applies it when it starts again"),
+            "{failed}"
+        );
+        // Nothing more is taken: it could contradict the batch recovery will apply.
+        assert_eq!(upsert(3).unwrap_err().to_string(), failed);
+        assert_eq!(exported_by_length(&data_dir, "a"), [r#"{"id":1,"v":0}"#]);
+
+        crash(&data_dir);
+        let (_wal, frames) = open_wal(&data_dir);
+        assert_eq!(frames.len(), 1);
+        replay_frames(&data_dir, &frames);
+        assert_eq!(
+            exported_by_length(&data_dir, "a"),
+            [r#"{"id":2}"#, r#"{"id":1,"v":0}"#]
+        );
     }
 
     #[test]

@@ -670,29 +670,63 @@ mod tests {
     use crate::input::Input;
     use crate::{IngestOptions, export_table, ingest};
 
-    /// A fail point: the next staging of a batch in a chosen data directory fails.
-    pub(crate) mod failing_staging {
-        use std::path::PathBuf;
-        use std::sync::Mutex;
+    /// Fail points, each armed for the next time it is reached in a chosen data directory.
+    struct FailPoint {
+        armed: std::sync::Mutex<Vec<std::path::PathBuf>>,
+        what: &'static str,
+    }
 
-        use crate::error::EngineError;
-        use crate::table::DataDir;
-
-        static NEXT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
-        pub(crate) fn arm(data_dir: &DataDir) {
-            NEXT.lock().unwrap().push(data_dir.root().to_owned());
+    impl FailPoint {
+        const fn new(what: &'static str) -> FailPoint {
+            FailPoint {
+                armed: std::sync::Mutex::new(Vec::new()),
+                what,
+            }
         }
 
-        pub(crate) fn check(data_dir: &DataDir) -> Result<(), EngineError> {
-            let mut next = NEXT.lock().unwrap();
-            match next.iter().position(|root| root == data_dir.root()) {
+        fn arm(&self, data_dir: &DataDir) {
+            self.armed.lock().unwrap().push(data_dir.root().to_owned());
+        }
+
+        fn check(&self, data_dir: &DataDir) -> Result<(), EngineError> {
+            let mut armed = self.armed.lock().unwrap();
+            match armed.iter().position(|root| root == data_dir.root()) {
                 Some(at) => {
-                    next.remove(at);
-                    Err(EngineError::Invalid("staging failed (fail point)".into()))
+                    armed.remove(at);
+                    Err(EngineError::Invalid(format!("{} (fail point)", self.what)))
                 }
                 None => Ok(()),
             }
+        }
+    }
+
+    /// The next staging of a batch fails.
+    pub(crate) mod failing_staging {
+        use super::{DataDir, EngineError, FailPoint};
+
+        static POINT: FailPoint = FailPoint::new("staging failed");
+
+        pub(crate) fn arm(data_dir: &DataDir) {
+            POINT.arm(data_dir);
+        }
+
+        pub(crate) fn check(data_dir: &DataDir) -> Result<(), EngineError> {
+            POINT.check(data_dir)
+        }
+    }
+
+    /// The next frame voiding a failed batch's frame is not written.
+    pub(crate) mod failing_void {
+        use super::{DataDir, EngineError, FailPoint};
+
+        static POINT: FailPoint = FailPoint::new("the void frame was not written");
+
+        pub(crate) fn arm(data_dir: &DataDir) {
+            POINT.arm(data_dir);
+        }
+
+        pub(crate) fn check(data_dir: &DataDir) -> Result<(), EngineError> {
+            POINT.check(data_dir)
         }
     }
 
