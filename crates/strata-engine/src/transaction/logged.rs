@@ -1000,8 +1000,13 @@ mod tests {
         crate::transaction::tests::failing_staging::arm(&data_dir);
         assert!(crate::transaction::commit(&data_dir, &writes).is_err());
         checkpoint(&data_dir).unwrap();
-        let told = wal.told();
-        wal.raise_floor(told).unwrap();
+        // The WAL's writer counts a frame as told only after its callback returned: wait for
+        // the void frame (published by the failed commit) to be counted.
+        let void_seq = registry().get(data_dir.root()).unwrap().published;
+        while wal.told() < void_seq {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        wal.raise_floor(void_seq).unwrap();
         drop(wal);
         unregister(&data_dir).unwrap();
         let (_wal, frames) = open_wal(&data_dir);
