@@ -86,6 +86,18 @@ impl DeletionVector {
         self.positions |= &other.positions;
     }
 
+    /// Whether every position deleted here is deleted in `other` too.
+    pub fn is_subset(&self, other: &DeletionVector) -> bool {
+        self.positions.is_subset(&other.positions)
+    }
+
+    /// The positions deleted here and not in `other`.
+    pub fn difference(&self, other: &DeletionVector) -> DeletionVector {
+        DeletionVector {
+            positions: &self.positions - &other.positions,
+        }
+    }
+
     /// How many deleted positions are at most `position`.
     pub fn rank(&self, position: u64) -> u64 {
         self.positions.rank(position)

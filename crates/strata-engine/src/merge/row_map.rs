@@ -145,14 +145,11 @@ pub(super) fn carried_deletions(
             return Ok(None);
         };
         let deleted_then = deleted_then.clone().unwrap_or_default();
-        if deleted_then.iter().any(|row| !deleted_now.contains(row)) {
+        if !deleted_then.is_subset(&deleted_now) {
             // A deleted row is back: not something a commit does.
             return Ok(None);
         }
-        for row in deleted_now
-            .iter()
-            .filter(|row| !deleted_then.contains(*row))
-        {
+        for row in deleted_now.difference(&deleted_then).iter() {
             // Not deleted then: its rank among the live rows is its position less the deleted
             // rows before it.
             let live = row - deleted_then.rank(row);
