@@ -491,27 +491,24 @@ impl Fold {
     }
 
     /// Swaps the fold, written from `snapshot`, in for its inputs in `current` (the table now,
-    /// under its writer lock), carrying the deletions its inputs gained since; false, with
-    /// `current` unchanged and the fold's outputs deleted, when it cannot (see
-    /// `Round::apply_onto`).
+    /// under its writer lock), carrying the deletions its inputs gained since. When it cannot
+    /// (see `Round::apply_onto`), `current` is left as it was and the fold's outputs are
+    /// deleted: the held parts are then folded as if it had not been written.
     pub(crate) fn apply_onto(
         self,
         table: &str,
         table_dir: &Path,
         current: &mut Manifest,
         snapshot: &Manifest,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<(), EngineError> {
         let mut summary = MergeSummary::default();
-        match self
+        if let Err(round) = self
             .0
             .apply_onto(table, table_dir, current, snapshot, &mut summary)?
         {
-            Ok(()) => Ok(true),
-            Err(round) => {
-                round.discard(table_dir);
-                Ok(false)
-            }
+            round.discard(table_dir);
         }
+        Ok(())
     }
 }
 
