@@ -388,8 +388,17 @@ impl Round {
             .collect();
         let mut parts = Vec::with_capacity(manifest.parts.len());
         let mut placed = vec![false; groups.len()];
+        // The inputs' files as `manifest` lists them, deletion vectors included: an input may
+        // have gained a vector since the round read it (carried onto the outputs,
+        // `Round::apply_onto`), and a vector neither listed nor retired would be deleted by the
+        // next garbage collection under the readers still holding it.
+        let mut merged: Vec<String> = Vec::new();
         for part in std::mem::take(&mut manifest.parts) {
-            match group_of.get(part.file.as_str()) {
+            let group = group_of.get(part.file.as_str());
+            if group.is_some() {
+                merged.extend(part.own_files());
+            }
+            match group {
                 Some(&g) if !placed[g] => {
                     placed[g] = true;
                     summary.outputs_written += outputs[g].len();
@@ -410,12 +419,6 @@ impl Round {
         }
         manifest.parts = parts;
         summary.inputs_merged += groups.iter().map(Vec::len).sum::<usize>();
-        // An input's deletion vector goes with it.
-        let merged: Vec<String> = groups
-            .iter()
-            .flatten()
-            .flat_map(|part| part.own_files())
-            .collect();
         manifest.retire(merged, unix_now());
         manifest.version += 1;
     }
@@ -1320,13 +1323,27 @@ mod tests {
             ]
             .into();
             // A full merge runs rounds until one merges nothing: the deletions go in the first.
+            // A reader then takes the table as it is, and still reads it after the merge.
             let mut first_round = true;
+            let mut reader = None;
             let summary = merge_parts_observed(&dir, "t", &options, &mut || {
                 if std::mem::take(&mut first_round) {
                     assert_eq!(crate::delete_rows(&dir, "t", &meanwhile).unwrap(), 6);
+                    reader = Some((dir.read_lease("t").unwrap(), dir.manifest("t").unwrap()));
                 }
             })
             .unwrap();
+            let (lease, seen) = reader.unwrap();
+            let table_dir = dir.table_dir("t").unwrap();
+            for part in &seen.parts {
+                if let Some(deletes) = &part.deletes {
+                    let read = strata_format::deletes::read_deletion_vector(
+                        &table_dir, deletes, part.rows,
+                    );
+                    assert!(read.is_ok(), "{:?}: {read:?}", options.scope);
+                }
+            }
+            drop(lease);
             let manifest = dir.manifest("t").unwrap();
             assert_eq!(manifest.parts.len(), 1);
             let output = &manifest.parts[0];
