@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
-use datafusion::execution::cache::lru_queue::LruQueue;
+use lru::LruCache;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::file::metadata::ParquetMetaData;
 use strata_format::deletes::read_deletion_vector;
@@ -29,34 +29,34 @@ pub struct PartMetadataCache {
 }
 
 struct Entries {
-    parts: LruQueue<PathBuf, (CachedPart, usize)>,
+    parts: LruCache<FileKey, (CachedPart, usize)>,
     bytes: usize,
     /// Deletion vectors by file: like parts, a vector file is immutable and its name (part and
     /// manifest version) is never reused for other contents, so an entry is never stale.
-    vectors: SideFiles<PathBuf, DeletionVector>,
+    vectors: SideFiles<FileKey, DeletionVector>,
     /// The same vectors as planning applies them (`deleted_rows::PartDeletions`), by file.
-    deletions: SideFiles<PathBuf, PartDeletions>,
+    deletions: SideFiles<FileKey, PartDeletions>,
     /// Text indexes by file, immutable like parts (ADR 0019).
-    text_indexes: SideFiles<PathBuf, TextIndex>,
+    text_indexes: SideFiles<FileKey, TextIndex>,
     /// Whole documents that point reads rebuilt, by part file and row: a part's row never
     /// changes (deletion vectors say which rows are gone; they are applied before this).
-    documents: SideFiles<(PathBuf, u64), String>,
+    documents: SideFiles<(FileKey, u64), String>,
     /// Decoded granules that point reads read, by part file and first row: the columns of
     /// every row of the granule, so that its other documents are rebuilt without decoding.
-    granules: SideFiles<(PathBuf, u64), RecordBatch>,
+    granules: SideFiles<(FileKey, u64), RecordBatch>,
 }
 
 /// Files (or pieces of files) read beside parts — deletion vectors, text indexes, key files —
 /// by path, least recently used first out once their sizes pass a budget.
 struct SideFiles<K: Clone + Eq + std::hash::Hash, V> {
-    queue: LruQueue<K, (Arc<V>, usize)>,
+    queue: LruCache<K, (Arc<V>, usize)>,
     bytes: usize,
 }
 
 impl<K: Clone + Eq + std::hash::Hash, V> SideFiles<K, V> {
     fn new() -> Self {
         SideFiles {
-            queue: LruQueue::new(),
+            queue: LruCache::unbounded(),
             bytes: 0,
         }
     }
@@ -68,6 +68,36 @@ impl<K: Clone + Eq + std::hash::Hash, V> SideFiles<K, V> {
     /// Keeps `value` (counted as `size` bytes) within `budget`.
     fn put(&mut self, key: K, value: Arc<V>, size: usize, budget: usize) {
         put_within_budget(&mut self.queue, &mut self.bytes, key, (value, size), budget);
+    }
+}
+
+/// A file's path as a cache key, hashed and compared by its bytes: `Path`'s own `Hash` and
+/// `Eq` walk its components, which every point read paid several times over. Two spellings of
+/// one path are two entries, which costs a read, never a wrong answer.
+#[derive(Clone)]
+struct FileKey(PathBuf);
+
+impl FileKey {
+    fn of(path: &Path) -> FileKey {
+        FileKey(path.to_owned())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.0.as_os_str().as_encoded_bytes()
+    }
+}
+
+impl PartialEq for FileKey {
+    fn eq(&self, other: &FileKey) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for FileKey {}
+
+impl std::hash::Hash for FileKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes().hash(state);
     }
 }
 
@@ -98,7 +128,7 @@ impl PartMetadataCache {
     pub fn with_budget(budget_bytes: usize) -> Self {
         PartMetadataCache {
             entries: std::sync::Mutex::new(Entries {
-                parts: LruQueue::new(),
+                parts: LruCache::unbounded(),
                 bytes: 0,
                 vectors: SideFiles::new(),
                 deletions: SideFiles::new(),
@@ -140,13 +170,13 @@ impl PartMetadataCache {
 
     /// The document at `row` of the part at `part_path` if a point read kept it.
     pub(super) fn document(&self, part_path: &Path, row: u64) -> Option<Arc<String>> {
-        self.kept(|e| &mut e.documents, &(part_path.to_owned(), row))
+        self.kept(|e| &mut e.documents, &(FileKey::of(part_path), row))
     }
 
     /// Keeps the document at `row` of the part at `part_path` for later point reads.
     pub(super) fn keep_document(&self, part_path: &Path, row: u64, document: Arc<String>) {
         let size = document.len() + std::mem::size_of::<(PathBuf, u64, String)>();
-        let key = (part_path.to_owned(), row);
+        let key = (FileKey::of(part_path), row);
         self.keep(
             |e| &mut e.documents,
             key,
@@ -163,13 +193,13 @@ impl PartMetadataCache {
     /// The decoded granule starting at `first_row` of the part at `part_path`, if a point read
     /// kept it.
     pub(super) fn granule(&self, part_path: &Path, first_row: u64) -> Option<Arc<RecordBatch>> {
-        self.kept(|e| &mut e.granules, &(part_path.to_owned(), first_row))
+        self.kept(|e| &mut e.granules, &(FileKey::of(part_path), first_row))
     }
 
     /// Keeps the decoded granule starting at `first_row` of the part at `part_path`.
     pub(super) fn keep_granule(&self, part_path: &Path, first_row: u64, batch: Arc<RecordBatch>) {
         let size = batch.get_array_memory_size();
-        let key = (part_path.to_owned(), first_row);
+        let key = (FileKey::of(part_path), first_row);
         self.keep(
             |e| &mut e.granules,
             key,
@@ -192,7 +222,7 @@ impl PartMetadataCache {
         let path = Manifest::part_path(table_dir, &indexed.file);
         self.side_file(
             |entries| &mut entries.text_indexes,
-            path,
+            FileKey(path),
             TextIndex::memory_bytes,
             Self::TEXT_INDEX_BUDGET_BYTES,
             || TextIndex::read(table_dir, indexed),
@@ -218,7 +248,7 @@ impl PartMetadataCache {
         let bytes = deletes.bytes as usize;
         self.side_file(
             |entries| &mut entries.vectors,
-            path,
+            FileKey(path),
             |_| bytes,
             Self::VECTOR_BUDGET_BYTES,
             || read_deletion_vector(table_dir, deletes, entry.rows),
@@ -240,7 +270,7 @@ impl PartMetadataCache {
         let path = Manifest::part_path(table_dir, &deletes.file);
         self.side_file(
             |entries| &mut entries.deletions,
-            path,
+            FileKey(path),
             PartDeletions::size,
             Self::VECTOR_BUDGET_BYTES,
             || {
@@ -306,7 +336,7 @@ impl PartMetadataCache {
         entry: &PartEntry,
     ) -> std::result::Result<CachedPart, strata_format::FormatError> {
         if let Ok(mut entries) = self.entries.lock()
-            && let Some((found, _)) = entries.parts.get(&path.to_path_buf())
+            && let Some((found, _)) = entries.parts.get(&FileKey::of(path))
         {
             return Ok(found.clone());
         }
@@ -324,7 +354,7 @@ impl PartMetadataCache {
             put_within_budget(
                 parts,
                 bytes,
-                path.to_owned(),
+                FileKey::of(path),
                 (part.clone(), size),
                 self.budget_bytes,
             );
@@ -336,7 +366,7 @@ impl PartMetadataCache {
 /// Puts `entry` (a value and its size) under `key`, then evicts the least recently used entries
 /// until `bytes` (the sizes held) is within `budget`, always keeping the newest.
 fn put_within_budget<K: Clone + Eq + std::hash::Hash, V>(
-    queue: &mut LruQueue<K, (V, usize)>,
+    queue: &mut LruCache<K, (V, usize)>,
     bytes: &mut usize,
     key: K,
     entry: (V, usize),
@@ -348,7 +378,7 @@ fn put_within_budget<K: Clone + Eq + std::hash::Hash, V>(
     }
     *bytes += size;
     while *bytes > budget && queue.len() > 1 {
-        match queue.pop() {
+        match queue.pop_lru() {
             Some((_, (_, evicted))) => *bytes -= evicted,
             None => break,
         }

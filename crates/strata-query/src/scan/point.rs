@@ -24,8 +24,8 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, RecordBatch, StringArray, UInt64Array};
-use arrow::compute::{concat_batches, take_record_batch};
+use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use arrow::compute::concat_batches;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
@@ -232,8 +232,16 @@ async fn read_rows(
                     batch
                 }
             };
-            let offsets = UInt64Array::from_iter_values(here.iter().map(|row| row - granule.start));
-            vec![take_record_batch(&whole, &offsets)?]
+            // Slices, not a copy: a point read takes one row or a few neighbouring ones, and
+            // copying them out of every column cost more than rebuilding the document.
+            consecutive_runs(here)
+                .map(|run| {
+                    whole.slice(
+                        (run.start - granule.start) as usize,
+                        (run.end - run.start) as usize,
+                    )
+                })
+                .collect()
         } else {
             read_ranges(source, &part, &plans, &access_plan::row_ranges(here)).await?
         };
@@ -253,6 +261,21 @@ async fn read_rows(
         ));
     }
     Ok(documents)
+}
+
+/// `rows` (ascending, distinct) as runs of consecutive rows, in order.
+fn consecutive_runs(rows: &[u64]) -> impl Iterator<Item = Range<u64>> + '_ {
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        let (&first, _) = rest.split_first()?;
+        let length = rest
+            .iter()
+            .enumerate()
+            .take_while(|&(i, &row)| row == first + i as u64)
+            .count();
+        rest = &rest[length..];
+        Some(first..first + length as u64)
+    })
 }
 
 /// The error of a granule of `part` that read as `rows` rows, not as many as it has.
@@ -360,6 +383,14 @@ mod tests {
     use parquet::file::serialized_reader::SerializedFileReader;
 
     use super::*;
+
+    #[test]
+    fn consecutive_rows_are_read_as_one_run() {
+        let runs: Vec<Range<u64>> = consecutive_runs(&[3, 4, 5, 9, 11, 12]).collect();
+        assert_eq!(runs, vec![3..6, 9..10, 11..13]);
+        assert_eq!(consecutive_runs(&[]).count(), 0);
+        assert_eq!(consecutive_runs(&[7]).collect::<Vec<_>>(), vec![7..8]);
+    }
 
     /// Granules start at each row group's first row: a granule never spans two row groups.
     #[test]
