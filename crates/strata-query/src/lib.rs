@@ -10,6 +10,7 @@
 pub mod count_matching;
 mod ddl;
 pub mod distinct;
+pub mod distinct_runs;
 mod dml;
 pub mod group_count;
 mod insert_values;
@@ -263,6 +264,7 @@ impl Session {
             .with_analyzer_rules(analyzer_rules)
             .with_optimizer_rules(optimizer_rules)
             .with_physical_optimizer_rule(Arc::new(group_count::CountByKey))
+            .with_physical_optimizer_rule(Arc::new(distinct_runs::DistinctRuns))
             .with_physical_optimizer_rule(Arc::new(late_documents::BuildDocumentsLate))
             .with_physical_optimizer_rule(Arc::new(count_matching::CountMatching))
             .build();

@@ -11,12 +11,16 @@ use strata_engine::{DataDir, IngestOptions, ingest};
 use strata_query::Session;
 
 fn ingest_lines(dir: &DataDir, table: &str, lines: &[String]) {
+    ingest_sorted(dir, table, lines, &["kind", "n"]);
+}
+
+fn ingest_sorted(dir: &DataDir, table: &str, lines: &[String], sort_key: &[&str]) {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     for line in lines {
         writeln!(file, "{line}").unwrap();
     }
     let options = IngestOptions {
-        sort_key: Some(vec!["kind".into(), "n".into()]),
+        sort_key: Some(sort_key.iter().map(|p| (*p).to_owned()).collect()),
         ..Default::default()
     };
     ingest(
@@ -140,6 +144,39 @@ fn grouped_counts_over_several_parts_count_dictionary_keys() {
         "SELECT data.kind, count(*), max(data.n) FROM events GROUP BY data.kind",
     );
     assert!(!plan.contains("CountByKeyExec"), "{plan}");
+}
+
+#[test]
+fn distinct_counts_of_the_next_sort_key_path_collect_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    // 3 kinds, 40 users, 20 events of each user: 40 distinct users per kind.
+    let lines: Vec<String> = (0..2_400)
+        .map(|n| format!(r#"{{"kind":"k{}","user":"u{}","n":{n}}}"#, n % 3, n % 120))
+        .collect();
+    ingest_sorted(&dir, "events", &lines, &["kind", "user", "n"]);
+    let sql = "SELECT data.kind AS k, count(*) AS n, count(DISTINCT data.user) AS u FROM events \
+               GROUP BY k ORDER BY k";
+    let plan = explain_analyze(tmp.path(), sql);
+    assert!(plan.contains("DistinctRunsExec"), "{plan}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let answer = runtime.block_on(async {
+        let session = Session::open(tmp.path()).unwrap();
+        let result = session.run(sql).await.unwrap();
+        pretty_format_batches(&result.batches).unwrap().to_string()
+    });
+    for kind in 0..3 {
+        assert!(
+            answer.contains(&format!("| k{kind} | 800 | 40 |")),
+            "{answer}"
+        );
+    }
+    // Not the path after the grouped one in the sort key: DataFusion's own sets.
+    let plan = explain_analyze(
+        tmp.path(),
+        "SELECT data.user AS u, count(DISTINCT data.kind) FROM events GROUP BY u",
+    );
+    assert!(!plan.contains("DistinctRunsExec"), "{plan}");
 }
 
 #[test]

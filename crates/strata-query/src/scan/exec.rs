@@ -70,6 +70,8 @@ pub struct StrataScanExec {
     /// optimizer rule that looks at its input's), and each time converts the footer statistics
     /// of every row group and column read — a fifth of planning a count from postings.
     statistics: Arc<StatisticsCache>,
+    /// The table's sort key (encoded paths): each part's rows are in this order.
+    sort_key: Arc<Vec<String>>,
 }
 
 /// The statistics of a scan's units, overall and per partition, computed when first asked for.
@@ -221,6 +223,7 @@ impl StrataScanExec {
             store,
             filters_in_decoder,
             statistics: StatisticsCache::new(partitions_len),
+            sort_key: Arc::new(manifest.settings.sort_key.clone()),
         };
         scan.record_prune_counts();
         Ok(scan)
@@ -264,6 +267,7 @@ impl StrataScanExec {
             filters_in_decoder: self.filters_in_decoder,
             // The same units: a reduction only makes the statistics inexact (below).
             statistics: Arc::clone(&self.statistics),
+            sort_key: Arc::clone(&self.sort_key),
         };
         scan.record_prune_counts();
         scan
@@ -667,6 +671,11 @@ impl StrataScanExec {
     }
 
     /// The scan's outputs, in schema order.
+    /// The table's sort key (encoded paths): the order of each part's rows.
+    pub(crate) fn sort_key(&self) -> &[String] {
+        &self.sort_key
+    }
+
     pub(crate) fn outputs(&self) -> &[ScanOutput] {
         &self.outputs
     }
