@@ -8,6 +8,7 @@
 //! parallel vectorised execution, spilling aggregation.
 
 pub mod count_matching;
+pub mod date_part;
 mod ddl;
 pub mod distinct;
 pub mod distinct_runs;
@@ -253,6 +254,7 @@ impl Session {
             .with_default_features();
         if let Some(planners) = builder.expr_planners() {
             planners.insert(0, Arc::new(JsonPathPlanner::new(registry.clone())));
+            planners.insert(1, Arc::new(date_part::ExtractPlanner::new()));
         }
         let mut optimizer_rules = datafusion::optimizer::Optimizer::new().rules;
         optimizer_rules.insert(

@@ -44,6 +44,8 @@ pub fn all_functions() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(crate::jsonb::JsonbSet::new()),
         ScalarUDF::new_from_impl(crate::jsonb::ToJsonb::new()),
         ScalarUDF::new_from_impl(crate::text_search::Matches::new()),
+        // Registered over DataFusion's own `date_part` (and its alias), which it wraps.
+        ScalarUDF::new_from_impl(crate::date_part::FastDatePart::new()),
     ]
 }
 
