@@ -36,14 +36,13 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, FieldRef, SchemaRef};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -51,7 +50,7 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use crate::partial_count::is_count_star;
+use crate::partial_count::{is_count_star, partial_grouping_over_scan, replace_nodes};
 use crate::paths::PathMode;
 use crate::scan::{ScanOutput, StrataScanExec};
 
@@ -65,13 +64,7 @@ impl PhysicalOptimizerRule for DistinctRuns {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            Ok(match replacing(&node) {
-                Some(replacement) => Transformed::yes(Arc::new(replacement) as _),
-                None => Transformed::no(node),
-            })
-        })
-        .data()
+        replace_nodes(plan, replacing)
     }
 
     fn name(&self) -> &str {
@@ -371,18 +364,7 @@ fn value_lists(counts: &[GroupCounts], index: usize, field: &FieldRef) -> Result
 /// grouped by one string path of a Strata scan whose table is sorted by the grouped path and
 /// then by each distinct one.
 fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<DistinctRunsExec> {
-    let aggregate = node.downcast_ref::<AggregateExec>()?;
-    let scan = aggregate.input().downcast_ref::<StrataScanExec>()?;
-    let group_by = aggregate.group_expr();
-    let simple = *aggregate.mode() == AggregateMode::Partial
-        && aggregate.limit_options().is_none()
-        && group_by.is_single()
-        && group_by.expr().len() == 1
-        && aggregate.filter_expr().iter().all(Option::is_none);
-    if !simple || scan.limit().is_some() {
-        return None;
-    }
-    let group = group_by.expr()[0].0.downcast_ref::<Column>()?.index();
+    let (aggregate, scan, group) = partial_grouping_over_scan(node)?;
     let group_path = string_path(scan, group)?;
     let counted: Vec<Counted> = aggregate
         .aggr_expr()

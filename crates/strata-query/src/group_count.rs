@@ -18,12 +18,12 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 
-use crate::partial_count::{CountInScan, PartialCountExec, is_count_star, replace_nodes};
+use crate::partial_count::{
+    CountInScan, PartialCountExec, is_count_star, partial_grouping_over_scan, replace_nodes,
+};
 use crate::paths::PathMode;
 use crate::scan::{ScanOutput, StrataScanExec};
 
@@ -84,20 +84,11 @@ impl CountInScan for ByKey {
 /// The replacement for `node`, when it is a partial count-only aggregation grouped by one
 /// string path that a Strata scan produces directly.
 fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<CountByKeyExec> {
-    let aggregate = node.downcast_ref::<AggregateExec>()?;
-    let scan = aggregate.input().downcast_ref::<StrataScanExec>()?;
-    let group_by = aggregate.group_expr();
-    let simple = *aggregate.mode() == AggregateMode::Partial
-        && aggregate.limit_options().is_none()
-        && group_by.is_single()
-        && group_by.expr().len() == 1
-        && aggregate.filter_expr().iter().all(Option::is_none)
-        && aggregate.aggr_expr().iter().all(|a| is_count_star(a));
-    if !simple || scan.limit().is_some() {
+    let (aggregate, scan, group) = partial_grouping_over_scan(node)?;
+    if !aggregate.aggr_expr().iter().all(|a| is_count_star(a)) {
         return None;
     }
-    let column = group_by.expr()[0].0.downcast_ref::<Column>()?;
-    let output = scan.outputs().get(column.index())?;
+    let output = scan.outputs().get(group)?;
     let ScanOutput::Path(path) = output else {
         return None;
     };
@@ -116,7 +107,6 @@ fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<CountByKeyExec> {
     if schema.fields().len() != 1 + aggregate.aggr_expr().len() || !counts_are_int64 {
         return None;
     }
-    let group = column.index();
     Some(PartialCountExec::new(
         aggregate.input().clone(),
         ByKey { group },

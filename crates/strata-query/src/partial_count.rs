@@ -15,12 +15,14 @@ use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::Literal;
+use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
+
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 
 use crate::scan::StrataScanExec;
 
@@ -137,9 +139,9 @@ pub(crate) fn is_count_star(
 }
 
 /// `plan` with every node that `replacing` has a replacement for replaced, bottom-up.
-pub(crate) fn replace_nodes<C: CountInScan>(
+pub(crate) fn replace_nodes<E: ExecutionPlan + 'static>(
     plan: Arc<dyn ExecutionPlan>,
-    replacing: impl Fn(&Arc<dyn ExecutionPlan>) -> Option<PartialCountExec<C>>,
+    replacing: impl Fn(&Arc<dyn ExecutionPlan>) -> Option<E>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     plan.transform_up(|node| {
         Ok(match replacing(&node) {
@@ -148,4 +150,25 @@ pub(crate) fn replace_nodes<C: CountInScan>(
         })
     })
     .data()
+}
+
+/// `node` as the partial phase of an aggregation grouped by one column, with the Strata scan it
+/// reads directly and the scan's output it groups by: no FILTER, grouping sets or limit on the
+/// aggregation, no limit on the scan. Which aggregates it computes is the caller's to check.
+pub(crate) fn partial_grouping_over_scan(
+    node: &Arc<dyn ExecutionPlan>,
+) -> Option<(&AggregateExec, &StrataScanExec, usize)> {
+    let aggregate = node.downcast_ref::<AggregateExec>()?;
+    let scan = aggregate.input().downcast_ref::<StrataScanExec>()?;
+    let group_by = aggregate.group_expr();
+    let simple = *aggregate.mode() == AggregateMode::Partial
+        && aggregate.limit_options().is_none()
+        && group_by.is_single()
+        && group_by.expr().len() == 1
+        && aggregate.filter_expr().iter().all(Option::is_none);
+    if !simple || scan.limit().is_some() {
+        return None;
+    }
+    let group = group_by.expr()[0].0.downcast_ref::<Column>()?.index();
+    Some((aggregate, scan, group))
 }
