@@ -15,6 +15,7 @@
 //! gives NULL (NULL inputs, and times outside the calendar's range, whose batch is handed to
 //! DataFusion's function whole).
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int32Array};
@@ -101,10 +102,10 @@ impl TimeField {
     }
 
     /// The field of a time `value` units of `per_second` after the epoch; None outside the
-    /// calendar's range (where arrow gives NULL).
-    fn read(self, value: i64, per_second: i64) -> Option<i32> {
+    /// calendar's range `calendar` (seconds; where arrow gives NULL).
+    fn read(self, value: i64, per_second: i64, calendar: &RangeInclusive<i64>) -> Option<i32> {
         let seconds = value.div_euclid(per_second);
-        if !(calendar_seconds().0..=calendar_seconds().1).contains(&seconds) {
+        if !calendar.contains(&seconds) {
             return None;
         }
         let field = match self {
@@ -115,12 +116,10 @@ impl TimeField {
     }
 }
 
-/// The first and last second that chrono (arrow's calendar) can represent.
-fn calendar_seconds() -> (i64, i64) {
-    (
-        chrono::NaiveDateTime::MIN.and_utc().timestamp(),
-        chrono::NaiveDateTime::MAX.and_utc().timestamp(),
-    )
+/// The seconds since the epoch that chrono (arrow's calendar) can represent.
+fn calendar_seconds() -> RangeInclusive<i64> {
+    chrono::NaiveDateTime::MIN.and_utc().timestamp()
+        ..=chrono::NaiveDateTime::MAX.and_utc().timestamp()
 }
 
 /// `field` of each value of `array`, or None when a value lies outside the calendar.
@@ -130,12 +129,13 @@ fn time_fields<T: ArrowTimestampType>(
     per_second: i64,
 ) -> Option<ArrayRef> {
     let values = array.as_primitive::<T>();
+    let calendar = calendar_seconds();
     let mut out = Vec::with_capacity(values.len());
     for (i, &value) in values.values().iter().enumerate() {
         // NULL slots hold arbitrary values: they stay NULL whatever is computed for them.
         out.push(match values.is_null(i) {
             true => 0,
-            false => field.read(value, per_second)?,
+            false => field.read(value, per_second, &calendar)?,
         });
     }
     Some(Arc::new(Int32Array::new(

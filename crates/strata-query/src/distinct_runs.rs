@@ -50,9 +50,9 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use crate::partial_count::{is_count_star, partial_grouping_over_scan, replace_nodes};
-use crate::paths::PathMode;
-use crate::scan::{ScanOutput, StrataScanExec};
+use crate::partial_count::{is_count_star, partial_grouping_over_scan, replace_nodes, string_path};
+
+use crate::scan::StrataScanExec;
 
 /// The physical optimizer rule; see the module documentation.
 #[derive(Debug, Default)]
@@ -196,7 +196,6 @@ impl ExecutionPlan for DistinctRunsExec {
 /// One group's counts so far: its rows (`count(*)`), and per aggregate the first value of each
 /// run of its column (`count(DISTINCT)`; the last of them is the value of the group's last row
 /// that had one).
-#[derive(Default)]
 struct GroupCounts {
     rows: i64,
     runs: Vec<RunHeads>,
@@ -394,21 +393,6 @@ fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<DistinctRunsExec> {
         counted,
         schema,
     ))
-}
-
-/// The encoded path of the scan's output `column` when it is a path read as a string.
-fn string_path(scan: &StrataScanExec, column: usize) -> Option<&str> {
-    match scan.outputs().get(column)? {
-        ScanOutput::Path(path)
-            if matches!(
-                path.mode,
-                PathMode::String | PathMode::Text | PathMode::Mixed
-            ) =>
-        {
-            Some(path.path.as_str())
-        }
-        _ => None,
-    }
 }
 
 /// What `aggregate` counts, when it is `count(*)`, or `count(DISTINCT <string path>)` of a path

@@ -23,9 +23,10 @@ use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 
 use crate::partial_count::{
     CountInScan, PartialCountExec, is_count_star, partial_grouping_over_scan, replace_nodes,
+    string_path,
 };
-use crate::paths::PathMode;
-use crate::scan::{ScanOutput, StrataScanExec};
+
+use crate::scan::StrataScanExec;
 
 /// The physical optimizer rule; see the module documentation.
 #[derive(Debug, Default)]
@@ -88,16 +89,7 @@ fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<CountByKeyExec> {
     if !aggregate.aggr_expr().iter().all(|a| is_count_star(a)) {
         return None;
     }
-    let output = scan.outputs().get(group)?;
-    let ScanOutput::Path(path) = output else {
-        return None;
-    };
-    if !matches!(
-        path.mode,
-        PathMode::String | PathMode::Text | PathMode::Mixed
-    ) {
-        return None;
-    }
+    string_path(scan, group)?;
     let schema = aggregate.schema();
     let counts_are_int64 = schema
         .fields()

@@ -17,14 +17,14 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
 
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-
-use crate::scan::StrataScanExec;
+use crate::paths::PathMode;
+use crate::scan::{ScanOutput, StrataScanExec};
 
 /// How a [`PartialCountExec`] has its scan count.
 pub trait CountInScan: fmt::Debug + Send + Sync + 'static {
@@ -171,4 +171,19 @@ pub(crate) fn partial_grouping_over_scan(
     }
     let group = group_by.expr()[0].0.downcast_ref::<Column>()?.index();
     Some((aggregate, scan, group))
+}
+
+/// The encoded path of the scan's output `column` when it is a path read as a string.
+pub(crate) fn string_path(scan: &StrataScanExec, column: usize) -> Option<&str> {
+    match scan.outputs().get(column)? {
+        ScanOutput::Path(path)
+            if matches!(
+                path.mode,
+                PathMode::String | PathMode::Text | PathMode::Mixed
+            ) =>
+        {
+            Some(path.path.as_str())
+        }
+        _ => None,
+    }
 }

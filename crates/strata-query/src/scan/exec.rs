@@ -670,12 +670,12 @@ impl StrataScanExec {
         self.limit
     }
 
-    /// The scan's outputs, in schema order.
     /// The table's sort key (encoded paths): the order of each part's rows.
     pub(crate) fn sort_key(&self) -> &[String] {
         &self.sort_key
     }
 
+    /// The scan's outputs, in schema order.
     pub(crate) fn outputs(&self) -> &[ScanOutput] {
         &self.outputs
     }

@@ -234,7 +234,8 @@ async fn read_rows(
             };
             // Slices, not a copy: a point read takes one row or a few neighbouring ones, and
             // copying them out of every column cost more than rebuilding the document.
-            consecutive_runs(here)
+            access_plan::row_ranges(here)
+                .into_iter()
                 .map(|run| {
                     whole.slice(
                         (run.start - granule.start) as usize,
@@ -261,21 +262,6 @@ async fn read_rows(
         ));
     }
     Ok(documents)
-}
-
-/// `rows` (ascending, distinct) as runs of consecutive rows, in order.
-fn consecutive_runs(rows: &[u64]) -> impl Iterator<Item = Range<u64>> + '_ {
-    let mut rest = rows;
-    std::iter::from_fn(move || {
-        let (&first, _) = rest.split_first()?;
-        let length = rest
-            .iter()
-            .enumerate()
-            .take_while(|&(i, &row)| row == first + i as u64)
-            .count();
-        rest = &rest[length..];
-        Some(first..first + length as u64)
-    })
 }
 
 /// The error of a granule of `part` that read as `rows` rows, not as many as it has.
@@ -384,12 +370,13 @@ mod tests {
 
     use super::*;
 
+    /// A point read slices a decoded granule by these runs.
     #[test]
     fn consecutive_rows_are_read_as_one_run() {
-        let runs: Vec<Range<u64>> = consecutive_runs(&[3, 4, 5, 9, 11, 12]).collect();
+        let runs = access_plan::row_ranges(&[3, 4, 5, 9, 11, 12]);
         assert_eq!(runs, vec![3..6, 9..10, 11..13]);
-        assert_eq!(consecutive_runs(&[]).count(), 0);
-        assert_eq!(consecutive_runs(&[7]).collect::<Vec<_>>(), vec![7..8]);
+        assert_eq!(access_plan::row_ranges(&[]).len(), 0);
+        assert_eq!(access_plan::row_ranges(&[7]), vec![7..8]);
     }
 
     /// Granules start at each row group's first row: a granule never spans two row groups.
