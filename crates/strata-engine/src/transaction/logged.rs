@@ -1003,7 +1003,13 @@ mod tests {
         // The WAL's writer counts a frame as told only after its callback returned: wait for
         // the void frame (published by the failed commit) to be counted.
         let void_seq = registry().get(data_dir.root()).unwrap().published;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while wal.told() < void_seq {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the void frame {void_seq} was never told (told: {})",
+                wal.told()
+            );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         wal.raise_floor(void_seq).unwrap();
