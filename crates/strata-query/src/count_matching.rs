@@ -17,6 +17,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
+use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -79,6 +80,7 @@ impl CountInScan for Matching {
         scan: &StrataScanExec,
         partition: usize,
         schema: SchemaRef,
+        _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         scan.execute_count_matching(
             partition,

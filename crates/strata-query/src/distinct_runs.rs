@@ -36,22 +36,19 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, FieldRef, SchemaRef};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::StreamExt;
 
-use crate::partial_count::{is_count_star, partial_grouping_over_scan, replace_nodes, string_path};
-
+use crate::partial_count::{
+    CountInScan, PartialCountExec, is_count_star, partial_grouping_over_scan, replace_nodes,
+    string_path,
+};
 use crate::scan::StrataScanExec;
 
 /// The physical optimizer rule; see the module documentation.
@@ -86,108 +83,42 @@ enum Counted {
 }
 
 /// The partial phase of a grouped aggregation of plain and distinct counts, by runs.
+pub type DistinctRunsExec = PartialCountExec<ByRuns>;
+
+/// Counting a scan's rows by group, and the runs of the distinct counts' columns.
 #[derive(Debug)]
-pub struct DistinctRunsExec {
-    input: Arc<dyn ExecutionPlan>,
-    /// The input column grouped by.
+pub struct ByRuns {
+    /// The scan output grouped by.
     group: usize,
     counted: Arc<Vec<Counted>>,
-    schema: SchemaRef,
-    properties: Arc<PlanProperties>,
 }
 
-impl DistinctRunsExec {
-    fn new(
-        input: Arc<dyn ExecutionPlan>,
-        group: usize,
-        counted: Vec<Counted>,
-        schema: SchemaRef,
-    ) -> Self {
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            input.properties().output_partitioning().clone(),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        );
-        DistinctRunsExec {
-            input,
-            group,
-            counted: Arc::new(counted),
-            schema,
-            properties: Arc::new(properties),
-        }
-    }
-}
+impl CountInScan for ByRuns {
+    const NAME: &'static str = "DistinctRunsExec";
 
-impl DisplayAs for DistinctRunsExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let names: Vec<&str> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        write!(
-            f,
-            "DistinctRunsExec: gby=[{}], aggr=[{}]",
-            names[0],
-            names[1..].join(", ")
-        )
-    }
-}
-
-impl ExecutionPlan for DistinctRunsExec {
-    fn name(&self) -> &str {
-        "DistinctRunsExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let input = children
-            .into_iter()
-            .next()
-            .ok_or_else(|| DataFusionError::Internal("DistinctRunsExec needs its input".into()))?;
-        Ok(Arc::new(DistinctRunsExec::new(
-            input,
-            self.group,
-            self.counted.as_ref().clone(),
-            self.schema.clone(),
-        )))
+    fn describe(&self, schema: &SchemaRef, f: &mut fmt::Formatter) -> fmt::Result {
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        write!(f, "gby=[{}], aggr=[{}]", names[0], names[1..].join(", "))
     }
 
     fn execute(
         &self,
+        scan: &StrataScanExec,
         partition: usize,
+        schema: SchemaRef,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let mut input = self.input.execute(partition, context)?;
-        let (group, counted, schema) = (self.group, self.counted.clone(), self.schema.clone());
+        let mut input = ExecutionPlan::execute(scan, partition, context)?;
+        let (group, counted, state) = (self.group, self.counted.clone(), schema.clone());
         let output = async move {
             let mut groups = Groups::new(counted.len());
             while let Some(batch) = input.next().await {
                 groups.add(&batch?, group, &counted)?;
             }
-            groups.finish(&schema, &counted)
+            groups.finish(&state, &counted)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
-            self.schema.clone(),
+            schema,
             futures::stream::once(output),
         )))
     }
@@ -387,10 +318,12 @@ fn replacing(node: &Arc<dyn ExecutionPlan>) -> Option<DistinctRunsExec> {
     if !states_fit {
         return None;
     }
-    Some(DistinctRunsExec::new(
+    Some(PartialCountExec::new(
         aggregate.input().clone(),
-        group,
-        counted,
+        ByRuns {
+            group,
+            counted: Arc::new(counted),
+        },
         schema,
     ))
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
+use datafusion::execution::TaskContext;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 
@@ -77,6 +78,7 @@ impl CountInScan for ByKey {
         scan: &StrataScanExec,
         partition: usize,
         schema: SchemaRef,
+        _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         scan.execute_count_by(partition, self.group, schema)
     }

@@ -1,11 +1,12 @@
 //! The node our count rules put in place of the partial phase of a count-only aggregation
 //! that reads a Strata scan: [`PartialCountExec`], generic over how the scan counts
 //! ([`CountInScan`]: by dictionary key in `group_count`, rows matching a filter in
-//! `count_matching`).
+//! `count_matching`, runs of distinct values in `distinct_runs`).
 //!
-//! Invariant: the node has the replaced aggregation's schema (its partial state: Int64 counts)
-//! and the scan's partitioning, and emits once per partition; DataFusion's final phase above it
-//! is untouched.
+//! Invariant: the node has the replaced aggregation's schema (its partial state: Int64 counts,
+//! and for `distinct_runs` the lists of values a count of distinct values merges) and the
+//! scan's partitioning, and emits once per partition; DataFusion's final phase above it is
+//! untouched.
 
 use std::fmt;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub trait CountInScan: fmt::Debug + Send + Sync + 'static {
         scan: &StrataScanExec,
         partition: usize,
         schema: SchemaRef,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream>;
 }
 
@@ -116,12 +118,13 @@ impl<C: CountInScan> ExecutionPlan for PartialCountExec<C> {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let scan = self.scan.downcast_ref::<StrataScanExec>().ok_or_else(|| {
             DataFusionError::Internal(format!("{} over a plan that is not a Strata scan", C::NAME))
         })?;
-        self.count.execute(scan, partition, self.schema.clone())
+        self.count
+            .execute(scan, partition, self.schema.clone(), context)
     }
 }
 
