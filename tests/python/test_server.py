@@ -649,6 +649,38 @@ def test_cancel_stops_a_statement_when_every_connection_slot_is_taken(tmp_path):
             assert conn.execute("SELECT 3").fetchone() == (3,)
 
 
+def test_a_long_query_does_not_hold_up_the_other_connections_of_its_thread(tmp_path):
+    import threading
+
+    # One connection thread serves both connections (ADR 0028): the long query's rows are
+    # produced on the shared runtime, so the other connection is answered meanwhile.
+    config = "[limits]\nconnection_threads = 1\nquery_timeout_secs = 120\n"
+    with Server(tmp_path / "db", config=config) as server:
+        with psycopg.connect(server.dsn(), autocommit=True) as busy, \
+                psycopg.connect(server.dsn(), autocommit=True) as other:
+            ended = threading.Event()
+
+            def run_long_query():
+                try:
+                    busy.execute(LONG_QUERY)
+                except psycopg.errors.QueryCanceled:
+                    pass
+                finally:
+                    ended.set()
+
+            thread = threading.Thread(target=run_long_query)
+            thread.start()
+            time.sleep(1.0)
+            started = time.monotonic()
+            assert other.execute("SELECT 1 + 1").fetchone() == (2,)
+            answered_in = time.monotonic() - started
+            still_running = not ended.is_set()
+            busy.cancel()
+            thread.join(60)
+            assert still_running, "the long query ended before the other connection's statement"
+            assert answered_in < 5.0, f"the other connection waited {answered_in:.1f} s"
+
+
 def test_statement_timeout_on_both_protocols(tmp_path):
     with Server(tmp_path / "db", config="[limits]\nquery_timeout_secs = 1\n") as server:
         started = time.monotonic()

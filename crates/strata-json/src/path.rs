@@ -30,7 +30,8 @@ impl JsonPath {
 
     /// The column name of this path.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
+        let length = self.0.iter().map(|segment| segment.len() + 1).sum();
+        let mut out = String::with_capacity(length);
         for (i, segment) in self.0.iter().enumerate() {
             if i > 0 {
                 out.push('.');
@@ -76,6 +77,11 @@ impl JsonPath {
 
 /// Appends one escaped key to a column name under construction.
 pub(crate) fn push_escaped(out: &mut String, segment: &str) {
+    // Most segments need no escape: copied whole (a point read encodes its path per statement).
+    if !segment.contains(['\\', '.']) {
+        out.push_str(segment);
+        return;
+    }
     for c in segment.chars() {
         if c == '\\' || c == '.' {
             out.push('\\');

@@ -15,6 +15,7 @@
 //! max_concurrent_queries = 16
 //! query_timeout_secs = 300
 //! query_memory_bytes = 4294967296
+//! connection_threads = 0                # PostgreSQL connections' threads; 0: one per CPU
 //! [wal]
 //! enabled = true
 //! max_request_bytes = 8388608
@@ -122,6 +123,9 @@ pub struct Limits {
     /// Nice value (0–19) of the threads that parse, write and merge ingested documents, so that
     /// queries get the CPU first under heavy ingest; 0 runs them like queries.
     pub background_nice: i32,
+    /// Threads that serve PostgreSQL connections, each connection on one of them for its
+    /// whole life (ADR 0028); 0 (the default) is one per CPU.
+    pub connection_threads: usize,
 }
 
 impl Default for Limits {
@@ -135,6 +139,7 @@ impl Default for Limits {
             idle_in_transaction_timeout_secs: 0.0,
             query_memory_bytes: strata_query::DEFAULT_MEMORY_LIMIT,
             background_nice: 10,
+            connection_threads: 0,
         }
     }
 }

@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     /// The built-in pipelines and the config file's (`?pipeline=` of HTTP ingest).
     pub pipelines: strata_pipeline::Pipelines,
     pub shutdown: CancellationToken,
+    /// The runtime whose worker threads run statements' work (PostgreSQL connections are
+    /// served on threads of their own, `pg::connection_threads`, ADR 0028).
+    pub workers: tokio::runtime::Handle,
 }
 
 impl Shared {
@@ -196,6 +199,7 @@ async fn run(
         metrics,
         merger: merger.handle(),
         shutdown: shutdown.clone(),
+        workers: tokio::runtime::Handle::current(),
     });
 
     let mut listening = Vec::new();
@@ -209,7 +213,15 @@ async fn run(
         let listener = bind("PostgreSQL", addr).await?;
         listening.push(("PostgreSQL", local_addr("PostgreSQL", addr, &listener)?));
         let handlers = pg::Handlers::new(shared.clone())?;
-        tasks.spawn(pg::serve(listener, handlers, shared.clone(), tls.clone()));
+        let threads =
+            pg::ConnectionThreads::start(options.config.limits.connection_threads, &shutdown)?;
+        tasks.spawn(pg::serve(
+            listener,
+            handlers,
+            threads,
+            shared.clone(),
+            tls.clone(),
+        ));
     }
     on_listening(&listening);
 

@@ -27,6 +27,9 @@ use pgwire::error::ErrorInfo;
 use statements::{CancelRegistry, StrataStatements};
 use transactions::OpenSlots;
 
+pub(crate) use connection_threads::ConnectionThreads;
+
+mod connection_threads;
 mod deferred_flush;
 mod login;
 mod parameters;
@@ -34,11 +37,13 @@ mod prepared;
 mod statements;
 mod transactions;
 
-/// Serves the PostgreSQL protocol on `listener` until the server shuts down. Open sessions are
-/// closed then (PostgreSQL's "fast" shutdown).
+/// Serves the PostgreSQL protocol on `listener` until the server shuts down, each connection
+/// on one of `threads` (`connection_threads`). Open sessions are closed then (PostgreSQL's
+/// "fast" shutdown).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     handlers: Arc<Handlers>,
+    threads: ConnectionThreads,
     shared: Arc<Shared>,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
@@ -81,10 +86,31 @@ pub async fn serve(
         let handlers = handlers.clone();
         let tls = tls.clone();
         let connections = connections.clone();
-        sessions.spawn(async move {
+        // The socket moves to its connection thread's runtime (registered there, not here).
+        let (socket, (runtime, served)) = match (socket.into_std(), threads.least_loaded()) {
+            (Ok(socket), Some(thread)) => (socket, thread),
+            (Err(e), _) => {
+                eprintln!("strata: PostgreSQL connection from {peer} dropped: {e}");
+                continue;
+            }
+            (Ok(_), None) => {
+                eprintln!(
+                    "strata: PostgreSQL connection from {peer} dropped: no connection thread"
+                );
+                continue;
+            }
+        };
+        let session = async move {
+            let _served = served;
+            let mut socket = match tokio::net::TcpStream::from_std(socket) {
+                Ok(socket) => socket,
+                Err(e) => {
+                    eprintln!("strata: PostgreSQL connection from {peer} dropped: {e}");
+                    return;
+                }
+            };
             // A cancel request comes on a connection of its own and takes no slot: a client
             // can stop a statement even when every slot is taken (as in PostgreSQL).
-            let mut socket = socket;
             if answer_cancel_request(&mut socket, &handlers.cancel).await {
                 return;
             }
@@ -103,10 +129,13 @@ pub async fn serve(
             };
             // A client that breaks the protocol ends its own session and nothing else.
             let _ = pgwire::tokio::process_socket(socket, tls, handlers).await;
-        });
+        };
+        sessions.spawn_on(session, &runtime);
         while sessions.try_join_next().is_some() {}
     }
     sessions.shutdown().await;
+    // The threads end with the shutdown token; waited for off the runtime's workers.
+    let _ = tokio::task::spawn_blocking(move || threads.join()).await;
 }
 
 /// The first message of a PostgreSQL connection that asks to cancel a statement: its length (16

@@ -39,6 +39,7 @@ use strata_query::prepared_change::PreparedChange;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
+use super::connection_threads::{OnWorkers, rows_on_workers};
 use super::deferred_flush::Deferred;
 use super::prepared::{self, Command, PreparedStatements};
 use super::transactions::{
@@ -498,10 +499,24 @@ impl StrataStatements {
             (Some(parsed), _) => session.run_change_at(sql, parsed, serializable).await,
             (None, "INSERT" | "UPDATE" | "DELETE") => session.run_at(sql, serializable).await,
             // `DROP`, `ALTER`, `CREATE INDEX` take the table's writer lock, which a merge may
-            // hold: they wait off the runtime's workers.
-            (None, _) => tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(session.run_at(sql, serializable))
-            }),
+            // hold: they wait on a blocking thread, not on the connection's thread.
+            (None, _) => {
+                let (shared, sql) = (self.shared.clone(), sql.to_owned());
+                let workers = shared.workers.clone();
+                workers
+                    .spawn_blocking(move || {
+                        shared
+                            .workers
+                            .block_on(shared.session.run_at(&sql, serializable))
+                    })
+                    .await
+                    .map_err(|e| {
+                        strata_query::QueryError::DataFusion(
+                            datafusion::error::DataFusionError::External(Box::new(e)),
+                        )
+                    })
+                    .and_then(|result| result)
+            }
         };
         result
             .map_err(query_error)
@@ -1001,11 +1016,13 @@ fn with_sqlstate(error: PgWireError) -> PgWireError {
     }
 }
 
-/// Runs `work` (planning) under the statement's cancel token and deadline.
+/// Runs `work` (planning) under the statement's cancel token and deadline, with what it spawns
+/// on the shared runtime (`connection_threads::OnWorkers`).
 async fn guarded<T>(
     running: &Running,
     work: impl Future<Output = PgWireResult<T>>,
 ) -> PgWireResult<T> {
+    let work = OnWorkers::new(&running.shared.workers, work);
     tokio::select! {
         result = work => result.map_err(with_sqlstate),
         _ = running.token.cancelled() => Err(canceled("user request")),
@@ -1175,7 +1192,10 @@ impl SimpleQueryHandler for StrataStatements {
             &running,
             SimpleQueryHandler::do_query(&*self.inner, client, query),
         )
-        .await?;
+        .await?
+        .into_iter()
+        .map(|response| rows_on_workers(response, &self.shared.workers))
+        .collect();
         // Simple queries are not planned here, so their documents stay `text` (psql shows the
         // same either way).
         Ok(guard_responses(responses, running, &[]))
@@ -1336,13 +1356,14 @@ impl ExtendedQueryHandler for StrataStatements {
             }
             None => match guarded(&running, Box::pin(self.point_read(portal))).await? {
                 Some(response) => response,
-                None => {
+                None => rows_on_workers(
                     guarded(
                         &running,
                         ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
                     )
-                    .await?
-                }
+                    .await?,
+                    &self.shared.workers,
+                ),
             },
         };
         let json = plan_of(&portal.statement.statement)
