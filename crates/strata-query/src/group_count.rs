@@ -26,7 +26,6 @@ use crate::partial_count::{
     CountInScan, PartialCountExec, is_count_star, partial_grouping_over_scan, replace_nodes,
     string_path,
 };
-
 use crate::scan::StrataScanExec;
 
 /// The physical optimizer rule; see the module documentation.

@@ -290,3 +290,13 @@ pub(crate) fn lower_priority(nice: i32) {
         eprintln!("strata: a background thread keeps its CPU priority: {e}");
     }
 }
+
+/// The items sent into `receiver`, as a stream that ends when every sender is gone: how a task
+/// producing a response (a query's rows, an HTTP body's chunks) hands it to the connection.
+pub(crate) fn received<T: Send + 'static>(
+    receiver: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    })
+}

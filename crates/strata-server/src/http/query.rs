@@ -154,10 +154,7 @@ async fn run(
         }
         metrics_owner.metrics.observe_query(started.elapsed(), ok);
     });
-    let body = Body::from_stream(futures::stream::unfold(
-        receiver,
-        |mut receiver| async move { receiver.recv().await.map(|chunk| (chunk, receiver)) },
-    ));
+    let body = Body::from_stream(crate::received(receiver));
     Ok(([(header::CONTENT_TYPE, content_type(format))], body).into_response())
 }
 

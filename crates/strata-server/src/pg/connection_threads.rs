@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use pgwire::api::results::Response;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
@@ -171,14 +171,6 @@ pub(super) fn rows_on_workers(response: Response, workers: &Handle) -> Response 
             }
         }
     });
-    *query.data_rows() = Box::pin(received(receiver));
+    *query.data_rows() = Box::pin(crate::received(receiver));
     Response::Query(query)
-}
-
-fn received<T: Send + 'static>(
-    receiver: tokio::sync::mpsc::Receiver<T>,
-) -> impl Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|item| (item, receiver))
-    })
 }
