@@ -247,6 +247,66 @@ proptest! {
     }
 }
 
+/// Whether DataFusion's `a OR b` evaluates `b` on a row `a` already decided depends on the
+/// rows that share the batch (it pre-selects only when at most a fifth are undecided): the
+/// scan's filters, evaluated over the fewer rows pruning leaves, must not fail where the full
+/// scan did not. Here the rows with `s = 'ab'` are one without `i` and one with `i = 'ba'`.
+/// Found by the property test above.
+#[test]
+fn a_filter_is_short_circuited_per_row_where_its_batch_evaluation_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    let small: Vec<String> = [
+        r#"{"s":"ab","f":0.25}"#,
+        r#"{"s":"b","i":"a","f":0.25}"#,
+        r#"{"s":"a","i":"a","f":0.25}"#,
+        r#"{"s":"a","i":0,"f":0.25}"#,
+        r#"{"s":"ab","i":"ba","f":1.875}"#,
+        r#"{"s":-3,"i":"ab","f":-0.75}"#,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let key = Some(vec!["s".to_owned(), "i".to_owned()]);
+    load(&dir, &small, &key, 64);
+    load(&dir, &large_part(17014, 0), &key, 64);
+    let predicate =
+        "((data.i IS NOT NULL) OR (CAST(data.i AS DOUBLE) > -0.75)) AND (data.s IN ('ab', 'ba'))";
+    check(tmp.path(), &[predicate.to_owned()]).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let session = Session::open(tmp.path()).unwrap();
+    let sql = format!("SELECT data FROM t WHERE {predicate} AND data.f = 1.875");
+    assert_eq!(
+        rows(&session, &runtime, &sql),
+        Ok(vec![r#"{"f":1.875,"i":"ba","s":"ab"}"#.to_owned()])
+    );
+}
+
+/// The decoder runs equalities and large dictionaries first, but a conjunct that can fail on a
+/// value (a cast) runs after the ones written before it, as a row's filter does: here the rows
+/// holding `i = 'ba'` are the rows `s = 'y'`, which the first conjunct drops.
+#[test]
+fn a_conjunct_that_can_fail_runs_after_the_conjuncts_written_before_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::new(tmp.path());
+    let lines: Vec<String> = (0..200)
+        .map(|n| match n % 2 {
+            0 => format!(r#"{{"s":"x","i":"{}"}}"#, n % 7),
+            _ => r#"{"s":"y","i":"ba"}"#.to_owned(),
+        })
+        .collect();
+    // Unsorted, so that no key run drops the rows `s = 'y'` before the decoder.
+    load(&dir, &lines, &None, 64);
+    let predicate = "(data.s IN ('x', 'z')) AND (CAST(data.i AS DOUBLE) > 0.5)";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let session = Session::open(tmp.path()).unwrap();
+    let sql = format!("SELECT data FROM t WHERE {predicate}");
+    let found = rows(&session, &runtime, &sql).map(|rows| rows.len());
+    // n even and n % 7 > 0: 100 - 15.
+    assert_eq!(found, Ok(85));
+    check(tmp.path(), &[predicate.to_owned()]).unwrap();
+}
+
 /// The documents of table `t` that no deletion vector lists, read without the scan: every row
 /// of each part (ignoring its vector), rebuilt, minus the listed positions; canonical JSON.
 fn live_documents(dir: &DataDir) -> Vec<String> {

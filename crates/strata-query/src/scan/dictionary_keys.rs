@@ -18,7 +18,8 @@
 //!
 //! Invariants: a row is kept exactly when its value satisfies the conjunct; a NULL value drops
 //! the row, as the comparison's NULL does above the scan — an expression that would keep a NULL
-//! is evaluated row by row instead, for that dictionary. The outputs built from a column read as
+//! is evaluated row by row instead, for that dictionary, and so is one that fails on some value
+//! of the dictionary (a cast of a value only dropped rows hold). The outputs built from a column read as
 //! keys are cast back to the output's own type, so the rows the scan emits are the same either
 //! way. A dictionary's decisions are cached while the decoder hands out batches of the same
 //! chunk; the cache holds the dictionary itself, so its buffers cannot be freed and their
@@ -150,8 +151,18 @@ pub(super) struct Decider {
 
 impl Decider {
     /// Whether each value of `values` (a dictionary's strings) is kept; `None` when a NULL would
-    /// be kept too, which rows without a key cannot be told apart for here.
-    fn decide(&self, values: &ArrayRef) -> Result<Option<Vec<bool>>, ArrowError> {
+    /// be kept too, which rows without a key cannot be told apart for here, or when the conjunct
+    /// fails on some value.
+    ///
+    /// A dictionary holds the values of rows the filters before this one dropped, and the NULL
+    /// added here makes `x IS NOT NULL OR CAST(x AS DOUBLE) > 0` evaluate its cast on every
+    /// value: an error over the dictionary says nothing about the rows being read, so that
+    /// dictionary is decided row by row, where a cast fails only if a row read needs it.
+    fn decide(&self, values: &ArrayRef) -> Option<Vec<bool>> {
+        self.decide_values(values).ok().flatten()
+    }
+
+    fn decide_values(&self, values: &ArrayRef) -> Result<Option<Vec<bool>>, ArrowError> {
         let Decider { expression, field } = self;
         let typed = cast(values, field.data_type())?;
         let null = new_null_array(field.data_type(), 1);
@@ -225,7 +236,7 @@ impl KeyedConjunct {
                 && std::ptr::eq(cached.offsets().as_ptr(), values.offsets().as_ptr())
         });
         if !same {
-            let keep = self.decider.decide(keys.values())?;
+            let keep = self.decider.decide(keys.values());
             self.cached = Some(Decisions {
                 dictionary: keys.values().clone(),
                 keep,

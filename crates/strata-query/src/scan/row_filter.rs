@@ -15,6 +15,8 @@
 //! Order: the conjunct likeliest to keep fewest rows first — equality (`=`, `IN`) before other
 //! comparisons, and among equalities the column whose dictionaries are largest (more distinct
 //! values: an equality on it keeps fewer rows); ties keep the order the filter was written in.
+//! Conjuncts that may fail on a value (casts, functions, arithmetic) come last, in their written
+//! order, so that they are evaluated on no row the written order would not evaluate them on.
 //!
 //! Invariants: a conjunct drops only rows the filter above the scan drops too — it is evaluated
 //! over the same outputs, built the same way, and NULL drops the row as `FilterExec` does (the
@@ -32,7 +34,9 @@ use arrow::compute::{concat, sort_to_indices, take};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::expressions::{BinaryExpr, InListExpr, Literal};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NotExpr,
+};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
 use datafusion::physical_plan::metrics::Count;
@@ -149,11 +153,15 @@ pub(super) fn row_filter(
     })
 }
 
-/// How early a conjunct runs (greater first): equality first, then by the bytes of its
-/// columns' dictionary pages in the unit's row groups.
-type Rank = (bool, u64);
+/// How early a conjunct runs (greater first): conjuncts that cannot fail before those that can,
+/// then equality first, then by the bytes of its columns' dictionary pages in the unit's row
+/// groups. Conjuncts that can fail all rank alike, so they keep their written order.
+type Rank = (bool, bool, u64);
 
 fn rank(conjunct: &Arc<dyn PhysicalExpr>, unit: &ScanUnit, projection: &ProjectionMask) -> Rank {
+    if !infallible(conjunct) {
+        return (false, false, 0);
+    }
     let equality = if let Some(binary) = conjunct.downcast_ref::<BinaryExpr>() {
         *binary.op() == Operator::Eq
             && (binary.left().is::<Literal>() || binary.right().is::<Literal>())
@@ -173,7 +181,38 @@ fn rank(conjunct: &Arc<dyn PhysicalExpr>, unit: &ScanUnit, projection: &Projecti
             }
         }
     }
-    (equality, dictionary_bytes)
+    (true, equality, dictionary_bytes)
+}
+
+/// Whether `expr` cannot fail on any value: comparisons, `AND`, `OR`, `NOT`, `IN`, `LIKE`,
+/// `IS [NOT] NULL`, columns and literals. A cast or a function may fail on a value (`'ba'` as
+/// a double), and a row's conjuncts are evaluated in their written order, each only while the
+/// ones before it have not dropped the row: run after conjuncts written later, such a conjunct
+/// would fail on rows they drop (the full scan's filter does not).
+fn infallible(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    let node = match expr.downcast_ref::<BinaryExpr>() {
+        Some(binary) => {
+            binary.op().supports_propagation()
+                || binary.op().is_logic_operator()
+                || matches!(
+                    binary.op(),
+                    Operator::LikeMatch
+                        | Operator::ILikeMatch
+                        | Operator::NotLikeMatch
+                        | Operator::NotILikeMatch
+                )
+        }
+        None => {
+            expr.is::<Column>()
+                || expr.is::<Literal>()
+                || expr.is::<InListExpr>()
+                || expr.is::<LikeExpr>()
+                || expr.is::<NotExpr>()
+                || expr.is::<IsNullExpr>()
+                || expr.is::<IsNotNullExpr>()
+        }
+    };
+    node && expr.children().into_iter().all(infallible)
 }
 
 /// Builds the scan outputs a predicate reads from the physical columns the decoder hands it.

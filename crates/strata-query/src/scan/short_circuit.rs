@@ -1,0 +1,70 @@
+//! Filters evaluated with each row's own short circuit, when evaluating them over a whole batch
+//! fails.
+//!
+//! DataFusion evaluates `a OR b` over a batch by evaluating `b` for every row unless `a` is
+//! true for all of them or false for at most a fifth of them (its pre-selection), so
+//! `x IS NOT NULL OR CAST(x AS DOUBLE) > 0` fails on a row holding `'ba'` in one batch and not in
+//! another: whether a filter fails depends on which rows share its batch. The scan's own filters
+//! (in the decoder and before documents are built) see fewer rows per batch than a scan that
+//! prunes nothing, so they failed where the full scan did not.
+//!
+//! Invariant: the answer is the filter's SQL value for each row, with `AND` and `OR` evaluating
+//! their right side only for the rows their left side leaves undecided (as PostgreSQL
+//! evaluates a row), so it fails only when a row's own value needs an operation that fails.
+//! It is only the fallback: the whole-batch evaluation is faster and, when it succeeds, gives
+//! the same values.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use arrow::compute::kernels::boolean::{and_kleene, not, or_kleene};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, NotExpr};
+use datafusion::physical_expr_common::utils::scatter;
+
+/// `expr` over `batch`, each `AND`, `OR` and `NOT` of it evaluated with each row's own short
+/// circuit.
+pub(super) fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+    if let Some(binary) = expr.downcast_ref::<BinaryExpr>() {
+        let is_and = match binary.op() {
+            Operator::And => true,
+            Operator::Or => false,
+            _ => return expr.evaluate(batch)?.into_array(batch.num_rows()),
+        };
+        let left = evaluate(binary.left(), batch)?;
+        let left = boolean(&left, binary.left())?;
+        // A row is decided by a false left side of AND, a true left side of OR.
+        let undecided: BooleanArray = left.iter().map(|v| Some(v != Some(!is_and))).collect();
+        if undecided.true_count() == 0 {
+            return Ok(Arc::new(left.clone()));
+        }
+        let rows = filter_record_batch(batch, &undecided)?;
+        let right = evaluate(binary.right(), &rows)?;
+        // Decided rows get NULL on the right, which their left side overrides.
+        let right = scatter(&undecided, boolean(&right, binary.right())?)?;
+        let right = boolean(&right, binary.right())?;
+        let combined = if is_and {
+            and_kleene(left, right)?
+        } else {
+            or_kleene(left, right)?
+        };
+        return Ok(Arc::new(combined));
+    }
+    if let Some(negated) = expr.downcast_ref::<NotExpr>() {
+        let inner = evaluate(negated.arg(), batch)?;
+        return Ok(Arc::new(not(boolean(&inner, negated.arg())?)?));
+    }
+    expr.evaluate(batch)?.into_array(batch.num_rows())
+}
+
+fn boolean<'a>(array: &'a ArrayRef, expr: &Arc<dyn PhysicalExpr>) -> Result<&'a BooleanArray> {
+    array.as_boolean_opt().ok_or_else(|| {
+        DataFusionError::Internal(format!(
+            "{expr} is of type {}, not boolean",
+            array.data_type()
+        ))
+    })
+}
