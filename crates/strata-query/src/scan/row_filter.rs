@@ -16,7 +16,8 @@
 //! comparisons, and among equalities the column whose dictionaries are largest (more distinct
 //! values: an equality on it keeps fewer rows); ties keep the order the filter was written in.
 //! Conjuncts that may fail on a value (casts, functions, arithmetic) come last, in their written
-//! order, so that they are evaluated on no row the written order would not evaluate them on.
+//! order, and only when every conjunct written before them runs here too, so that they are
+//! evaluated on no row the written order would not evaluate them on.
 //!
 //! Invariants: a conjunct drops only rows the filter above the scan drops too — it is evaluated
 //! over the same outputs, built the same way, and NULL drops the row as `FilterExec` does (the
@@ -101,6 +102,9 @@ pub(super) fn row_filter(
         })
     };
     let mut dictionary_columns = Vec::new();
+    // Whether every conjunct written so far runs here: one that can fail runs here only then,
+    // or it would meet rows a conjunct left to the filter above would have dropped first.
+    let mut all_taken = true;
     let mut conjuncts: Vec<(Rank, ConjunctPredicate)> = all
         .into_iter()
         .filter_map(|conjunct| {
@@ -108,7 +112,11 @@ pub(super) fn row_filter(
                 .iter()
                 .map(|c| c.index())
                 .collect();
-            let outputs = evaluator(probed)?;
+            let taken = (all_taken || infallible(conjunct))
+                .then(|| evaluator(probed))
+                .flatten();
+            all_taken &= taken.is_some();
+            let outputs = taken?;
             let rank = rank(conjunct, unit, &outputs.projection);
             let keyed = keyed_conjunct(conjunct, unit, plans, schema).map(|(column, decider)| {
                 dictionary_columns.push(column.clone());
