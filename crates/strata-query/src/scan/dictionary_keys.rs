@@ -19,9 +19,9 @@
 //! Invariants: a row is kept exactly when its value satisfies the conjunct; a NULL value drops
 //! the row, as the comparison's NULL does above the scan — an expression that would keep a NULL
 //! is evaluated row by row instead, for that dictionary, and so is one that fails on some value
-//! of the dictionary (a cast of a value only dropped rows hold). The outputs built from a column read as
-//! keys are cast back to the output's own type, so the rows the scan emits are the same either
-//! way. A dictionary's decisions are cached while the decoder hands out batches of the same
+//! of the dictionary (a cast of a value only dropped rows hold). The outputs built from a column
+//! read as keys are cast back to the output's own type, so the rows the scan emits are the same
+//! either way. A dictionary's decisions are cached while the decoder hands out batches of the same
 //! chunk; the cache holds the dictionary itself, so its buffers cannot be freed and their
 //! address reused by another chunk's dictionary while the cached decisions stand.
 
@@ -154,10 +154,9 @@ impl Decider {
     /// be kept too, which rows without a key cannot be told apart for here, or when the conjunct
     /// fails on some value.
     ///
-    /// A dictionary holds the values of rows the filters before this one dropped, and the NULL
-    /// added here makes `x IS NOT NULL OR CAST(x AS DOUBLE) > 0` evaluate its cast on every
-    /// value: an error over the dictionary says nothing about the rows being read, so that
-    /// dictionary is decided row by row, where a cast fails only if a row read needs it.
+    /// A dictionary also holds the values of rows the filters before this one dropped, so
+    /// `CAST(x AS DOUBLE) > 0` may fail on a value no row being read holds: that dictionary is
+    /// then decided row by row, where a cast fails only if a row read needs it.
     fn decide(&self, values: &ArrayRef) -> Option<Vec<bool>> {
         self.decide_values(values).ok().flatten()
     }
