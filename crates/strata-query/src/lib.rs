@@ -31,6 +31,7 @@ mod point_update;
 pub mod prepared_change;
 pub mod rule;
 pub mod scan;
+mod short_circuit;
 pub mod stream;
 pub mod table;
 pub mod text_search;
@@ -269,6 +270,8 @@ impl Session {
             .with_physical_optimizer_rule(Arc::new(distinct_runs::DistinctRuns))
             .with_physical_optimizer_rule(Arc::new(late_documents::BuildDocumentsLate))
             .with_physical_optimizer_rule(Arc::new(count_matching::CountMatching))
+            // Last: the rules above read filter predicates as DataFusion built them.
+            .with_physical_optimizer_rule(Arc::new(short_circuit::PerRowShortCircuit))
             .build();
         let context = SessionContext::new_with_state(state);
         for function in udf::all_functions() {

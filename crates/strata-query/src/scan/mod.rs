@@ -13,8 +13,8 @@
 //! `count` (filtered counts from row-group statistics where they cover the filter),
 //! `read` (opening a part, building outputs, the remainder overlay), `reduce` (rows dropped
 //! before documents are built, for filters and top-k above the scan), `row_filter` (those
-//! filters' conjuncts evaluated inside the Parquet decoder), `short_circuit` (those filters
-//! evaluated row by row where the whole batch fails), `top_order` (a top-k's pages read
+//! filters' conjuncts evaluated inside the Parquet decoder, evaluated row by row where the whole
+//! batch fails: `crate::short_circuit`), `top_order` (a top-k's pages read
 //! best first, those that cannot beat the rows kept skipped), `group_counter` (grouped
 //! counts by dictionary key), `deleted_rows` (deleted rows found per batch, for grouped counts
 //! that take them back instead of skipping them), `metadata_cache` (parsed footers kept across statements), `point`
@@ -34,7 +34,6 @@ mod prune;
 mod read;
 mod reduce;
 mod row_filter;
-mod short_circuit;
 mod statistics;
 mod top_order;
 

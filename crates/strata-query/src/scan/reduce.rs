@@ -27,7 +27,6 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::read::{OutputPlan, build_output, build_outputs};
-use super::short_circuit;
 
 /// Keep only the first `fetch` rows in `options` order of scan output `column`.
 #[derive(Debug, Clone)]
@@ -160,7 +159,7 @@ impl RowReduction {
 
 /// The rows of `probe` that `predicate` keeps: true, not NULL (the row goes, as FilterExec
 /// drops it). When evaluating it over the whole batch fails, it is evaluated with each row's
-/// own short circuit (`short_circuit`): whether DataFusion's evaluation fails depends on which
+/// own short circuit (`crate::short_circuit`): whether DataFusion's evaluation fails depends on which
 /// rows share the batch, and the scan's batches hold fewer rows than an unpruned scan's.
 pub(super) fn rows_kept(
     predicate: &Arc<dyn PhysicalExpr>,
@@ -171,7 +170,7 @@ pub(super) fn rows_kept(
         .and_then(|v| v.into_array(probe.num_rows()))
     {
         Ok(mask) => mask,
-        Err(_) => short_circuit::evaluate(predicate, probe)?,
+        Err(_) => crate::short_circuit::evaluate_per_row(predicate, probe)?,
     };
     if mask.data_type() != &DataType::Boolean {
         return Err(DataFusionError::Internal(format!(

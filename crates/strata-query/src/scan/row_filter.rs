@@ -35,9 +35,7 @@ use arrow::compute::{concat, sort_to_indices, take};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::expressions::{
-    BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NotExpr,
-};
+use datafusion::physical_expr::expressions::{BinaryExpr, InListExpr, Literal};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
 use datafusion::physical_plan::metrics::Count;
@@ -112,7 +110,7 @@ pub(super) fn row_filter(
                 .iter()
                 .map(|c| c.index())
                 .collect();
-            let taken = (all_taken || infallible(conjunct))
+            let taken = (all_taken || crate::short_circuit::cannot_fail(conjunct))
                 .then(|| evaluator(probed))
                 .flatten();
             all_taken &= taken.is_some();
@@ -167,7 +165,7 @@ pub(super) fn row_filter(
 type Rank = (bool, bool, u64);
 
 fn rank(conjunct: &Arc<dyn PhysicalExpr>, unit: &ScanUnit, projection: &ProjectionMask) -> Rank {
-    if !infallible(conjunct) {
+    if !crate::short_circuit::cannot_fail(conjunct) {
         return (false, false, 0);
     }
     let equality = if let Some(binary) = conjunct.downcast_ref::<BinaryExpr>() {
@@ -190,37 +188,6 @@ fn rank(conjunct: &Arc<dyn PhysicalExpr>, unit: &ScanUnit, projection: &Projecti
         }
     }
     (true, equality, dictionary_bytes)
-}
-
-/// Whether `expr` cannot fail on any value: comparisons, `AND`, `OR`, `NOT`, `IN`, `LIKE`,
-/// `IS [NOT] NULL`, columns and literals. A cast or a function may fail on a value (`'ba'` as
-/// a double), and a row's conjuncts are evaluated in their written order, each only while the
-/// ones before it have not dropped the row: run after conjuncts written later, such a conjunct
-/// would fail on rows they drop (the full scan's filter does not).
-fn infallible(expr: &Arc<dyn PhysicalExpr>) -> bool {
-    let node = match expr.downcast_ref::<BinaryExpr>() {
-        Some(binary) => {
-            binary.op().supports_propagation()
-                || binary.op().is_logic_operator()
-                || matches!(
-                    binary.op(),
-                    Operator::LikeMatch
-                        | Operator::ILikeMatch
-                        | Operator::NotLikeMatch
-                        | Operator::NotILikeMatch
-                )
-        }
-        None => {
-            expr.is::<Column>()
-                || expr.is::<Literal>()
-                || expr.is::<InListExpr>()
-                || expr.is::<LikeExpr>()
-                || expr.is::<NotExpr>()
-                || expr.is::<IsNullExpr>()
-                || expr.is::<IsNotNullExpr>()
-        }
-    };
-    node && expr.children().into_iter().all(infallible)
 }
 
 /// Builds the scan outputs a predicate reads from the physical columns the decoder hands it.

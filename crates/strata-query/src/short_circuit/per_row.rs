@@ -1,18 +1,10 @@
-//! Filters evaluated with each row's own short circuit, when evaluating them over a whole batch
-//! fails.
+//! Evaluating a boolean expression with each row's own short circuit.
 //!
-//! DataFusion evaluates `a OR b` over a batch by evaluating `b` for every row unless `a` is
-//! true for all of them or false for at most a fifth of them (its pre-selection), so
-//! `x IS NOT NULL OR CAST(x AS DOUBLE) > 0` fails on a row holding `'ba'` in one batch and not in
-//! another: whether a filter fails depends on which rows share its batch. The scan's own filters
-//! (in the decoder and before documents are built) see fewer rows per batch than a scan that
-//! prunes nothing, so they failed where the full scan did not.
-//!
-//! Invariant: the answer is the filter's SQL value for each row, with `AND` and `OR` evaluating
-//! their right side only for the rows their left side leaves undecided (as PostgreSQL
-//! evaluates a row), so it fails only when a row's own value needs an operation that fails.
-//! It is only the fallback: the whole-batch evaluation is faster and, when it succeeds, gives
-//! the same values.
+//! Invariant: the answer is the expression's SQL value for each row, with `AND` and `OR`
+//! evaluating their right side only for the rows their left side leaves undecided (as
+//! PostgreSQL evaluates a row), so it fails only when a row's own value needs an operation that
+//! fails. It is only the fallback: the whole-batch evaluation is faster and, when it succeeds,
+//! gives the same values.
 
 use std::sync::Arc;
 
@@ -27,7 +19,7 @@ use datafusion::physical_expr_common::utils::scatter;
 
 /// `expr` over `batch`, each `AND`, `OR` and `NOT` of it evaluated with each row's own short
 /// circuit.
-pub(super) fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+pub(crate) fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
     if let Some(binary) = expr.downcast_ref::<BinaryExpr>() {
         let is_and = match binary.op() {
             Operator::And => true,
