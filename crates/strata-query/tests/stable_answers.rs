@@ -343,6 +343,13 @@ fn a_short_circuit_decides_each_row_whatever_shares_its_batch() {
     let projected = "SELECT count(*) FILTER (WHERE m) FROM \
                      (SELECT data.y = 'abc' OR CAST(data.y AS DOUBLE) > 97 AS m FROM t)";
     assert_eq!(count(root, projected), "3");
+    // In an aggregate's FILTER clause, and under a CASE.
+    let filtered = "SELECT count(*) FILTER (WHERE data.y = 'abc' OR CAST(data.y AS DOUBLE) > 97) \
+                    FROM t";
+    assert_eq!(count(root, filtered), "3");
+    let cased = "SELECT sum(CASE WHEN data.y = 'abc' OR CAST(data.y AS DOUBLE) > 97 \
+                 THEN 1 ELSE 0 END) FROM t";
+    assert_eq!(count(root, cased), "3");
     // A row whose own value needs the failing cast still fails the statement, with the cast's
     // error: here the cast is on the left, evaluated for every row.
     let failing = "SELECT data.y FROM t WHERE CAST(data.y AS DOUBLE) > 97 OR data.y = 'abc'";

@@ -9,15 +9,15 @@
 //!
 //! Module map: `per_row` (an expression evaluated with each row's own short circuit), `expr`
 //! (the expression that falls back to it when its batch evaluation fails), `rule` (the
-//! physical optimizer rule that gives `FilterExec` predicates and `ProjectionExec`
-//! expressions that fallback). The scan's own filters (in the decoder, and before documents are
-//! built) call `per_row` directly (`scan::reduce::rows_kept`).
+//! physical optimizer rule that gives that fallback to each such `AND`, `OR` and `NOT`, at any
+//! depth, in `FilterExec` predicates, `ProjectionExec` expressions, aggregates' `FILTER
+//! (WHERE …)` clauses and aggregate functions' arguments). The scan's own filters (in the decoder, and before documents are built)
+//! call `per_row` directly (`scan::reduce::rows_kept`).
 //!
 //! Invariant: the fallback runs only after the batch evaluation failed, and a row fails only
 //! when its own value needs an operation that fails (a cast of `'abc'` to a double on a row
-//! the left side of its `OR` left undecided). Not covered: join filters and aggregates'
-//! `FILTER (WHERE …)` clauses, and `AND`/`OR` nested below other operators (`(a OR b) = c`),
-//! which keep DataFusion's batch evaluation.
+//! the left side of its `OR` left undecided). Not covered: join conditions and window
+//! functions' arguments, which keep DataFusion's batch evaluation.
 
 mod expr;
 mod per_row;

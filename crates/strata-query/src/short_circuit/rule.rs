@@ -1,20 +1,24 @@
-//! [`PerRowShortCircuit`]: the physical optimizer rule that gives each `FilterExec` predicate
-//! and `ProjectionExec` expression that short-circuits over something that can fail a
-//! [`PerRowFallback`](super::expr::PerRowFallback).
+//! [`PerRowShortCircuit`]: the physical optimizer rule that gives each `AND`, `OR` and `NOT`
+//! that short-circuits over something that can fail a
+//! [`PerRowFallback`](super::expr::PerRowFallback), in `FilterExec` predicates,
+//! `ProjectionExec` expressions, aggregates' `FILTER (WHERE …)` clauses and aggregate
+//! functions' arguments.
 //!
 //! It runs after every other rule (Strata's own rules read `FilterExec` predicates as
-//! DataFusion built them) and wraps only what needs it: a filter of comparisons alone, or one
-//! without `AND`/`OR`, is left as it is.
+//! DataFusion built them) and rebuilds only the nodes that need it: a filter of comparisons
+//! alone, or one without `AND`/`OR`, is left as it is.
 
 use std::sync::Arc;
 
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::projection::ProjectionExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::projection::ProjectionExec;
 
@@ -32,33 +36,20 @@ impl PhysicalOptimizerRule for PerRowShortCircuit {
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         plan.transform_up(|node| {
-            if let Some(filter) = node.downcast_ref::<FilterExec>()
-                && let Some(predicate) = with_fallback(filter.predicate())
-            {
-                let rebuilt = FilterExecBuilder::from(filter)
-                    .with_predicate(predicate)
-                    .build()?;
-                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
-            }
-            if let Some(projection) = node.downcast_ref::<ProjectionExec>()
-                && projection
-                    .expr()
-                    .iter()
-                    .any(|e| short_circuits_a_failure(&e.expr))
-            {
-                let exprs = projection.expr().iter().map(|e| {
-                    let expr = with_fallback(&e.expr).unwrap_or_else(|| e.expr.clone());
-                    ProjectionExpr::new(expr, e.alias.clone())
-                });
-                // The schema's metadata (a JSON column's marks) is kept as it was.
-                let rebuilt = ProjectionExec::try_new_with_schema_metadata(
-                    exprs,
-                    projection.input().clone(),
-                    &projection.schema(),
-                )?;
-                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
-            }
-            Ok(Transformed::no(node))
+            let rebuilt: Option<Arc<dyn ExecutionPlan>> =
+                if let Some(filter) = node.downcast_ref::<FilterExec>() {
+                    rebuild_filter(filter)?
+                } else if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
+                    rebuild_projection(projection)?
+                } else if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
+                    rebuild_aggregate(aggregate)?
+                } else {
+                    None
+                };
+            Ok(match rebuilt {
+                Some(rebuilt) => Transformed::yes(rebuilt),
+                None => Transformed::no(node),
+            })
         })
         .data()
     }
@@ -72,11 +63,133 @@ impl PhysicalOptimizerRule for PerRowShortCircuit {
     }
 }
 
-/// `expr` with the per-row fallback, when it can need it (and does not have it yet: the rule
-/// may meet a plan twice).
-fn with_fallback(expr: &Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>> {
-    if expr.is::<PerRowFallback>() || !short_circuits_a_failure(expr) {
-        return None;
+fn rebuild_filter(filter: &FilterExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(predicate) = with_fallback(filter.predicate())? else {
+        return Ok(None);
+    };
+    let rebuilt = FilterExecBuilder::from(filter)
+        .with_predicate(predicate)
+        .build()?;
+    Ok(Some(Arc::new(rebuilt)))
+}
+
+fn rebuild_projection(projection: &ProjectionExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let mut changed = false;
+    let mut exprs = Vec::with_capacity(projection.expr().len());
+    for e in projection.expr() {
+        let expr = match with_fallback(&e.expr)? {
+            Some(wrapped) => {
+                changed = true;
+                wrapped
+            }
+            None => e.expr.clone(),
+        };
+        exprs.push(ProjectionExpr::new(expr, e.alias.clone()));
     }
-    Some(Arc::new(PerRowFallback::new(expr.clone())))
+    if !changed {
+        return Ok(None);
+    }
+    // The schema's metadata (a JSON column's marks) is kept as it was.
+    let rebuilt = ProjectionExec::try_new_with_schema_metadata(
+        exprs,
+        projection.input().clone(),
+        &projection.schema(),
+    )?;
+    Ok(Some(Arc::new(rebuilt)))
+}
+
+/// An aggregate's `FILTER (WHERE …)` clauses and its functions' arguments.
+fn rebuild_aggregate(aggregate: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let mut changed = false;
+    let mut filters = Vec::with_capacity(aggregate.filter_expr().len());
+    for filter in aggregate.filter_expr() {
+        filters.push(match filter {
+            Some(expr) => match with_fallback(expr)? {
+                Some(wrapped) => {
+                    changed = true;
+                    Some(wrapped)
+                }
+                None => Some(expr.clone()),
+            },
+            None => None,
+        });
+    }
+    let mut functions = Vec::with_capacity(aggregate.aggr_expr().len());
+    for function in aggregate.aggr_expr() {
+        functions.push(match with_fallback_arguments(function)? {
+            Some(rewritten) => {
+                changed = true;
+                Arc::new(rewritten)
+            }
+            None => function.clone(),
+        });
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let rebuilt = AggregateExec::try_new(
+        *aggregate.mode(),
+        aggregate.group_expr().clone(),
+        functions,
+        filters,
+        aggregate.input().clone(),
+        aggregate.input_schema(),
+    )?
+    .with_limit_options(aggregate.limit_options());
+    Ok(Some(Arc::new(rebuilt)))
+}
+
+/// `function` with its arguments given the fallback; None when none needs it. A function
+/// DataFusion reversed is left as it is: rebuilding it would drop the reversal.
+fn with_fallback_arguments(
+    function: &AggregateFunctionExpr,
+) -> Result<Option<AggregateFunctionExpr>> {
+    if function.is_reversed() {
+        return Ok(None);
+    }
+    let mut changed = false;
+    let mut arguments = Vec::new();
+    for argument in function.expressions() {
+        arguments.push(match with_fallback(&argument)? {
+            Some(wrapped) => {
+                changed = true;
+                wrapped
+            }
+            None => argument,
+        });
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let order_by = function
+        .order_bys()
+        .iter()
+        .map(|o| o.expr.clone())
+        .collect();
+    Ok(function.with_new_expressions(arguments, order_by))
+}
+
+/// `expr` with each `AND`, `OR` and `NOT` that short-circuits over something that can fail
+/// wrapped in the per-row fallback, at every depth (under a `CASE`, a comparison, another
+/// wrapped operator); None when nothing needs it, or the rule already wrapped it (it may meet a
+/// plan twice).
+fn with_fallback(expr: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let mut wrapped_before = false;
+    expr.apply(|node| {
+        wrapped_before |= node.is::<PerRowFallback>();
+        Ok(match wrapped_before {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
+    })?;
+    if wrapped_before {
+        return Ok(None);
+    }
+    let rewritten = expr.clone().transform_up(|node| {
+        Ok(match short_circuits_a_failure(&node) {
+            true => Transformed::yes(Arc::new(PerRowFallback::new(node)) as Arc<dyn PhysicalExpr>),
+            false => Transformed::no(node),
+        })
+    })?;
+    Ok(rewritten.transformed.then_some(rewritten.data))
 }
