@@ -350,6 +350,15 @@ fn a_short_circuit_decides_each_row_whatever_shares_its_batch() {
     let cased = "SELECT sum(CASE WHEN data.y = 'abc' OR CAST(data.y AS DOUBLE) > 97 \
                  THEN 1 ELSE 0 END) FROM t";
     assert_eq!(count(root, cased), "3");
+    // A join's condition beyond its equalities.
+    let joined = "SELECT count(*) FROM t a JOIN t b ON a.data.y = b.data.y \
+                  AND (b.data.y = 'abc' OR CAST(a.data.y AS DOUBLE) > 97)";
+    assert_eq!(count(root, joined), "3");
+    // A join without equalities (nested loops): every pair holding 'abc', and '99' with '99'.
+    // The cast reads both sides, so DataFusion cannot compute it below the join for every row.
+    let looped = "SELECT count(*) FROM t a JOIN t b ON a.data.y = 'abc' OR b.data.y = 'abc' \
+                  OR CAST(concat(a.data.y, b.data.y) AS DOUBLE) > 9998";
+    assert_eq!(count(root, looped), "202");
     // A row whose own value needs the failing cast still fails the statement, with the cast's
     // error: here the cast is on the left, evaluated for every row.
     let failing = "SELECT data.y FROM t WHERE CAST(data.y AS DOUBLE) > 97 OR data.y = 'abc'";

@@ -11,13 +11,16 @@
 //! (the expression that falls back to it when its batch evaluation fails), `rule` (the
 //! physical optimizer rule that gives that fallback to each such `AND`, `OR` and `NOT`, at any
 //! depth, in `FilterExec` predicates, `ProjectionExec` expressions, aggregates' `FILTER
-//! (WHERE …)` clauses and aggregate functions' arguments). The scan's own filters (in the decoder, and before documents are built)
+//! (WHERE …)` clauses, aggregate functions' arguments and hash and nested-loop join
+//! conditions). The scan's own filters (in the decoder, and before documents are built)
 //! call `per_row` directly (`scan::reduce::rows_kept`).
 //!
 //! Invariant: the fallback runs only after the batch evaluation failed, and a row fails only
 //! when its own value needs an operation that fails (a cast of `'abc'` to a double on a row
-//! the left side of its `OR` left undecided). Not covered: join conditions and window
-//! functions' arguments, which keep DataFusion's batch evaluation.
+//! the left side of its `OR` left undecided). Not covered, keeping DataFusion's batch
+//! evaluation: sort-merge and symmetric hash joins' conditions, window functions' arguments,
+//! and what DataFusion's optimizer computes below a join for every row of one side (a
+//! nested-loop join's `CAST(a.y AS DOUBLE)` becomes a column projected under it).
 
 mod expr;
 mod per_row;

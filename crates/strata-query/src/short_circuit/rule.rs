@@ -1,8 +1,8 @@
 //! [`PerRowShortCircuit`]: the physical optimizer rule that gives each `AND`, `OR` and `NOT`
 //! that short-circuits over something that can fail a
 //! [`PerRowFallback`](super::expr::PerRowFallback), in `FilterExec` predicates,
-//! `ProjectionExec` expressions, aggregates' `FILTER (WHERE …)` clauses and aggregate
-//! functions' arguments.
+//! `ProjectionExec` expressions, aggregates' `FILTER (WHERE …)` clauses, aggregate functions'
+//! arguments and the conditions of hash and nested-loop joins.
 //!
 //! It runs after every other rule (Strata's own rules read `FilterExec` predicates as
 //! DataFusion built them) and rebuilds only the nodes that need it: a filter of comparisons
@@ -20,6 +20,10 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::joins::utils::JoinFilter;
+use datafusion::physical_plan::joins::{
+    HashJoinExec, HashJoinExecBuilder, NestedLoopJoinExec, NestedLoopJoinExecBuilder,
+};
 use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::expr::PerRowFallback;
@@ -43,6 +47,24 @@ impl PhysicalOptimizerRule for PerRowShortCircuit {
                     rebuild_projection(projection)?
                 } else if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
                     rebuild_aggregate(aggregate)?
+                } else if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+                    match with_fallback_join_filter(join.filter())? {
+                        Some(filter) => Some(Arc::new(
+                            HashJoinExecBuilder::from(join)
+                                .with_filter(Some(filter))
+                                .build()?,
+                        )),
+                        None => None,
+                    }
+                } else if let Some(join) = node.downcast_ref::<NestedLoopJoinExec>() {
+                    match with_fallback_join_filter(join.filter())? {
+                        Some(filter) => Some(Arc::new(
+                            NestedLoopJoinExecBuilder::from(join)
+                                .with_filter(Some(filter))
+                                .build()?,
+                        )),
+                        None => None,
+                    }
                 } else {
                     None
                 };
@@ -96,6 +118,20 @@ fn rebuild_projection(projection: &ProjectionExec) -> Result<Option<Arc<dyn Exec
         &projection.schema(),
     )?;
     Ok(Some(Arc::new(rebuilt)))
+}
+
+/// A join's condition beyond its equalities, with the fallback; None when it needs none.
+fn with_fallback_join_filter(filter: Option<&JoinFilter>) -> Result<Option<JoinFilter>> {
+    let Some(filter) = filter else {
+        return Ok(None);
+    };
+    Ok(with_fallback(filter.expression())?.map(|expression| {
+        JoinFilter::new(
+            expression,
+            filter.column_indices().to_vec(),
+            filter.schema().clone(),
+        )
+    }))
 }
 
 /// An aggregate's `FILTER (WHERE …)` clauses and its functions' arguments.
