@@ -159,8 +159,8 @@ impl RowReduction {
 
 /// The rows of `probe` that `predicate` keeps: true, not NULL (the row goes, as FilterExec
 /// drops it). When evaluating it over the whole batch fails, it is evaluated with each row's
-/// own short circuit (`crate::short_circuit`): whether DataFusion's evaluation fails depends on which
-/// rows share the batch, and the scan's batches hold fewer rows than an unpruned scan's.
+/// own short circuit (`crate::short_circuit`): whether DataFusion's evaluation fails depends on
+/// which rows share the batch, and the scan's batches hold fewer rows than an unpruned scan's.
 pub(super) fn rows_kept(
     predicate: &Arc<dyn PhysicalExpr>,
     probe: &RecordBatch,

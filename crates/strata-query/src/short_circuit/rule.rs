@@ -96,21 +96,13 @@ fn rebuild_filter(filter: &FilterExec) -> Result<Option<Arc<dyn ExecutionPlan>>>
 }
 
 fn rebuild_projection(projection: &ProjectionExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let mut changed = false;
-    let mut exprs = Vec::with_capacity(projection.expr().len());
-    for e in projection.expr() {
-        let expr = match with_fallback(&e.expr)? {
-            Some(wrapped) => {
-                changed = true;
-                wrapped
-            }
-            None => e.expr.clone(),
-        };
-        exprs.push(ProjectionExpr::new(expr, e.alias.clone()));
-    }
-    if !changed {
+    let Some(exprs) = rewritten_each(projection.expr(), |e| {
+        let wrapped = with_fallback(&e.expr)?;
+        Ok(wrapped.map(|expr| ProjectionExpr::new(expr, e.alias.clone())))
+    })?
+    else {
         return Ok(None);
-    }
+    };
     // The schema's metadata (a JSON column's marks) is kept as it was.
     let rebuilt = ProjectionExec::try_new_with_schema_metadata(
         exprs,
@@ -136,38 +128,21 @@ fn with_fallback_join_filter(filter: Option<&JoinFilter>) -> Result<Option<JoinF
 
 /// An aggregate's `FILTER (WHERE …)` clauses and its functions' arguments.
 fn rebuild_aggregate(aggregate: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let mut changed = false;
-    let mut filters = Vec::with_capacity(aggregate.filter_expr().len());
-    for filter in aggregate.filter_expr() {
-        filters.push(match filter {
-            Some(expr) => match with_fallback(expr)? {
-                Some(wrapped) => {
-                    changed = true;
-                    Some(wrapped)
-                }
-                None => Some(expr.clone()),
-            },
-            None => None,
-        });
-    }
-    let mut functions = Vec::with_capacity(aggregate.aggr_expr().len());
-    for function in aggregate.aggr_expr() {
-        functions.push(match with_fallback_arguments(function)? {
-            Some(rewritten) => {
-                changed = true;
-                Arc::new(rewritten)
-            }
-            None => function.clone(),
-        });
-    }
-    if !changed {
+    let filters = rewritten_each(aggregate.filter_expr(), |filter| match filter {
+        Some(expr) => Ok(with_fallback(expr)?.map(Some)),
+        None => Ok(None),
+    })?;
+    let functions = rewritten_each(aggregate.aggr_expr(), |function| {
+        Ok(with_fallback_arguments(function)?.map(Arc::new))
+    })?;
+    if filters.is_none() && functions.is_none() {
         return Ok(None);
     }
     let rebuilt = AggregateExec::try_new(
         *aggregate.mode(),
         aggregate.group_expr().clone(),
-        functions,
-        filters,
+        functions.unwrap_or_else(|| aggregate.aggr_expr().to_vec()),
+        filters.unwrap_or_else(|| aggregate.filter_expr().to_vec()),
         aggregate.input().clone(),
         aggregate.input_schema(),
     )?
@@ -183,26 +158,34 @@ fn with_fallback_arguments(
     if function.is_reversed() {
         return Ok(None);
     }
-    let mut changed = false;
-    let mut arguments = Vec::new();
-    for argument in function.expressions() {
-        arguments.push(match with_fallback(&argument)? {
-            Some(wrapped) => {
-                changed = true;
-                wrapped
-            }
-            None => argument,
-        });
-    }
-    if !changed {
+    let Some(arguments) = rewritten_each(&function.expressions(), with_fallback)? else {
         return Ok(None);
-    }
+    };
     let order_by = function
         .order_bys()
         .iter()
         .map(|o| o.expr.clone())
         .collect();
     Ok(function.with_new_expressions(arguments, order_by))
+}
+
+/// `items` with each one `rewrite` changes replaced; None when it changes none.
+fn rewritten_each<T: Clone>(
+    items: &[T],
+    mut rewrite: impl FnMut(&T) -> Result<Option<T>>,
+) -> Result<Option<Vec<T>>> {
+    let mut changed = false;
+    let mut rewritten = Vec::with_capacity(items.len());
+    for item in items {
+        rewritten.push(match rewrite(item)? {
+            Some(new) => {
+                changed = true;
+                new
+            }
+            None => item.clone(),
+        });
+    }
+    Ok(changed.then_some(rewritten))
 }
 
 /// `expr` with each `AND`, `OR` and `NOT` that short-circuits over something that can fail
