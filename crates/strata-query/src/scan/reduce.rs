@@ -165,13 +165,8 @@ pub(super) fn rows_kept(
     predicate: &Arc<dyn PhysicalExpr>,
     probe: &RecordBatch,
 ) -> Result<BooleanArray> {
-    let mask = match predicate
-        .evaluate(probe)
-        .and_then(|v| v.into_array(probe.num_rows()))
-    {
-        Ok(mask) => mask,
-        Err(_) => crate::short_circuit::evaluate_per_row(predicate, probe)?,
-    };
+    let mask = crate::short_circuit::evaluate_or_per_row(predicate, probe)?
+        .into_array(probe.num_rows())?;
     if mask.data_type() != &DataType::Boolean {
         return Err(DataFusionError::Internal(format!(
             "scan filter {predicate} is of type {}, not boolean",

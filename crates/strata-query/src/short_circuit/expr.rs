@@ -54,12 +54,7 @@ impl PhysicalExpr for PerRowFallback {
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
-        match self.inner.evaluate(batch) {
-            Ok(value) => Ok(value),
-            // A row of the batch failed: evaluated row by row, only a row whose own value
-            // needs the failing operation fails, with that operation's error.
-            Err(_) => per_row::evaluate(&self.inner, batch).map(ColumnarValue::Array),
-        }
+        per_row::evaluate_or_per_row(&self.inner, batch)
     }
 
     fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {

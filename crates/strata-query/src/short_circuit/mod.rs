@@ -34,7 +34,7 @@ use datafusion::physical_expr::expressions::{
     BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NotExpr,
 };
 
-pub(crate) use per_row::evaluate as evaluate_per_row;
+pub(crate) use per_row::evaluate_or_per_row;
 pub(crate) use rule::PerRowShortCircuit;
 
 /// Whether `expr` cannot fail on any value: comparisons, `AND`, `OR`, `NOT`, `IN`, `LIKE`,
@@ -72,7 +72,7 @@ fn short_circuits_a_failure(expr: &Arc<dyn PhysicalExpr>) -> bool {
     if let Some(binary) = expr.downcast_ref::<BinaryExpr>()
         && binary.op().is_logic_operator()
     {
-        return !cannot_fail(binary.left()) || !cannot_fail(binary.right());
+        return !cannot_fail(expr);
     }
     if let Some(negated) = expr.downcast_ref::<NotExpr>() {
         return short_circuits_a_failure(negated.arg());

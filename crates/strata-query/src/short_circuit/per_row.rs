@@ -12,10 +12,24 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::compute::kernels::boolean::{and_kleene, not, or_kleene};
 use datafusion::common::{DataFusionError, Result};
-use datafusion::logical_expr::Operator;
+use datafusion::logical_expr::{ColumnarValue, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{BinaryExpr, NotExpr};
 use datafusion::physical_expr_common::utils::scatter;
+
+/// `expr` over `batch` as DataFusion evaluates it, or, when that fails, with each row's own
+/// short circuit ([`evaluate`]).
+pub(crate) fn evaluate_or_per_row(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+) -> Result<ColumnarValue> {
+    match expr.evaluate(batch) {
+        Ok(value) => Ok(value),
+        // A row of the batch failed: evaluated row by row, only a row whose own value needs the
+        // failing operation fails, with that operation's error.
+        Err(_) => evaluate(expr, batch).map(ColumnarValue::Array),
+    }
+}
 
 /// `expr` over `batch`, each `AND`, `OR` and `NOT` of it evaluated with each row's own short
 /// circuit.
