@@ -350,6 +350,23 @@ fn a_short_circuit_decides_each_row_whatever_shares_its_batch() {
     let cased = "SELECT sum(CASE WHEN data.y = 'abc' OR CAST(data.y AS DOUBLE) > 97 \
                  THEN 1 ELSE 0 END) FROM t";
     assert_eq!(count(root, cased), "3");
+    // An aggregate window function's argument, over the whole table and over a sliding frame.
+    let windowed = "SELECT max(w) FROM (SELECT sum(CASE WHEN data.y = 'abc' \
+                    OR CAST(data.y AS DOUBLE) > 97 THEN 1 ELSE 0 END) OVER () AS w FROM t)";
+    assert_eq!(count(root, windowed), "3");
+    let sliding = "SELECT max(w) FROM (SELECT sum(CASE WHEN data.y = 'abc' \
+                   OR CAST(data.y AS DOUBLE) > 97 THEN 1 ELSE 0 END) \
+                   OVER (ORDER BY data.y ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS w FROM t)";
+    assert_eq!(count(root, sliding), "3");
+    // A window's own FILTER clause is not rebuilt (ADR 0023): the statement may fail, but it
+    // never answers without the filter (3).
+    let window_filtered = "SELECT max(w) FROM (SELECT sum(CASE WHEN data.y = 'abc' \
+                           OR CAST(data.y AS DOUBLE) > 97 THEN 1 ELSE 0 END) \
+                           FILTER (WHERE data.y <> '99') OVER () AS w FROM t)";
+    match try_run(root, window_filtered) {
+        Ok(rows) => assert_eq!(rows, ["2"]),
+        Err(error) => assert!(error.contains("Cannot cast string 'abc'"), "{error}"),
+    }
     // A join's condition beyond its equalities.
     let joined = "SELECT count(*) FROM t a JOIN t b ON a.data.y = b.data.y \
                   AND (b.data.y = 'abc' OR CAST(a.data.y AS DOUBLE) > 97)";
