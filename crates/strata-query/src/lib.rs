@@ -262,10 +262,20 @@ impl Session {
             0,
             Arc::new(distinct::SpillableCountDistinct::new(memory_limit)),
         );
+        let mut physical_rules =
+            datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+        // Before the first projection pushdown, which would compute a join condition's guarded
+        // operands below the join for every row.
+        let pushdown = physical_rules
+            .iter()
+            .position(|rule| rule.name() == "ProjectionPushdown")
+            .unwrap_or(0);
+        physical_rules.insert(pushdown, Arc::new(short_circuit::SealJoinShortCircuits));
         let state = builder
             .with_type_planner(Arc::new(jsonb::JsonTypePlanner::default()))
             .with_analyzer_rules(analyzer_rules)
             .with_optimizer_rules(optimizer_rules)
+            .with_physical_optimizer_rules(physical_rules)
             .with_physical_optimizer_rule(Arc::new(group_count::CountByKey))
             .with_physical_optimizer_rule(Arc::new(distinct_runs::DistinctRuns))
             .with_physical_optimizer_rule(Arc::new(late_documents::BuildDocumentsLate))

@@ -376,6 +376,12 @@ fn a_short_circuit_decides_each_row_whatever_shares_its_batch() {
     let looped = "SELECT count(*) FROM t a JOIN t b ON a.data.y = 'abc' OR b.data.y = 'abc' \
                   OR CAST(concat(a.data.y, b.data.y) AS DOUBLE) > 9998";
     assert_eq!(count(root, looped), "202");
+    // A cast of one side guarded by the condition's OR is not computed below the join for
+    // every row of that side: 'abc' with all 101 rows, 98 with the ten of one digit, 99 with
+    // the hundred numbers.
+    let guarded = "SELECT count(*) FROM t a JOIN t b ON a.data.y = 'abc' \
+                   OR CAST(a.data.y AS DOUBLE) > length(b.data.y) + 96";
+    assert_eq!(count(root, guarded), "211");
     // A row whose own value needs the failing cast still fails the statement, with the cast's
     // error: here the cast is on the left, evaluated for every row.
     let failing = "SELECT data.y FROM t WHERE CAST(data.y AS DOUBLE) > 97 OR data.y = 'abc'";

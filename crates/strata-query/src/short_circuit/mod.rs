@@ -11,20 +11,22 @@
 //! (the expression that falls back to it when its batch evaluation fails), `rule` (the
 //! physical optimizer rule that gives that fallback to each such `AND`, `OR` and `NOT`, at any
 //! depth, in `FilterExec` predicates, `ProjectionExec` expressions, aggregates' `FILTER
-//! (WHERE …)` clauses, aggregate functions' arguments and hash and nested-loop join
-//! conditions). The scan's own filters (in the decoder, and before documents are built)
-//! call `per_row` directly (`scan::reduce::rows_kept`).
+//! (WHERE …)` clauses, aggregate functions' and aggregate window functions' arguments and hash
+//! and nested-loop join conditions), `seal` (the rule before DataFusion's `ProjectionPushdown`
+//! that keeps a nested-loop join's guarded operands under their guard). The scan's own filters
+//! (in the decoder, and before documents are built) call `per_row` directly
+//! (`scan::reduce::rows_kept`).
 //!
 //! Invariant: the fallback runs only after the batch evaluation failed, and a row fails only
 //! when its own value needs an operation that fails (a cast of `'abc'` to a double on a row
 //! the left side of its `OR` left undecided). Not covered, keeping DataFusion's batch
-//! evaluation: sort-merge and symmetric hash joins' conditions, window functions' arguments,
-//! and what DataFusion's optimizer computes below a join for every row of one side (a
-//! nested-loop join's `CAST(a.y AS DOUBLE)` becomes a column projected under it).
+//! evaluation: sort-merge and symmetric hash joins' conditions, window functions other than
+//! aggregates and windows' own `FILTER` clauses (ADR 0023).
 
 mod expr;
 mod per_row;
 mod rule;
+mod seal;
 
 use std::sync::Arc;
 
@@ -36,6 +38,7 @@ use datafusion::physical_expr::expressions::{
 
 pub(crate) use per_row::evaluate_or_per_row;
 pub(crate) use rule::PerRowShortCircuit;
+pub(crate) use seal::SealJoinShortCircuits;
 
 /// Whether `expr` cannot fail on any value: comparisons, `AND`, `OR`, `NOT`, `IN`, `LIKE`,
 /// `IS [NOT] NULL`, columns and literals. A cast or a function may fail on a value (`'ba'` as
