@@ -205,8 +205,9 @@ fn with_fallback_window(function: &Arc<dyn WindowExpr>) -> Result<Option<Arc<dyn
     let any = function.as_any();
     if let Some(sliding) = any.downcast_ref::<SlidingAggregateWindowExpr>() {
         // DataFusion rebuilds a sliding window keeping its filter, but not its function's own
-        // `ORDER BY`.
-        if !sliding.get_aggregate_expr().order_bys().is_empty() {
+        // `ORDER BY` or its reversal.
+        let aggregate = sliding.get_aggregate_expr();
+        if !aggregate.order_bys().is_empty() || aggregate.is_reversed() {
             return Ok(None);
         }
         let Some(arguments) = rewritten_each(&function.expressions(), with_fallback)? else {
