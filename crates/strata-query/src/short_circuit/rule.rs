@@ -76,7 +76,7 @@ impl PhysicalOptimizerRule for PerRowShortCircuit {
                         None => None,
                     }
                 } else if let Some(join) = node.downcast_ref::<HashJoinExec>() {
-                    match with_fallback_join_filter(join.filter())? {
+                    match rewritten_join_filter(join.filter(), with_fallback)? {
                         Some(filter) => Some(Arc::new(
                             HashJoinExecBuilder::from(join)
                                 .with_filter(Some(filter))
@@ -85,14 +85,7 @@ impl PhysicalOptimizerRule for PerRowShortCircuit {
                         None => None,
                     }
                 } else if let Some(join) = node.downcast_ref::<NestedLoopJoinExec>() {
-                    match with_fallback_join_filter(join.filter())? {
-                        Some(filter) => Some(Arc::new(
-                            NestedLoopJoinExecBuilder::from(join)
-                                .with_filter(Some(filter))
-                                .build()?,
-                        )),
-                        None => None,
-                    }
+                    rebuild_nested_loop_join(join, with_fallback)?
                 } else {
                     None
                 };
@@ -140,12 +133,31 @@ fn rebuild_projection(projection: &ProjectionExec) -> Result<Option<Arc<dyn Exec
     Ok(Some(Arc::new(rebuilt)))
 }
 
-/// A join's condition beyond its equalities, with the fallback; None when it needs none.
-fn with_fallback_join_filter(filter: Option<&JoinFilter>) -> Result<Option<JoinFilter>> {
+/// `join` with its condition rewritten by `rewrite`; None when it has none or `rewrite` leaves
+/// it as it is.
+pub(super) fn rebuild_nested_loop_join(
+    join: &NestedLoopJoinExec,
+    rewrite: impl FnOnce(&Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(filter) = rewritten_join_filter(join.filter(), rewrite)? else {
+        return Ok(None);
+    };
+    let rebuilt = NestedLoopJoinExecBuilder::from(join)
+        .with_filter(Some(filter))
+        .build()?;
+    Ok(Some(Arc::new(rebuilt)))
+}
+
+/// A join's condition beyond its equalities, rewritten by `rewrite`; None when it has none or
+/// `rewrite` leaves it as it is.
+fn rewritten_join_filter(
+    filter: Option<&JoinFilter>,
+    rewrite: impl FnOnce(&Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>>,
+) -> Result<Option<JoinFilter>> {
     let Some(filter) = filter else {
         return Ok(None);
     };
-    Ok(with_fallback(filter.expression())?.map(|expression| {
+    Ok(rewrite(filter.expression())?.map(|expression| {
         JoinFilter::new(
             expression,
             filter.column_indices().to_vec(),

@@ -29,9 +29,9 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::joins::utils::JoinFilter;
-use datafusion::physical_plan::joins::{NestedLoopJoinExec, NestedLoopJoinExecBuilder};
+use datafusion::physical_plan::joins::NestedLoopJoinExec;
 
+use super::rule::rebuild_nested_loop_join;
 use super::{per_row, short_circuits_a_failure};
 
 /// The physical optimizer rule; see the module documentation. It goes before DataFusion's
@@ -46,25 +46,14 @@ impl PhysicalOptimizerRule for SealJoinShortCircuits {
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         plan.transform_up(|node| {
-            let Some(join) = node.downcast_ref::<NestedLoopJoinExec>() else {
-                return Ok(Transformed::no(node));
+            let rebuilt = match node.downcast_ref::<NestedLoopJoinExec>() {
+                Some(join) => rebuild_nested_loop_join(join, sealed)?,
+                None => None,
             };
-            let Some(filter) = join.filter() else {
-                return Ok(Transformed::no(node));
-            };
-            let sealed = sealed(filter.expression())?;
-            if !sealed.transformed {
-                return Ok(Transformed::no(node));
-            }
-            let filter = JoinFilter::new(
-                sealed.data,
-                filter.column_indices().to_vec(),
-                filter.schema().clone(),
-            );
-            let rebuilt = NestedLoopJoinExecBuilder::from(join)
-                .with_filter(Some(filter))
-                .build()?;
-            Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>))
+            Ok(match rebuilt {
+                Some(rebuilt) => Transformed::yes(rebuilt),
+                None => Transformed::no(node),
+            })
         })
         .data()
     }
@@ -79,9 +68,9 @@ impl PhysicalOptimizerRule for SealJoinShortCircuits {
 }
 
 /// `expr` with its outermost short circuits over something that can fail sealed (what is
-/// inside one is sealed with it).
-fn sealed(expr: &Arc<dyn PhysicalExpr>) -> Result<Transformed<Arc<dyn PhysicalExpr>>> {
-    expr.clone().transform_down(|node| {
+/// inside one is sealed with it); None when it has none.
+fn sealed(expr: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let rewritten = expr.clone().transform_down(|node| {
         if node.is::<Sealed>() {
             return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
         }
@@ -93,7 +82,8 @@ fn sealed(expr: &Arc<dyn PhysicalExpr>) -> Result<Transformed<Arc<dyn PhysicalEx
             ),
             false => Transformed::no(node),
         })
-    })
+    })?;
+    Ok(rewritten.transformed.then_some(rewritten.data))
 }
 
 #[derive(Debug, Eq)]
@@ -212,9 +202,9 @@ mod tests {
 
     #[test]
     fn a_sealed_expression_shows_only_its_columns_and_follows_their_renumbering() {
-        let sealed = sealed(&guarded(column("a", 0), column("b", 1))).unwrap();
-        assert!(sealed.transformed);
-        let sealed = sealed.data;
+        let sealed = sealed(&guarded(column("a", 0), column("b", 1)))
+            .unwrap()
+            .expect("an OR over casts is sealed");
         let children: Vec<String> = sealed.children().iter().map(|c| c.to_string()).collect();
         assert_eq!(children, ["a@0", "b@1"]);
         // Swapped, as a join's sides are: each column is replaced once, by its own child.
@@ -238,6 +228,6 @@ mod tests {
             column("a", 0),
         ));
         let safe = Arc::new(BinaryExpr::new(equal, Operator::Or, other)) as Arc<dyn PhysicalExpr>;
-        assert!(!sealed(&safe).unwrap().transformed);
+        assert!(sealed(&safe).unwrap().is_none());
     }
 }
