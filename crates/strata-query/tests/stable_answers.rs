@@ -358,6 +358,18 @@ fn a_short_circuit_decides_each_row_whatever_shares_its_batch() {
                    OR CAST(data.y AS DOUBLE) > 97 THEN 1 ELSE 0 END) \
                    OVER (ORDER BY data.y ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS w FROM t)";
     assert_eq!(count(root, sliding), "3");
+    // Window functions that are not aggregates: `lag` with its offset and default (every row
+    // but the last, 'abc', by string order), computed row by row over its partition, and
+    // `first_value`, computed over its frame (the first row, newest first, is 'abc').
+    let lagged = "SELECT sum(l) FROM (SELECT lag(CASE WHEN data.y = 'abc' \
+                  OR CAST(data.y AS DOUBLE) > 97 THEN 1 ELSE 0 END, 1, 0) \
+                  OVER (ORDER BY data.y) AS l FROM t)";
+    assert_eq!(count(root, lagged), "2");
+    let first = "SELECT sum(f) FROM (SELECT first_value(CASE WHEN data.y = 'abc' \
+                 OR CAST(data.y AS DOUBLE) > 97 THEN 1 ELSE 0 END) \
+                 OVER (ORDER BY data.y DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) \
+                 AS f FROM t)";
+    assert_eq!(count(root, first), "101");
     // A window's own FILTER clause is not rebuilt (ADR 0023): the statement may fail, but it
     // never answers without the filter (3).
     let window_filtered = "SELECT max(w) FROM (SELECT sum(CASE WHEN data.y = 'abc' \

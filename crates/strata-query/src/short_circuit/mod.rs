@@ -11,7 +11,7 @@
 //! (the expression that falls back to it when its batch evaluation fails), `rule` (the
 //! physical optimizer rule that gives that fallback to each such `AND`, `OR` and `NOT`, at any
 //! depth, in `FilterExec` predicates, `ProjectionExec` expressions, aggregates' `FILTER
-//! (WHERE …)` clauses, aggregate functions' and aggregate window functions' arguments and hash
+//! (WHERE …)` clauses, the arguments of aggregate functions and of window functions, and hash
 //! and nested-loop join conditions), `seal` (the rule before DataFusion's `ProjectionPushdown`
 //! that keeps a nested-loop join's guarded operands under their guard). The scan's own filters
 //! (in the decoder, and before documents are built) call `per_row` directly
@@ -20,8 +20,10 @@
 //! Invariant: the fallback runs only after the batch evaluation failed, and a row fails only
 //! when its own value needs an operation that fails (a cast of `'abc'` to a double on a row
 //! the left side of its `OR` left undecided). Not covered, keeping DataFusion's batch
-//! evaluation: sort-merge and symmetric hash joins' conditions, window functions other than
-//! aggregates and windows' own `FILTER` clauses (ADR 0023).
+//! evaluation: windows' own `FILTER` clauses, window functions DataFusion reversed, and the
+//! conditions of sort-merge joins (planned only when a session turns `prefer_hash_join` off)
+//! and of symmetric hash joins (planned only over unbounded inputs, which Strata's scans are
+//! not) (ADR 0023).
 
 mod expr;
 mod per_row;

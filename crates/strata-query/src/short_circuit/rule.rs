@@ -2,8 +2,9 @@
 //! that short-circuits over something that can fail a
 //! [`PerRowFallback`](super::expr::PerRowFallback), in `FilterExec` predicates,
 //! `ProjectionExec` expressions, aggregates' `FILTER (WHERE …)` clauses, aggregate functions'
-//! arguments (of `GROUP BY` aggregates and of aggregate window functions) and the conditions
-//! of hash and nested-loop joins.
+//! arguments (of `GROUP BY` aggregates and of aggregate window functions), the arguments of
+//! other window functions (`lag`, `first_value`, …) and the conditions of hash and nested-loop
+//! joins.
 //!
 //! It runs after every other rule (Strata's own rules read `FilterExec` predicates as
 //! DataFusion built them) and rebuilds only the nodes that need it: a filter of comparisons
@@ -11,6 +12,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::Schema;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
@@ -18,7 +20,8 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::projection::ProjectionExpr;
 use datafusion::physical_expr::window::{
-    PlainAggregateWindowExpr, SlidingAggregateWindowExpr, WindowExpr,
+    PlainAggregateWindowExpr, SlidingAggregateWindowExpr, StandardWindowExpr,
+    StandardWindowFunctionExpr, WindowExpr,
 };
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
@@ -29,7 +32,9 @@ use datafusion::physical_plan::joins::{
     HashJoinExec, HashJoinExecBuilder, NestedLoopJoinExec, NestedLoopJoinExecBuilder,
 };
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
+use datafusion::physical_plan::windows::{
+    BoundedWindowAggExec, WindowAggExec, WindowUDFExpr, create_udwf_window_expr,
+};
 
 use super::expr::PerRowFallback;
 use super::short_circuits_a_failure;
@@ -53,28 +58,9 @@ impl PhysicalOptimizerRule for PerRowShortCircuit {
                 } else if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
                     rebuild_aggregate(aggregate)?
                 } else if let Some(window) = node.downcast_ref::<WindowAggExec>() {
-                    match rewritten_each(window.window_expr(), with_fallback_window)? {
-                        // Repartitioning shows only in `partition_keys`, empty without it.
-                        Some(functions) => Some(Arc::new(WindowAggExec::try_new(
-                            functions,
-                            window.input().clone(),
-                            !window.partition_keys().is_empty(),
-                        )?)),
-                        None => None,
-                    }
+                    rebuild_window(window)?
                 } else if let Some(window) = node.downcast_ref::<BoundedWindowAggExec>() {
-                    match rewritten_each(window.window_expr(), with_fallback_window)? {
-                        Some(functions) => Some(Arc::new(
-                            BoundedWindowAggExec::try_new(
-                                functions,
-                                window.input().clone(),
-                                window.input_order_mode.clone(),
-                                !window.partition_keys().is_empty(),
-                            )?
-                            .with_state_observer(window.state_observer().cloned())?,
-                        )),
-                        None => None,
-                    }
+                    rebuild_bounded_window(window)?
                 } else if let Some(join) = node.downcast_ref::<HashJoinExec>() {
                     match rewritten_join_filter(join.filter(), with_fallback)? {
                         Some(filter) => Some(Arc::new(
@@ -113,6 +99,43 @@ fn rebuild_filter(filter: &FilterExec) -> Result<Option<Arc<dyn ExecutionPlan>>>
     let rebuilt = FilterExecBuilder::from(filter)
         .with_predicate(predicate)
         .build()?;
+    Ok(Some(Arc::new(rebuilt)))
+}
+
+/// A window node's functions, over rows of its `input`, each given the fallback where it needs
+/// it; None when none does.
+fn windows_with_fallback(
+    functions: &[Arc<dyn WindowExpr>],
+    input: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Vec<Arc<dyn WindowExpr>>>> {
+    let schema = input.schema();
+    rewritten_each(functions, |f| with_fallback_window(f, &schema))
+}
+
+fn rebuild_window(window: &WindowAggExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(functions) = windows_with_fallback(window.window_expr(), window.input())? else {
+        return Ok(None);
+    };
+    // Repartitioning shows only in `partition_keys`, empty without it.
+    let rebuilt = WindowAggExec::try_new(
+        functions,
+        window.input().clone(),
+        !window.partition_keys().is_empty(),
+    )?;
+    Ok(Some(Arc::new(rebuilt)))
+}
+
+fn rebuild_bounded_window(window: &BoundedWindowAggExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(functions) = windows_with_fallback(window.window_expr(), window.input())? else {
+        return Ok(None);
+    };
+    let rebuilt = BoundedWindowAggExec::try_new(
+        functions,
+        window.input().clone(),
+        window.input_order_mode.clone(),
+        !window.partition_keys().is_empty(),
+    )?
+    .with_state_observer(window.state_observer().cloned())?;
     Ok(Some(Arc::new(rebuilt)))
 }
 
@@ -209,12 +232,18 @@ fn with_fallback_arguments(
     Ok(function.with_new_expressions(arguments, order_by))
 }
 
-/// An aggregate window function with its arguments given the fallback; None when none needs
-/// it, or when the function cannot be rebuilt as it was. Not covered (ADR 0023): other window
-/// functions (`lag`, `nth_value`, …), window `FILTER (WHERE …)` clauses, and functions with
-/// an `ORDER BY` of their own or that DataFusion reversed.
-fn with_fallback_window(function: &Arc<dyn WindowExpr>) -> Result<Option<Arc<dyn WindowExpr>>> {
+/// A window function (over rows of `input`) with its arguments given the fallback; None when
+/// none needs it, or when the function cannot be rebuilt as it was. Not covered (ADR 0023):
+/// window `FILTER (WHERE …)` clauses, and functions with an `ORDER BY` of their own or that
+/// DataFusion reversed.
+fn with_fallback_window(
+    function: &Arc<dyn WindowExpr>,
+    input: &Schema,
+) -> Result<Option<Arc<dyn WindowExpr>>> {
     let any = function.as_any();
+    if let Some(standard) = any.downcast_ref::<StandardWindowExpr>() {
+        return with_fallback_standard_window(standard, input);
+    }
     if let Some(sliding) = any.downcast_ref::<SlidingAggregateWindowExpr>() {
         // DataFusion rebuilds a sliding window keeping its filter, but not its function's own
         // `ORDER BY` or its reversal.
@@ -250,6 +279,51 @@ fn with_fallback_window(function: &Arc<dyn WindowExpr>) -> Result<Option<Arc<dyn
         function.order_by(),
         function.get_window_frame().clone(),
         None,
+    ))))
+}
+
+/// A window function that is not an aggregate (`lag`, `lead`, `first_value`, `nth_value`,
+/// `ntile`, …) with its arguments given the fallback; None when none needs it or it cannot be
+/// rebuilt as it was.
+///
+/// DataFusion 55 builds one from its function, its arguments (all of them: `lag`'s offset and
+/// default too), its name and whether it ignores nulls, which it shows in its `Debug` only;
+/// whether DataFusion reversed it (to read its input backwards) shows there too, and such a
+/// function is left as it is, since rebuilding it would drop the reversal.
+fn with_fallback_standard_window(
+    window: &StandardWindowExpr,
+    input: &Schema,
+) -> Result<Option<Arc<dyn WindowExpr>>> {
+    let Some(function) = window
+        .get_standard_func_expr()
+        .as_any()
+        .downcast_ref::<WindowUDFExpr>()
+    else {
+        return Ok(None);
+    };
+    let Some(arguments) = rewritten_each(function.args(), with_fallback)? else {
+        return Ok(None);
+    };
+    let shown = format!("{function:?}");
+    let ignore_nulls = if shown.ends_with("is_reversed: false, ignore_nulls: false }") {
+        false
+    } else if shown.ends_with("is_reversed: false, ignore_nulls: true }") {
+        true
+    } else {
+        return Ok(None);
+    };
+    let rebuilt = create_udwf_window_expr(
+        function.fun(),
+        &arguments,
+        input,
+        function.name().to_owned(),
+        ignore_nulls,
+    )?;
+    Ok(Some(Arc::new(StandardWindowExpr::new(
+        rebuilt,
+        window.partition_by(),
+        window.order_by(),
+        window.get_window_frame().clone(),
     ))))
 }
 
