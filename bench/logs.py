@@ -22,7 +22,9 @@ distributions here cannot parse lines; that and their other settings are describ
 Throttled ingest (`--throttle-rate` lines/s for `--throttle-seconds`, 0 to skip): a fresh
 `strata serve` receives the raw lines over HTTP (`POST /v1/ingest/TABLE?pipeline=…`), and a
 fresh Elasticsearch/OpenSearch the documents over `_bulk`, in batches every 50 ms; the server's
-CPU % and peak RSS are reported. ClickHouse runs embedded here (chdb) and has no server to send to.
+CPU % and peak RSS are reported (Strata's binary is dropped from the page cache before its server
+starts: how its pages came into the cache changes its RSS, ADR 0013). ClickHouse runs embedded
+here (chdb) and has no server to send to.
 
 `--text-postings`: Strata's full-text table keeps every token's rows in its text index as well
 (`strata ingest --text-postings`, ADR 0019), which answers keyword counts from the postings.
@@ -55,7 +57,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from benchlib.logsearch import NOT_COMPARABLE, run_search_engine  # noqa: E402
-from benchlib.procs import dir_bytes, drop_page_cache, log, run_measured  # noqa: E402
+from benchlib.procs import dir_bytes, drop_page_cache, evict_from_page_cache, log, run_measured  # noqa: E402
 from benchlib.systems.base import NotRunnable  # noqa: E402
 from benchlib.systems.elasticsearch import Elasticsearch, OpenSearch  # noqa: E402
 from benchlib.throttled import throttled_ingest  # noqa: E402
@@ -213,8 +215,11 @@ def run_strata(binary, work, log_file, params_out, runs, throttle, text_postings
 
 def strata_throttled(binary, data_dir, table, pipeline, log_file, throttle, text_postings=False,
                      keyword_index=None):
-    """Raw lines at the throttled rate into a fresh `strata serve` over HTTP."""
+    """Raw lines at the throttled rate into a fresh `strata serve` over HTTP, its binary read back
+    from disk (not from the pages the linker wrote) so that its resident memory compares run to
+    run."""
     shutil.rmtree(data_dir, ignore_errors=True)
+    evict_from_page_cache(binary)
     server = StrataServer(binary, data_dir)
     query = f"pipeline={pipeline}" + ("&text_postings=true" if text_postings else "")
     if keyword_index:

@@ -1,5 +1,5 @@
 """Measuring child processes: wall time and peak resident memory of one process, dropping the OS
-page cache before a cold run, disk usage of a directory, and the progress log."""
+page cache before a cold run (or one file's pages before a server starts), disk usage of a directory, and the progress log."""
 import os
 import subprocess
 import threading
@@ -76,6 +76,19 @@ def drop_page_cache():
             log(f"cannot drop the page cache ({e}); cold runs are 'fresh process, page cache not dropped'")
             _DROP_STATE["warned"] = True
         return "fresh process, page cache not dropped"
+
+
+def evict_from_page_cache(path):
+    """Drop one file's clean pages from the OS page cache (posix_fadvise DONTNEED; pages another
+    process has mapped stay). A server's resident memory counts the pages of its own binary it
+    touches, and how many that is depends on how those pages came into the cache: written (by
+    the linker, `cp`) they are mapped in larger folios than when read back from disk (ADR 0013).
+    Evicting the binary before a start makes every run read it back the same way."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def dir_bytes(path):
