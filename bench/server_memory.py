@@ -14,7 +14,6 @@ Usage: bench/.venv/bin/python bench/server_memory.py --binaries target/release/s
 """
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -52,7 +51,6 @@ def idle_server(binary, settle, from_disk):
         copy = work / "strata"
         shutil.copy2(binary, copy)
         if from_disk:
-            os.sync()
             evict_from_page_cache(copy)
         server = StrataServer(copy, work / "data")
         try:

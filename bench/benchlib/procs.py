@@ -1,5 +1,6 @@
 """Measuring child processes: wall time and peak resident memory of one process, dropping the OS
-page cache before a cold run (or one file's pages before a server starts), disk usage of a directory, and the progress log."""
+page cache before a cold run (or one file's pages before a server starts), disk usage of a
+directory, and the progress log."""
 import os
 import subprocess
 import threading
@@ -83,9 +84,11 @@ def evict_from_page_cache(path):
     process has mapped stay). A server's resident memory counts the pages of its own binary it
     touches, and how many that is depends on how those pages came into the cache: written (by
     the linker, `cp`) they are mapped in larger folios than when read back from disk (ADR 0013).
-    Evicting the binary before a start makes every run read it back the same way."""
+    Evicting the binary before a start makes every run read it back the same way. Dirty pages
+    (a binary just linked) are written back first: the kernel drops only clean ones."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
