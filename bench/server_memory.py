@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from benchlib.procs import evict_from_page_cache  # noqa: E402
+from benchlib.procs import evict_from_page_cache, proc_status_bytes  # noqa: E402
 from server_load import StrataServer  # noqa: E402
 
 FIELDS = ("VmRSS", "RssAnon", "RssFile")
@@ -32,11 +32,7 @@ FIELDS = ("VmRSS", "RssAnon", "RssFile")
 
 def resident_parts(pid):
     """VmRSS, RssAnon and RssFile of a process, in bytes."""
-    parts = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in FIELDS:
-            parts[name] = int(value.split()[0]) * 1024
+    parts = proc_status_bytes(pid, FIELDS)
     missing = [f for f in FIELDS if f not in parts]
     if missing:
         raise RuntimeError(f"/proc/{pid}/status has no {', '.join(missing)}")

@@ -119,12 +119,20 @@ def _file_bytes(p):
     return min(st.st_size, blocks * 512) if blocks is not None and blocks > 0 else st.st_size
 
 
+def proc_status_bytes(pid, names):
+    """The memory fields `names` (VmHWM, VmRSS, RssAnon, …) of a running process's
+    /proc/PID/status, in bytes; a field the kernel does not show is left out."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in names:
+            found[name] = int(value.split()[0]) * 1024
+    return found
+
+
 def proc_peak_rss(pid):
     """Peak resident memory (VmHWM) of a running process, in bytes, or None."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
+        return proc_status_bytes(pid, ("VmHWM",)).get("VmHWM")
     except OSError:
         return None
-    return None

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from .procs import proc_peak_rss
+from .procs import proc_peak_rss, proc_status_bytes
 
 TICK = 0.05
 
@@ -19,10 +19,7 @@ def cpu_seconds(pid):
 
 
 def resident(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return None
+    return proc_status_bytes(pid, ("VmRSS",)).get("VmRSS")
 
 
 def first_lines(path, count):
