@@ -1,5 +1,5 @@
 //! Checks of the ingest of a stream (a server's request body), shared by the stable property
-//! test (`tests/stream_input.rs`) and the `ingest_request` fuzz target: any bytes, plain or
+//! test (`tests/engine/stream_input.rs`) and the `ingest_request` fuzz target: any bytes, plain or
 //! claimed to be gzip/zstd, are either committed with every line accounted for, or rejected
 //! whole; never a panic, never a document lost or invented.
 

@@ -186,7 +186,7 @@ fn small_ingests_merge_without_losing_or_duplicating() {
     assert_eq!(manifest.parts.len(), 1);
     assert!(
         manifest.retired.is_empty(),
-        "no reader held a lease: the inputs are deleted at once (tests/lifecycle.rs)"
+        "no reader held a lease: the inputs are deleted at once (tests/engine/lifecycle.rs)"
     );
     // The merged part and its checksum file (ADR 0008); the inputs' files are gone.
     let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("bsky/parts"))

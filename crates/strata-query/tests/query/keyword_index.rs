@@ -11,7 +11,7 @@ use arrow::util::pretty::pretty_format_batches;
 use strata_engine::{DataDir, IngestOptions};
 use strata_query::Session;
 
-mod common;
+use crate::common;
 
 use common::{explain, metric};
 

@@ -15,7 +15,7 @@ use strata_engine::input::Input;
 use strata_engine::{DataDir, IngestOptions, ingest};
 use strata_query::Session;
 
-mod common;
+use crate::common;
 
 /// A JSON value of a generated document (None: the key is absent).
 #[derive(Debug, Clone)]

@@ -14,7 +14,7 @@ use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType};
 use strata_engine::DataDir;
 use strata_query::{QueryError, Session};
 
-mod common;
+use crate::common;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

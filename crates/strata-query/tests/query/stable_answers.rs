@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use strata_engine::DataDir;
 use strata_query::Session;
 
-mod common;
+use crate::common;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

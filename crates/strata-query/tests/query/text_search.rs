@@ -11,7 +11,7 @@ use strata_engine::{DataDir, IngestOptions, MergeOptions, merge_parts};
 use strata_query::Session;
 use strata_text::TextQuery;
 
-mod common;
+use crate::common;
 
 use common::{explain, metric};
 
