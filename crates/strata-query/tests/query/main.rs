@@ -1,6 +1,6 @@
-//! strata-query's integration tests, one module per concern, built as one test binary: as a binary
-//! each they linked DataFusion fifteen times over (about 200 MB and half a minute of a cold build
-//! each), which was half of building the workspace's own crates.
+//! strata-query's integration tests, one module per concern, built as one test binary. As fifteen
+//! binaries they linked DataFusion fifteen times (about 200 MB and half a minute of a cold build
+//! each), half of building the workspace's own crates (ADR 0030).
 
 mod common;
 mod deletes;

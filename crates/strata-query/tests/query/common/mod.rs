@@ -1,7 +1,6 @@
 //! Helpers shared by the integration tests of this crate.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
-#![allow(dead_code)] // kept for the test modules that use them, not all at once
 
 use std::path::Path;
 
