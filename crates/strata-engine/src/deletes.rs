@@ -16,6 +16,7 @@ use std::sync::Arc;
 use strata_format::deletes::{
     DeletionVector, deletion_vector, deletion_vector_file, write_deletion_vector,
 };
+use strata_format::live_keys::Located;
 use strata_format::{KeyCache, Manifest, PartEntry};
 use strata_json::KeyValue;
 
@@ -182,13 +183,54 @@ pub(crate) struct KeyRow {
 /// The live rows (not deleted by their part's vector) of `manifest`'s parts whose key is one of
 /// `sorted_keys` (ascending, no duplicates), found through the parts' key files. In a table
 /// that keeps its invariant, each key has at most one.
+///
+/// A live version of a server's table answers from its epoch's key map for the keys its logged
+/// commits wrote, and looks for the others only in the parts that were there before them
+/// ([`strata_format::live_keys`]).
 pub(crate) fn live_key_rows(
     table: &str,
     table_dir: &Path,
     manifest: &Manifest,
     sorted_keys: &[KeyValue],
 ) -> Result<Vec<KeyRow>, EngineError> {
-    live_key_rows_in(table, table_dir, manifest.parts.iter(), sorted_keys)
+    let located = manifest
+        .live_keys
+        .get()
+        .and_then(|keys| Some((keys.base_parts(), keys.locate(manifest, sorted_keys)?)));
+    let every_part = || live_key_rows_in(table, table_dir, manifest.parts.iter(), sorted_keys);
+    let Some((base_parts, located)) = located else {
+        return every_part();
+    };
+    let mut rows = Vec::new();
+    let mut in_base = Vec::new();
+    for (index, located) in located.into_iter().enumerate() {
+        match located {
+            Located::Written(Some((part, row))) => {
+                // Listed: `locate` checked it.
+                let Some(part) = manifest.parts.get(part) else {
+                    return every_part();
+                };
+                rows.push(KeyRow {
+                    key: index,
+                    part: part.file.clone(),
+                    row,
+                });
+            }
+            Located::Written(None) => {}
+            Located::Base => in_base.push(index),
+        }
+    }
+    if !in_base.is_empty() {
+        let keys: Vec<KeyValue> = in_base.iter().map(|&i| sorted_keys[i].clone()).collect();
+        let base = manifest.parts.iter().take(base_parts);
+        for hit in live_key_rows_in(table, table_dir, base, &keys)? {
+            rows.push(KeyRow {
+                key: in_base[hit.key],
+                ..hit
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// [`live_key_rows`] among `parts` (some of a manifest's parts) only.

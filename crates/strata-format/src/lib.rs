@@ -10,7 +10,8 @@
 //!   single atomic step that makes an ingest or a merge visible.
 //! - [`live`]: table versions a server committed through its write-ahead log and shows this
 //!   process before their manifests are on disk; [`durability`]: the writes they defer fsyncs of;
-//!   [`held`]: the files those writes hold in memory until a checkpoint writes them out.
+//!   [`held`]: the files those writes hold in memory until a checkpoint writes them out;
+//!   [`live_keys`]: where the keys those commits wrote lie, so that lookups skip their parts.
 //! - [`manifest_log`]: the same manifests on object storage, where there is no rename: a log of
 //!   versions each created once (ADR 0022; not yet used by the engine).
 //!
@@ -26,6 +27,7 @@ pub mod indexes;
 pub mod key_cache;
 pub mod keys;
 pub mod live;
+pub mod live_keys;
 pub mod manifest;
 pub mod manifest_log;
 pub mod part;

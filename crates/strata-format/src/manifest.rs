@@ -244,6 +244,10 @@ pub struct Manifest {
     /// ADR 0017, "live manifests"); absent when none ever was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wal_transactions: Option<u64>,
+    /// Where the keys of the logged commits of this live version's epoch lie, on a version
+    /// published by a server (`crate::live_keys`); never persisted, and not carried by copies.
+    #[serde(skip)]
+    pub live_keys: crate::live_keys::LiveKeysRef,
 }
 
 /// `Manifest::parts` as a plain list of parts: sharing is the process's business, not the file's.
@@ -277,6 +281,7 @@ impl Manifest {
             retired: RetiredList::default(),
             wal_applied: None,
             wal_transactions: None,
+            live_keys: Default::default(),
         }
     }
 

@@ -199,12 +199,13 @@ mod tests {
             appended: vec![line.to_owned()],
             ..TableChanges::default()
         };
-        apply_changes(name, &table_dir, &mut manifest, &changes).unwrap();
+        let written = apply_changes(name, &table_dir, &mut manifest, &changes).unwrap();
         StagedTable {
             table: name.to_owned(),
             table_dir,
             base_version,
             manifest,
+            written,
         }
     }
 

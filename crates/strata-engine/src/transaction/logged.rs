@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde::{Deserialize, Serialize};
+use strata_format::live_keys::{LiveKeys, LiveKeysRef};
 use strata_format::{Manifest, durability, live};
 use strata_json::KeyValue;
 
@@ -57,6 +58,9 @@ struct LiveTable {
     undurable: BTreeSet<PathBuf>,
     /// Its logged commits not yet on disk, in sequence order (what a rebase applies again).
     pending: Vec<(u64, TableChanges)>,
+    /// Where the keys those commits wrote lie, for a keyed table: the live versions carry it
+    /// for lookups ([`strata_format::live_keys`]).
+    keys: Option<Arc<LiveKeys>>,
     /// Keeps garbage collection — another process's too — from deleting the parts only the
     /// live manifest lists, as it keeps them from deleting a running merge's.
     _merge_lease: MergeLease,
@@ -234,14 +238,30 @@ fn append(wal: &Wal, body: Vec<u8>) -> QueuedFrame {
 pub(super) fn commit<'a>(
     data_dir: &DataDir,
     wal: &Wal,
-    current: BTreeMap<&'a String, Manifest>,
+    mut current: BTreeMap<&'a String, Manifest>,
     merged: &BTreeMap<&'a String, TableChanges>,
 ) -> Result<(), EngineError> {
-    if let Some(why) = registry()
-        .get(data_dir.root())
-        .and_then(|logged| logged.broken.clone())
     {
-        return Err(EngineError::Invalid(why));
+        let registry = registry();
+        let logged = registry.get(data_dir.root());
+        if let Some(why) = logged.and_then(|logged| logged.broken.clone()) {
+            return Err(EngineError::Invalid(why));
+        }
+        // Each keyed table's key map: its live epoch's (`current` is then its newest live
+        // version, all recorded), or a new epoch's beginning on `current`, which is on disk.
+        for (table, manifest) in current.iter_mut() {
+            if manifest.settings.key.is_none() {
+                continue;
+            }
+            let table_dir = data_dir.table_dir(table)?;
+            let keys = match logged.and_then(|logged| logged.tables.get(&table_dir)) {
+                Some(live) => live.keys.clone(),
+                None => Some(Arc::new(LiveKeys::new(manifest))),
+            };
+            if let Some(keys) = keys {
+                manifest.live_keys = LiveKeysRef::new(keys);
+            }
+        }
     }
     // The frame is made durable while the parts are written, not after: the WAL's fdatasync
     // took a quarter of a batch's time (ADR 0017). A batch whose parts then fail voids it.
@@ -267,18 +287,31 @@ pub(super) fn commit<'a>(
     logged.published = logged.published.max(seq);
     for (mut table, undurable) in staged {
         table.manifest.wal_transactions = Some(seq);
+        // The map the manifest was staged with (set above), recorded before it is published.
+        let keys = table.manifest.live_keys.get().cloned();
         let entry = match logged.tables.entry(table.table_dir.clone()) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::hash_map::Entry::Vacant(entry) => entry.insert(LiveTable {
                 durable_version: table.base_version,
                 undurable: BTreeSet::new(),
                 pending: Vec::new(),
+                keys: keys.clone(),
                 _merge_lease: data_dir.merge_lease(&table.table)?,
             }),
         };
         entry.undurable.extend(undurable);
         if let Some(changes) = merged.get(&table.table) {
             entry.pending.push((seq, changes.clone()));
+        }
+        if let Some(keys) = keys {
+            let recorded = match table.written.rows.take() {
+                Some(rows) => keys.record(&table.manifest, table.written.part, rows),
+                None => false,
+            };
+            if !recorded {
+                keys.abandon();
+            }
+            table.manifest.live_keys = LiveKeysRef::new(keys);
         }
         live::publish(&table.table_dir, Arc::new(table.manifest));
     }
@@ -962,6 +995,106 @@ mod tests {
     fn replay_frames(data_dir: &DataDir, frames: &[(u64, Vec<u8>)]) -> Replayed {
         let frames: Vec<(u64, &[u8])> = frames.iter().map(|(s, b)| (*s, &b[..])).collect();
         replay(data_dir, &frames).unwrap()
+    }
+
+    /// Commits one transaction of keyed changes to `table`: each id's document, or none to
+    /// delete it.
+    fn commit_changes(data_dir: &DataDir, table: &str, changes: &[(i64, Option<String>)]) {
+        let mut write = TableWrite {
+            snapshot: Arc::new(data_dir.manifest(table).unwrap()),
+            changes: TableChanges::default(),
+            reads: Default::default(),
+        };
+        for (id, document) in changes {
+            write
+                .changes
+                .keyed
+                .insert(KeyValue::Integer(*id), document.clone());
+        }
+        let writes = BTreeMap::from([(table.to_owned(), write)]);
+        crate::transaction::commit(data_dir, &writes).unwrap();
+    }
+
+    #[test]
+    fn key_lookups_through_a_live_key_map_find_what_a_walk_of_every_part_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path());
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        for id in 0..20 {
+            use std::io::Write;
+            writeln!(file, r#"{{"id":{id},"v":{}}}"#, 100 - id).unwrap();
+        }
+        // Sorted by `v`: a commit's documents lie in its part in another order than its keys.
+        let options = crate::ingest::IngestOptions {
+            key: Some(("id".into(), strata_json::KeyType::Integer)),
+            sort_key: Some(vec!["v".into()]),
+            ..Default::default()
+        };
+        let input = [crate::input::Input::File(file.path().to_owned())];
+        crate::ingest::ingest(&data_dir, "t", &input, &options, &mut |_| {}, &mut |_| {}).unwrap();
+        let (wal, _) = open_wal(&data_dir);
+        register(&data_dir, wal);
+        let table_dir = data_dir.table_dir("t").unwrap();
+
+        let all_keys: Vec<KeyValue> = (0..24).map(KeyValue::Integer).collect();
+        let found = |rows: Vec<crate::deletes::KeyRow>| {
+            let mut found: Vec<(usize, String, u64)> =
+                rows.into_iter().map(|r| (r.key, r.part, r.row)).collect();
+            found.sort();
+            found
+        };
+        let mut random = 7u64;
+        let mut next = |bound: u64| {
+            random = random
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (random >> 33) % bound
+        };
+        let mut versions: Vec<Arc<Manifest>> = Vec::new();
+        let mut answered = 0;
+        for step in 0..60 {
+            if step == 30 {
+                // A new epoch: the one before ends with its parts folded away.
+                checkpoint(&data_dir).unwrap();
+                versions.clear();
+            }
+            let changes: Vec<(i64, Option<String>)> = (0..1 + next(4))
+                .map(|_| {
+                    let id = next(24) as i64;
+                    let document =
+                        (next(4) != 0).then(|| format!(r#"{{"id":{id},"v":{}}}"#, next(1000)));
+                    (id, document)
+                })
+                .collect();
+            commit_changes(&data_dir, "t", &changes);
+            let live = live::get(&table_dir).unwrap();
+            assert!(live.live_keys.get().is_some(), "step {step}");
+            versions.push(live);
+            // Every version of the epoch so far, the older ones as a transaction that began
+            // then sees them.
+            for version in &versions {
+                let through_map =
+                    crate::deletes::live_key_rows("t", &table_dir, version, &all_keys).unwrap();
+                let every_part = crate::deletes::live_key_rows_in(
+                    "t",
+                    &table_dir,
+                    version.parts.iter(),
+                    &all_keys,
+                )
+                .unwrap();
+                assert_eq!(
+                    found(through_map),
+                    found(every_part),
+                    "step {step}, version {}",
+                    version.version
+                );
+                let keys = version.live_keys.get().unwrap();
+                answered += usize::from(keys.locate(version, &all_keys).is_some());
+            }
+        }
+        // Every version was answered through its map (30 + 30 versions, each asked once per
+        // later step of its epoch).
+        assert_eq!(answered, 2 * (30 * 31 / 2));
     }
 
     #[test]

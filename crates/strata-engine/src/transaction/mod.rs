@@ -42,7 +42,7 @@ use strata_json::{KeyValue, Shredder, parse_document};
 use crate::commit::commit_manifest;
 use crate::deletes::{live_key_rows, live_key_rows_in, stage_deletions};
 use crate::error::EngineError;
-use crate::part_writing::{shred_options, write_shredded};
+use crate::part_writing::{ShreddedPart, shred_options, write_shredded};
 use crate::table::{DataDir, WriteLock, new_part_file};
 
 pub use group::{Completion, DEFAULT_COMMIT_DELAY, Leader, OpenWriter, set_commit_delay};
@@ -375,12 +375,13 @@ pub(crate) fn stage_tables<'a>(
             true => strata_format::durability::deferred(write),
             false => (write(), Vec::new()),
         };
-        applied?;
+        let written = applied?;
         let staged_table = StagedTable {
             table,
             table_dir,
             base_version,
             manifest,
+            written,
         };
         Ok((staged_table, undurable))
     };
@@ -397,6 +398,8 @@ pub(crate) struct StagedTable {
     /// The version it replaces.
     pub(crate) base_version: u64,
     pub(crate) manifest: Manifest,
+    /// Where its keyed documents went.
+    pub(crate) written: KeyedWrites,
 }
 
 /// Whether `current` lists the same parts with the same deletions as `snapshot`.
@@ -563,15 +566,26 @@ fn changed_key<'a>(
     Ok(conflict.and_then(|index| keys.get(index).cloned()))
 }
 
+/// Where [`apply_changes`] wrote a keyed table's documents.
+#[derive(Debug, Default)]
+pub(crate) struct KeyedWrites {
+    /// The part written: its place in the manifest's list; none when the changes were only
+    /// deletions.
+    pub(crate) part: Option<usize>,
+    /// Each key written, with the row of its document in that part (none: deleted); none when
+    /// the table has no key, or the rows are not known.
+    pub(crate) rows: Option<Vec<(KeyValue, Option<u64>)>>,
+}
+
 /// Writes the part of the new documents and the deletion vectors of the rows they replace or
 /// delete into `manifest` (the table now, under its writer lock) as its next version; returns
-/// the documents written and the rows deleted.
+/// where the keyed documents went.
 pub(crate) fn apply_changes(
     table: &str,
     table_dir: &Path,
     manifest: &mut Manifest,
     changes: &TableChanges,
-) -> Result<(u64, u64), EngineError> {
+) -> Result<KeyedWrites, EngineError> {
     let key = manifest.settings.key.as_ref().map(|k| k.table_key());
     match (&key, changes.keyed.is_empty(), changes.appended.is_empty()) {
         (Some(_), _, false) => {
@@ -592,7 +606,7 @@ pub(crate) fn apply_changes(
     for hit in live_key_rows(table, table_dir, manifest, &keys)? {
         rows.entry(hit.part).or_default().push(hit.row);
     }
-    let deleted = stage_deletions(table, table_dir, manifest, version, &rows)?;
+    stage_deletions(table, table_dir, manifest, version, &rows)?;
     let part = write_documents(
         table,
         table_dir,
@@ -600,26 +614,59 @@ pub(crate) fn apply_changes(
         &new_part_file(manifest.version),
         changes,
     )?;
-    let written = part.as_ref().map_or(0, |p| p.rows);
-    manifest.parts.extend(part.map(|part| {
-        Arc::new(strata_format::PartEntry {
+    let mut written = KeyedWrites::default();
+    if let Some(part) = part {
+        written.part = Some(manifest.parts.len());
+        manifest.parts.push(Arc::new(strata_format::PartEntry {
             newest_write: Some(version),
-            ..part
-        })
-    }));
+            ..part.entry
+        }));
+        if key.is_some() {
+            written.rows = keyed_rows(changes, part.positions.as_deref());
+        }
+    } else if key.is_some() {
+        written.rows = keyed_rows(changes, None);
+    }
     manifest.version = version;
-    Ok((written, deleted))
+    Ok(written)
+}
+
+/// Each key of `changes` with the row of its document in the part [`write_documents`] wrote
+/// (`positions`: its rows in push order, none when in push order), or none when deleted; none
+/// when `positions` lists fewer documents than were pushed.
+fn keyed_rows(
+    changes: &TableChanges,
+    positions: Option<&[u32]>,
+) -> Option<Vec<(KeyValue, Option<u64>)>> {
+    let mut pushed = 0usize;
+    let mut rows = Vec::with_capacity(changes.keyed.len());
+    for (key, document) in &changes.keyed {
+        let row = match document {
+            None => None,
+            Some(_) => {
+                let row = match positions {
+                    None => pushed as u64,
+                    Some(positions) => u64::from(*positions.get(pushed)?),
+                };
+                pushed += 1;
+                Some(row)
+            }
+        };
+        rows.push((key.clone(), row));
+    }
+    Some(rows)
 }
 
 /// Writes the documents of `changes` as one part named `file` of the table `manifest`
 /// describes (None when there are none), checking that each keyed document has its map key.
+/// Keyed documents are pushed first, in key order, then the appended ones.
 pub(crate) fn write_documents(
     table: &str,
     table_dir: &Path,
     manifest: &Manifest,
     file: &str,
     changes: &TableChanges,
-) -> Result<Option<strata_format::PartEntry>, EngineError> {
+) -> Result<Option<ShreddedPart>, EngineError> {
     let key = manifest.settings.key.as_ref().map(|k| k.table_key());
     let mut shredder = Shredder::new(shred_options(&manifest.settings));
     let mut pushed = 0u64;
@@ -654,9 +701,13 @@ pub(crate) fn write_documents(
     if pushed == 0 {
         return Ok(None);
     }
-    Ok(Some(
-        write_shredded(table, table_dir, file, shredder, &manifest.settings)?.entry,
-    ))
+    Ok(Some(write_shredded(
+        table,
+        table_dir,
+        file,
+        shredder,
+        &manifest.settings,
+    )?))
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ pub fn stage_view(
         write_documents(table, &table_dir, snapshot, &file, changes)
     });
     if let Some(part) = written? {
-        view.manifest.parts.push(Arc::new(part));
+        view.manifest.parts.push(Arc::new(part.entry));
     }
     Ok(view)
 }

@@ -16,6 +16,11 @@
 //! asked. A document not kept is rebuilt from its row's granule, decoded whole once and kept
 //! (`PartMetadataCache::granule`; positions of an immutable part, safe for the same reason).
 //!
+//! On a server's live version of a table (`strata_format::live_keys`) a key its logged commits
+//! wrote is read from the part and row the version's key map names, and any other key is looked
+//! up only in the parts listed before those commits: the hundreds of one-commit parts a second
+//! of commits leaves are not asked one by one.
+//!
 //! Invariant: for a key `k`, the rows produced are exactly the live rows whose key is `k` in
 //! the snapshot `manifest`, in part order then row order — the rows the planned statement
 //! returns.
@@ -33,6 +38,7 @@ use datafusion::physical_plan::metrics::Count;
 use futures::StreamExt;
 use object_store::ObjectStore;
 use parquet::file::metadata::ParquetMetaData;
+use strata_format::live_keys::Located;
 use strata_format::part::GRANULE_ROWS;
 use strata_format::{FormatError, Manifest, PartEntry};
 use strata_json::KeyValue;
@@ -61,18 +67,40 @@ pub async fn read_documents_by_key(
     let PointSource {
         table,
         dir,
+        manifest,
         metadata_cache,
         ..
     } = source;
-    read_documents(source, schema, &|entry| {
+    let by_key_file = |entry: &PartEntry| {
         metadata_cache.key_rows(dir, entry, key)?.ok_or_else(|| {
             strata_format::FormatError::Damaged {
                 path: Manifest::part_path(dir, &entry.file),
                 message: format!("table {table}: the part has no key file to read by key"),
             }
         })
-    })
-    .await
+    };
+    // A server's live version knows where the keys its logged commits wrote lie, and that the
+    // others can only be in the parts listed before them (`strata_format::live_keys`).
+    let located = manifest.live_keys.get().and_then(|keys| {
+        let located = keys.locate(manifest, std::slice::from_ref(key))?;
+        Some((keys.base_parts(), located.into_iter().next()?))
+    });
+    match located {
+        Some((_, Located::Written(None))) => {
+            read_documents_in(source, schema, &[], &by_key_file).await
+        }
+        Some((_, Located::Written(Some((part, row))))) => {
+            let Some(parts) = manifest.parts.get(part..=part) else {
+                return read_documents(source, schema, &by_key_file).await;
+            };
+            read_documents_in(source, schema, parts, &|_| Ok(vec![row])).await
+        }
+        Some((base_parts, Located::Base)) => {
+            let base = &manifest.parts[..base_parts.min(manifest.parts.len())];
+            read_documents_in(source, schema, base, &by_key_file).await
+        }
+        None => read_documents(source, schema, &by_key_file).await,
+    }
 }
 
 /// The whole documents (the one `data` column of `schema`) of the live rows `rows_of` names in
@@ -81,18 +109,30 @@ pub async fn read_documents_by_key(
 pub async fn read_documents(
     source: &PointSource<'_>,
     schema: &SchemaRef,
-    rows_of: &(dyn Fn(&PartEntry) -> std::result::Result<Vec<u64>, FormatError> + Sync),
+    rows_of: &RowsOf<'_>,
+) -> Result<RecordBatch> {
+    read_documents_in(source, schema, &source.manifest.parts, rows_of).await
+}
+
+/// Which rows of a part a point read asks for (ascending; deleted ones among them or not).
+pub type RowsOf<'a> = dyn Fn(&PartEntry) -> std::result::Result<Vec<u64>, FormatError> + Sync + 'a;
+
+/// [`read_documents`] among `parts` (some of the snapshot's parts) only.
+async fn read_documents_in(
+    source: &PointSource<'_>,
+    schema: &SchemaRef,
+    parts: &[Arc<PartEntry>],
+    rows_of: &RowsOf<'_>,
 ) -> Result<RecordBatch> {
     let PointSource {
         table,
         dir,
-        manifest,
         metadata_cache,
         ..
     } = source;
     let context = |e: FormatError| DataFusionError::Execution(format!("table {table}: {e}"));
     let mut documents: Vec<Arc<String>> = Vec::new();
-    for entry in &manifest.parts {
+    for entry in parts {
         let mut rows = rows_of(entry).map_err(context)?;
         if rows.is_empty() {
             continue;
